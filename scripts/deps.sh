@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sprofil needs to build, test and benchmark.
+# Idempotent: runs apt-get only when something is missing.
+set -euo pipefail
+PKGS=(build-essential cmake ninja-build pkgconf g++-12 clang-format
+      libdw-dev libelf-dev zlib1g-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+      libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
+      binutils golang-go linux-perf google-perftools libgoogle-perftools-dev hyperfine)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "sprofil: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

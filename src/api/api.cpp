@@ -1,0 +1,330 @@
+// The modern C API (include/sprofil/sprofil.h) over the engine's API channel.
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "clock/runtime.hpp"
+#include "engine/engine.hpp"
+#include "sprofil/sprofil.h"
+
+using namespace sprofil;
+
+namespace {
+
+struct ApiRegion {
+  uintptr_t lo, hi;
+  void* mem;  // counters: anonymous memory, backed only where written
+  size_t mem_bytes;
+  uint64_t nbins;
+  char name[256];
+};
+
+pthread_mutex_t g_api_mu = PTHREAD_MUTEX_INITIALIZER;
+sprofil_session* g_running = nullptr;  // guarded by g_api_mu
+
+struct ApiLock {
+  ApiLock() { pthread_mutex_lock(&g_api_mu); }
+  ~ApiLock() { pthread_mutex_unlock(&g_api_mu); }
+  ApiLock(const ApiLock&) = delete;
+  ApiLock& operator=(const ApiLock&) = delete;
+};
+
+int fail(int e) {
+  errno = e;
+  return -1;
+}
+
+unsigned log2u(unsigned v) {
+  unsigned s = 0;
+  while ((1u << s) < v) ++s;
+  return s;
+}
+
+}  // namespace
+
+struct sprofil_session {
+  sprofil_options opt;
+  ApiRegion* regs;
+  size_t n, cap;
+  engine::Tallies tallies;  // outlives every table of this session
+};
+
+namespace {
+
+// Builds the engine table for the session's regions (sorted by start). EINVAL on overlap.
+int build_table(sprofil_session* s, engine::Table** out) {
+  auto* regs = static_cast<engine::Region*>(malloc((s->n ? s->n : 1) * sizeof(engine::Region)));
+  if (!regs) return ENOMEM;
+  const unsigned shift = log2u(s->opt.bin_bytes);
+  for (size_t i = 0; i < s->n; ++i) {
+    const ApiRegion& a = s->regs[i];
+    regs[i].lo = a.lo;
+    regs[i].last = a.hi - 1;
+    regs[i].map = engine::BinMap{a.lo, 65536, 0, static_cast<uint8_t>(shift)};
+    regs[i].counters = engine::Counters{a.mem, a.nbins, static_cast<uint8_t>(s->opt.counter_width),
+                                        engine::Policy::kSaturate, 0};
+  }
+  std::sort(regs, regs + s->n,
+            [](const engine::Region& a, const engine::Region& b) { return a.lo < b.lo; });
+  const engine::Error e = engine::Table::create(regs, s->n, nullptr, &s->tallies, out);
+  free(regs);
+  if (e == engine::Error::kNoMemory) return ENOMEM;
+  return e == engine::Error::kOk ? 0 : EINVAL;
+}
+
+rt::ClockRequest clock_of(const sprofil_options& o) {
+  return rt::ClockRequest{static_cast<rt::ClockKind>(o.clock), 1000000000ull / o.hz};
+}
+
+// Publishes a fresh table when the session runs.
+int republish(sprofil_session* s) {
+  engine::Table* t = nullptr;
+  if (int e = build_table(s, &t)) return e;
+  if (g_running != s) {
+    engine::Table::destroy(t);  // validated only
+    return 0;
+  }
+  engine::Table* old = nullptr;
+  if (int e = rt::install(engine::kApiChannel, t, clock_of(s->opt), &old)) {
+    engine::Table::destroy(t);
+    return e;
+  }
+  engine::Table::destroy(old);
+  return 0;
+}
+
+int add_region(sprofil_session* s, uintptr_t lo, uintptr_t hi, const char* name) {
+  if (!s || hi <= lo) return EINVAL;
+  if (s->n == s->cap) {
+    const size_t cap = s->cap ? s->cap * 2 : 16;
+    auto* r = static_cast<ApiRegion*>(realloc(s->regs, cap * sizeof(ApiRegion)));
+    if (!r) return ENOMEM;
+    s->regs = r;
+    s->cap = cap;
+  }
+  const uint64_t nbins = (hi - lo + s->opt.bin_bytes - 1) / s->opt.bin_bytes;
+  const size_t bytes = nbins * s->opt.counter_width;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) return ENOMEM;
+  ApiRegion& r = s->regs[s->n++];
+  r = ApiRegion{lo, hi, mem, bytes, nbins, {}};
+  strncpy(r.name, name ? name : "", sizeof r.name - 1);
+  if (int e = republish(s)) {
+    munmap(mem, bytes);
+    --s->n;
+    return e;
+  }
+  return 0;
+}
+
+struct ObjectQuery {
+  uintptr_t addr;  // 0: every object
+  sprofil_session* s;
+  int err;
+  int added;
+};
+
+int add_object_segments(dl_phdr_info* info, size_t, void* data) {
+  auto* q = static_cast<ObjectQuery*>(data);
+  bool contains = q->addr == 0;
+  for (int i = 0; !contains && i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && q->addr >= lo && q->addr < lo + ph.p_memsz) contains = true;
+  }
+  if (!contains) return 0;
+  char exe[256] = "";
+  const char* name = info->dlpi_name;
+  if (!name || !*name) {
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) exe[n] = '\0';
+    name = exe;
+  }
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_memsz == 0) continue;
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (int e = add_region(q->s, lo, lo + ph.p_memsz, name)) {
+      q->err = e;
+      return 1;
+    }
+    ++q->added;
+  }
+  return q->addr != 0;  // one object: stop after it
+}
+
+int add_objects(sprofil_session* s, uintptr_t addr) {
+  ObjectQuery q{addr, s, 0, 0};
+  dl_iterate_phdr(add_object_segments, &q);
+  if (q.err) return q.err;
+  return q.added ? 0 : ENOENT;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* sprofil_version(void) {
+  return "0.1.0";
+}
+
+void sprofil_options_init(sprofil_options* opt) {
+  *opt = sprofil_options{SPROFIL_CLOCK_CPU, 1000, 4, 4};
+}
+
+sprofil_session* sprofil_create(const sprofil_options* opt) {
+  sprofil_options o;
+  sprofil_options_init(&o);
+  if (opt) o = *opt;
+  if ((o.counter_width != 2 && o.counter_width != 4 && o.counter_width != 8) || o.hz == 0 ||
+      o.hz > 1000000 || o.bin_bytes == 0 || (o.bin_bytes & (o.bin_bytes - 1)) ||
+      static_cast<unsigned>(o.clock) > SPROFIL_CLOCK_WALL) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* s = static_cast<sprofil_session*>(calloc(1, sizeof(sprofil_session)));
+  if (!s) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  s->opt = o;
+  return s;
+}
+
+void sprofil_destroy(sprofil_session* s) {
+  if (!s) return;
+  sprofil_stop(s);
+  for (size_t i = 0; i < s->n; ++i) munmap(s->regs[i].mem, s->regs[i].mem_bytes);
+  free(s->regs);
+  free(s);
+}
+
+int sprofil_add_range(sprofil_session* s, const void* lo, const void* hi, const char* name) {
+  ApiLock lock;
+  const int e =
+      add_region(s, reinterpret_cast<uintptr_t>(lo), reinterpret_cast<uintptr_t>(hi), name);
+  return e ? fail(e) : 0;
+}
+
+int sprofil_add_function(sprofil_session* s, const void* fn) {
+  Dl_info info;
+  ElfW(Sym)* sym = nullptr;
+  if (!fn || !dladdr1(fn, &info, reinterpret_cast<void**>(&sym), RTLD_DL_SYMENT) || !sym ||
+      sym->st_size == 0 || !info.dli_saddr)
+    return fail(ENOENT);
+  const auto lo = reinterpret_cast<uintptr_t>(info.dli_saddr);
+  ApiLock lock;
+  const int e = add_region(s, lo, lo + sym->st_size, info.dli_sname ? info.dli_sname : "");
+  return e ? fail(e) : 0;
+}
+
+int sprofil_add_symbol(sprofil_session* s, const char* name) {
+  if (!name) return fail(EINVAL);
+  const void* fn = dlsym(RTLD_DEFAULT, name);
+  if (!fn) return fail(ENOENT);
+  return sprofil_add_function(s, fn);
+}
+
+int sprofil_add_object(sprofil_session* s, const void* addr) {
+  if (!s || !addr) return fail(EINVAL);
+  ApiLock lock;
+  const int e = add_objects(s, reinterpret_cast<uintptr_t>(addr));
+  return e ? fail(e) : 0;
+}
+
+int sprofil_add_all_objects(sprofil_session* s) {
+  if (!s) return fail(EINVAL);
+  ApiLock lock;
+  const int e = add_objects(s, 0);
+  return e ? fail(e) : 0;
+}
+
+int sprofil_start(sprofil_session* s) {
+  if (!s) return fail(EINVAL);
+  ApiLock lock;
+  if (g_running == s) return 0;
+  if (g_running) return fail(EBUSY);
+  if (s->n == 0) return fail(EINVAL);
+  g_running = s;
+  if (int e = republish(s)) {
+    g_running = nullptr;
+    return fail(e);
+  }
+  return 0;
+}
+
+int sprofil_stop(sprofil_session* s) {
+  if (!s) return fail(EINVAL);
+  ApiLock lock;
+  if (g_running != s) return 0;
+  engine::Table* old = nullptr;
+  rt::install(engine::kApiChannel, nullptr, rt::ClockRequest{}, &old);
+  engine::Table::destroy(old);
+  g_running = nullptr;
+  return 0;
+}
+
+int sprofil_reset(sprofil_session* s) {
+  if (!s) return fail(EINVAL);
+  ApiLock lock;
+  // Dropping the private anonymous pages zeroes them and gives their memory back.
+  for (size_t i = 0; i < s->n; ++i) madvise(s->regs[i].mem, s->regs[i].mem_bytes, MADV_DONTNEED);
+  std::atomic_ref<uint64_t>(s->tallies.delivered).store(0);
+  std::atomic_ref<uint64_t>(s->tallies.outside).store(0);
+  std::atomic_ref<uint64_t>(s->tallies.lost).store(0);
+  return 0;
+}
+
+sprofil_snapshot* sprofil_snapshot_take(sprofil_session* s) {
+  if (!s) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ApiLock lock;
+  size_t bytes = sizeof(sprofil_snapshot) + s->n * sizeof(sprofil_region_counts);
+  for (size_t i = 0; i < s->n; ++i) bytes += s->regs[i].nbins * sizeof(uint64_t);
+  auto* mem = static_cast<char*>(malloc(bytes));
+  if (!mem) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* snap = reinterpret_cast<sprofil_snapshot*>(mem);
+  auto* regs = reinterpret_cast<sprofil_region_counts*>(mem + sizeof(sprofil_snapshot));
+  auto* counts = reinterpret_cast<uint64_t*>(regs + s->n);
+  const unsigned w = s->opt.counter_width;
+  for (size_t i = 0; i < s->n; ++i) {
+    const ApiRegion& a = s->regs[i];
+    regs[i] = sprofil_region_counts{a.lo, a.hi, s->opt.bin_bytes, a.nbins, counts, a.name};
+    for (uint64_t k = 0; k < a.nbins; ++k) {
+      if (w == 2)
+        counts[k] = std::atomic_ref<uint16_t>(static_cast<uint16_t*>(a.mem)[k]).load();
+      else if (w == 4)
+        counts[k] = std::atomic_ref<uint32_t>(static_cast<uint32_t*>(a.mem)[k]).load();
+      else
+        counts[k] = std::atomic_ref<uint64_t>(static_cast<uint64_t*>(a.mem)[k]).load();
+    }
+    counts += a.nbins;
+  }
+  *snap = sprofil_snapshot{s->n,
+                           regs,
+                           std::atomic_ref<uint64_t>(s->tallies.delivered).load(),
+                           std::atomic_ref<uint64_t>(s->tallies.outside).load(),
+                           std::atomic_ref<uint64_t>(s->tallies.lost).load(),
+                           1000000000ull / s->opt.hz};
+  return snap;
+}
+
+void sprofil_snapshot_free(sprofil_snapshot* snap) {
+  free(snap);
+}
+
+}  // extern "C"

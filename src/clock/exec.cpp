@@ -1,0 +1,130 @@
+// Interposed exec family. Profiling is off in the new program (the seeds' rule) and it must
+// never be killed by a profiling signal: ITIMER_PROF survives execve and so do pending
+// signals, while the new image starts with SIG_DFL (terminate) for SIGPROF. So every exec
+// first stops the clock, discards pending samples and restores the previous disposition; if
+// the exec fails, profiling resumes as it was.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdlib>
+
+#include "clock/runtime.hpp"
+
+namespace {
+
+template <class F>
+F real_fn(std::atomic<F>& cache, const char* name) {
+  F f = cache.load(std::memory_order_acquire);
+  if (!f) {
+    f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+    cache.store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+// Runs one exec call with profiling suspended around it.
+template <class Call>
+int guarded(Call call) {
+  sprofil::rt::before_exec();
+  const int rc = call();
+  const int e = errno;
+  sprofil::rt::after_failed_exec();
+  errno = e;
+  return rc;
+}
+
+using execve_fn = int (*)(const char*, char* const[], char* const[]);
+using execv_fn = int (*)(const char*, char* const[]);
+using fexecve_fn = int (*)(int, char* const[], char* const[]);
+using execveat_fn = int (*)(int, const char*, char* const[], char* const[], int);
+std::atomic<execve_fn> g_execve{nullptr}, g_execvpe{nullptr};
+std::atomic<execv_fn> g_execv{nullptr}, g_execvp{nullptr};
+std::atomic<fexecve_fn> g_fexecve{nullptr};
+std::atomic<execveat_fn> g_execveat{nullptr};
+
+// Collects the variadic arguments of execl/execlp/execle into an argv array (malloc'd).
+char** collect_args(const char* arg0, va_list ap, char*** envp) {
+  va_list count;
+  va_copy(count, ap);
+  size_t n = 1;
+  while (va_arg(count, char*) != nullptr) ++n;
+  va_end(count);
+  auto** argv = static_cast<char**>(malloc((n + 1) * sizeof(char*)));
+  if (!argv) return nullptr;
+  argv[0] = const_cast<char*>(arg0);
+  for (size_t i = 1; i <= n; ++i) argv[i] = va_arg(ap, char*);  // includes the final NULL
+  if (envp) *envp = va_arg(ap, char**);
+  return argv;
+}
+
+}  // namespace
+
+#define SPROFIL_EXPORT extern "C" __attribute__((visibility("default")))
+
+SPROFIL_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  auto f = real_fn(g_execve, "execve");
+  return guarded([&] { return f(path, argv, envp); });
+}
+
+SPROFIL_EXPORT int execv(const char* path, char* const argv[]) {
+  auto f = real_fn(g_execv, "execv");
+  return guarded([&] { return f(path, argv); });
+}
+
+SPROFIL_EXPORT int execvp(const char* file, char* const argv[]) {
+  auto f = real_fn(g_execvp, "execvp");
+  return guarded([&] { return f(file, argv); });
+}
+
+SPROFIL_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  auto f = real_fn(g_execvpe, "execvpe");
+  return guarded([&] { return f(file, argv, envp); });
+}
+
+SPROFIL_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  auto f = real_fn(g_fexecve, "fexecve");
+  return guarded([&] { return f(fd, argv, envp); });
+}
+
+SPROFIL_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
+                            int flags) {
+  auto f = real_fn(g_execveat, "execveat");
+  return guarded([&] { return f(dirfd, path, argv, envp, flags); });
+}
+
+SPROFIL_EXPORT int execl(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char** argv = collect_args(arg, ap, nullptr);
+  va_end(ap);
+  if (!argv) return errno = ENOMEM, -1;
+  const int rc = execv(path, argv);
+  free(argv);
+  return rc;
+}
+
+SPROFIL_EXPORT int execlp(const char* file, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char** argv = collect_args(arg, ap, nullptr);
+  va_end(ap);
+  if (!argv) return errno = ENOMEM, -1;
+  const int rc = execvp(file, argv);
+  free(argv);
+  return rc;
+}
+
+SPROFIL_EXPORT int execle(const char* path, const char* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  char** envp = nullptr;
+  char** argv = collect_args(arg, ap, &envp);
+  va_end(ap);
+  if (!argv) return errno = ENOMEM, -1;
+  const int rc = execve(path, argv, envp);
+  free(argv);
+  return rc;
+}

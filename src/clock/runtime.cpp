@@ -1,0 +1,493 @@
+// Signal-safety audit of on_signal(), the profiling signal handler:
+// - It reads the siginfo and ucontext the kernel gave it, compares si_value against the
+//   address of a constant (g_cookie), and calls engine::global().sample(), whose own audit is
+//   at the top of engine/engine.cpp (atomics and immutable, safely published tables only).
+// - It saves and restores errno. It takes no lock, allocates nothing, calls no library
+//   function, and reads no runtime state guarded by g_mu.
+// - Samples that are not ours (kill(), sigqueue(), another timer with the same signal) are
+//   recognised by si_code / si_value and dropped, never counted.
+// Everything else in this file runs outside the handler under g_mu.
+#include "clock/runtime.hpp"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace sprofil::rt {
+namespace {
+
+// Marks the sigevent of our own timers, so that the handler can tell their signals apart.
+const char g_cookie = 0;
+
+struct Slot {
+  pid_t tid;
+  bool has_timer;
+  timer_t timer;
+};
+
+pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+// All of the following are guarded by g_mu.
+bool g_active = false;          // a clock is running
+bool g_exec_suspended = false;  // stopped by before_exec(); restarted if exec fails
+ClockRequest g_clock;
+int g_signo = 0;
+struct sigaction g_prev_action;  // the disposition we replaced
+Slot* g_slots = nullptr;
+int g_nslots = 0, g_capslots = 0;
+pid_t g_pid = 0;
+Hooks g_hooks;
+pthread_key_t g_exit_key;
+bool g_exit_key_ok = false;
+
+pid_t gettid_() {
+  return static_cast<pid_t>(syscall(SYS_gettid));
+}
+
+uintptr_t pc_of(void* ucv) {
+  auto* uc = static_cast<ucontext_t*>(ucv);
+#if defined(__x86_64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.pc);
+#elif defined(__i386__)
+  return static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_EIP]);
+#else
+#error "sprofil: unsupported architecture (add its pc register here)"
+#endif
+}
+
+void on_signal(int, siginfo_t* si, void* uc) {
+  const int saved_errno = errno;
+  uint64_t weight = 1;
+  if (si->si_code == SI_TIMER) {
+    if (si->si_value.sival_ptr != &g_cookie) {
+      errno = saved_errno;
+      return;
+    }
+    // Each overrun is an expiry the kernel folded into this signal (its tick is coarser
+    // than our interval): weighting by them keeps count x interval equal to the time.
+    if (si->si_overrun > 0) weight += static_cast<uint64_t>(si->si_overrun);
+  } else if (si->si_code != SI_KERNEL) {  // ITIMER_PROF sends SI_KERNEL; others are not ours
+    errno = saved_errno;
+    return;
+  }
+  engine::global().sample(pc_of(uc), weight);
+  errno = saved_errno;
+}
+
+timespec to_ts(uint64_t ns) {
+  return timespec{static_cast<time_t>(ns / 1000000000u), static_cast<long>(ns % 1000000000u)};
+}
+
+// The CPU-time clock of any thread of this process (the kernel's MAKE_THREAD_CPUCLOCK).
+clockid_t thread_cpu_clock(pid_t tid) {
+  return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 4u /*per-thread*/ |
+                                2u /*sched*/);
+}
+
+bool handler_is_ours(const struct sigaction& sa) {
+  return (sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == on_signal;
+}
+
+bool handler_is_free(const struct sigaction& sa) {
+  if (sa.sa_flags & SA_SIGINFO) return sa.sa_sigaction == on_signal;
+  return sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN;
+}
+
+// SPROFIL_SIGNAL names the signal: a number, "SIGPROF", or "SIGRTMIN+n" / "SIGRTMAX-n".
+int configured_signal() {
+  const char* s = getenv("SPROFIL_SIGNAL");
+  if (!s || !*s) return 0;
+  if (strncmp(s, "SIG", 3) == 0) s += 3;
+  if (strcmp(s, "PROF") == 0) return SIGPROF;
+  if (strncmp(s, "RTMIN", 5) == 0) return SIGRTMIN + (s[5] == '+' ? atoi(s + 6) : 0);
+  if (strncmp(s, "RTMAX", 5) == 0) return SIGRTMAX - (s[5] == '-' ? atoi(s + 6) : 0);
+  const int n = atoi(s);
+  return n > 0 && n < NSIG ? n : -1;
+}
+
+// SIGPROF unless the application has a handler on it (or SPROFIL_SIGNAL says otherwise);
+// then the highest free real-time signal. ITIMER_PROF can only send SIGPROF.
+int choose_signal(ClockKind kind, int* err) {
+  const int want = configured_signal();
+  if (want < 0 || (want > 0 && kind == ClockKind::kItimer && want != SIGPROF)) {
+    *err = EINVAL;
+    return 0;
+  }
+  struct sigaction cur;
+  if (want > 0) {
+    if (sigaction(want, nullptr, &cur) != 0) {
+      *err = EINVAL;
+      return 0;
+    }
+    if (!handler_is_free(cur)) *err = EBUSY;
+    return *err ? 0 : want;
+  }
+  if (sigaction(SIGPROF, nullptr, &cur) == 0 && handler_is_free(cur)) return SIGPROF;
+  if (kind == ClockKind::kItimer) {
+    *err = EBUSY;
+    return 0;
+  }
+  for (int s = SIGRTMAX - 2; s >= SIGRTMIN + 4; --s) {
+    if (sigaction(s, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL &&
+        !(cur.sa_flags & SA_SIGINFO))
+      return s;
+  }
+  *err = EBUSY;
+  return 0;
+}
+
+int install_handler(int signo) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction prev;
+  if (sigaction(signo, &sa, &prev) != 0) return errno;
+  if (!handler_is_ours(prev)) g_prev_action = prev;
+  return 0;
+}
+
+// Setting a signal to SIG_IGN discards it wherever it is pending (POSIX), so no sample that
+// was already queued can reach the restored disposition (SIG_DFL would kill the process).
+void restore_handler(int signo) {
+  struct sigaction ign;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(signo, &ign, nullptr);
+  sigaction(signo, &g_prev_action, nullptr);
+}
+
+Slot* find_slot(pid_t tid) {
+  for (int i = 0; i < g_nslots; ++i)
+    if (g_slots[i].tid == tid) return &g_slots[i];
+  return nullptr;
+}
+
+Slot* add_slot(pid_t tid) {
+  if (Slot* s = find_slot(tid)) return s;
+  if (g_nslots == g_capslots) {
+    const int cap = g_capslots ? g_capslots * 2 : 64;
+    auto* n = static_cast<Slot*>(realloc(g_slots, sizeof(Slot) * static_cast<size_t>(cap)));
+    if (!n) return nullptr;
+    g_slots = n;
+    g_capslots = cap;
+  }
+  g_slots[g_nslots] = Slot{tid, false, timer_t{}};
+  return &g_slots[g_nslots++];
+}
+
+void remove_slot(Slot* s) {
+  *s = g_slots[--g_nslots];
+}
+
+int arm_thread(Slot* s) {
+  if (g_clock.kind == ClockKind::kItimer || s->has_timer) return 0;
+  const clockid_t cid =
+      g_clock.kind == ClockKind::kWall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
+  struct sigevent sev;
+  memset(&sev, 0, sizeof sev);
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = g_signo;
+  sev.sigev_value.sival_ptr = const_cast<char*>(&g_cookie);
+  sev._sigev_un._tid = s->tid;
+  if (timer_create(cid, &sev, &s->timer) != 0) return errno;
+  const itimerspec its{to_ts(g_clock.interval_ns), to_ts(g_clock.interval_ns)};
+  if (timer_settime(s->timer, 0, &its, nullptr) != 0) {
+    const int e = errno;
+    timer_delete(s->timer);
+    return e;
+  }
+  s->has_timer = true;
+  return 0;
+}
+
+void disarm_thread(Slot* s) {
+  if (!s->has_timer) return;
+  timer_delete(s->timer);
+  s->has_timer = false;
+}
+
+// Threads that exist but did not come through our pthread_create (they predate the library,
+// or were made with clone directly) are found in /proc/self/task.
+void scan_threads() {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    add_slot(static_cast<pid_t>(atoi(e->d_name)));
+  }
+  closedir(d);
+}
+
+int set_itimer(uint64_t interval_ns) {
+  const timeval tv{static_cast<time_t>(interval_ns / 1000000000u),
+                   static_cast<suseconds_t>((interval_ns % 1000000000u) / 1000u)};
+  const itimerval it{tv, tv};
+  return setitimer(ITIMER_PROF, &it, nullptr) == 0 ? 0 : errno;
+}
+
+void disarm_all() {
+  for (int i = 0; i < g_nslots; ++i) disarm_thread(&g_slots[i]);
+  if (g_clock.kind == ClockKind::kItimer) set_itimer(0);
+}
+
+// Arms every known thread (and ITIMER_PROF). A thread that has exited since it was seen is
+// forgotten. Fails only if the calling thread itself cannot be armed.
+int arm_all() {
+  if (g_clock.kind == ClockKind::kItimer) return set_itimer(g_clock.interval_ns);
+  const pid_t self = gettid_();
+  for (int i = 0; i < g_nslots;) {
+    const int e = arm_thread(&g_slots[i]);
+    if (e != 0 && g_slots[i].tid == self) return e;
+    if (e != 0) {
+      remove_slot(&g_slots[i]);
+      continue;
+    }
+    ++i;
+  }
+  return 0;
+}
+
+int start_clock(const ClockRequest& c) {
+  if (c.kind == ClockKind::kPerf) return ENOTSUP;
+  if (c.interval_ns == 0 || c.interval_ns > 1000000000ull * 3600) return EINVAL;
+  int err = 0;
+  const int signo = choose_signal(c.kind, &err);
+  if (!signo) return err;
+  if (int e = install_handler(signo)) return e;
+  g_signo = signo;
+  g_clock = c;
+  g_active = true;
+  scan_threads();
+  add_slot(gettid_());
+  if (int e = arm_all()) {
+    disarm_all();
+    restore_handler(signo);
+    g_active = false;
+    g_signo = 0;
+    return e;
+  }
+  return 0;
+}
+
+void stop_clock() {
+  if (!g_active) return;
+  disarm_all();
+  restore_handler(g_signo);
+  g_active = false;
+  g_signo = 0;
+}
+
+bool same_clock(const ClockRequest& a, const ClockRequest& b) {
+  return a.kind == b.kind && a.interval_ns == b.interval_ns;
+}
+
+struct Lock {
+  Lock() { pthread_mutex_lock(&g_mu); }
+  ~Lock() { pthread_mutex_unlock(&g_mu); }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+};
+
+// --- thread lifecycle ------------------------------------------------------------------
+
+void thread_exiting(void*) {
+  Lock lock;
+  if (Slot* s = find_slot(gettid_())) {
+    disarm_thread(s);
+    remove_slot(s);
+  }
+}
+
+void thread_started() {
+  {
+    Lock lock;
+    Slot* s = add_slot(gettid_());
+    if (s && g_active) arm_thread(s);
+  }
+  if (g_exit_key_ok) pthread_setspecific(g_exit_key, &g_cookie);
+}
+
+void atfork_prepare() {
+  pthread_mutex_lock(&g_mu);
+}
+void atfork_parent() {
+  pthread_mutex_unlock(&g_mu);
+}
+void atfork_child() {
+  // Only the forking thread exists in the child, and no POSIX timer or itimer was inherited.
+  pthread_mutex_init(&g_mu, nullptr);
+  g_pid = getpid();
+  g_nslots = 0;
+  if (!g_active) return;
+  if (g_hooks.after_fork_child) g_hooks.after_fork_child();
+  add_slot(gettid_());
+  arm_all();
+}
+
+__attribute__((constructor)) void runtime_init() {
+  g_pid = getpid();
+  g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exiting) == 0;
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+}  // namespace
+
+int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
+            engine::Table** old) {
+  Lock lock;
+  *old = nullptr;
+  engine::Engine& eng = engine::global();
+  bool others = false;
+  for (unsigned c = 0; c < engine::kChannels; ++c)
+    if (c != ch && eng.current(static_cast<engine::Channel>(c))) others = true;
+
+  if (!table) {
+    if (!others) stop_clock();
+    *old = eng.exchange(ch, nullptr);
+    return 0;
+  }
+  if (!g_active) {
+    // Publish first so the first sample already finds the table.
+    engine::Table* prev = eng.exchange(ch, table);
+    if (int e = start_clock(clock)) {
+      eng.exchange(ch, prev);
+      return e;
+    }
+    *old = prev;
+    return 0;
+  }
+  if (!same_clock(clock, g_clock)) {
+    // The last caller sets the clock for every channel: stop and start it anew.
+    const ClockRequest was = g_clock;
+    stop_clock();
+    if (int e = start_clock(clock)) {
+      start_clock(was);
+      return e;
+    }
+  }
+  *old = eng.exchange(ch, table);
+  return 0;
+}
+
+bool running_clock(ClockRequest* out) {
+  Lock lock;
+  if (out) *out = g_clock;
+  return g_active;
+}
+
+bool parse_clock(const char* name, ClockKind* out) {
+  static const char* const names[] = {"cpu", "itimer", "perf", "wall"};
+  for (unsigned i = 0; i < 4; ++i) {
+    if (strcmp(name, names[i]) == 0) {
+      *out = static_cast<ClockKind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* clock_name(ClockKind k) {
+  switch (k) {
+    case ClockKind::kCpu:
+      return "cpu";
+    case ClockKind::kItimer:
+      return "itimer";
+    case ClockKind::kPerf:
+      return "perf";
+    case ClockKind::kWall:
+      return "wall";
+  }
+  return "?";
+}
+
+void set_hooks(const Hooks& hooks) {
+  Lock lock;
+  g_hooks = hooks;
+}
+
+int signal_number() {
+  Lock lock;
+  return g_signo;
+}
+
+int armed_threads() {
+  Lock lock;
+  if (!g_active) return 0;
+  if (g_clock.kind == ClockKind::kItimer) return 1;
+  int n = 0;
+  for (int i = 0; i < g_nslots; ++i) n += g_slots[i].has_timer;
+  return n;
+}
+
+void before_exec() {
+  // A vfork child shares our memory but has none of our timers: touch nothing.
+  if (getpid() != g_pid) return;
+  Lock lock;
+  if (!g_active) return;
+  if (g_hooks.before_exec) g_hooks.before_exec();
+  stop_clock();
+  g_exec_suspended = true;
+}
+
+void after_failed_exec() {
+  if (getpid() != g_pid) return;
+  Lock lock;
+  if (!g_exec_suspended) return;
+  g_exec_suspended = false;
+  if (start_clock(g_clock) == 0 && g_hooks.after_failed_exec) g_hooks.after_failed_exec();
+}
+
+}  // namespace sprofil::rt
+
+// --- interposed pthread_create -------------------------------------------------------------
+// Every thread created through pthread_create registers itself (and arms its own timer when a
+// clock runs) before running its start routine, and unregisters at exit through a key
+// destructor. This also closes the race with a clock starting while threads are created.
+namespace {
+struct StartArgs {
+  void* (*fn)(void*);
+  void* arg;
+};
+
+void* start_trampoline(void* p) {
+  const StartArgs a = *static_cast<StartArgs*>(p);
+  free(p);
+  sprofil::rt::thread_started();
+  return a.fn(a.arg);
+}
+
+using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
+                                                                     const pthread_attr_t* attr,
+                                                                     void* (*fn)(void*),
+                                                                     void* arg) {
+  static std::atomic<pthread_create_fn> real{nullptr};
+  pthread_create_fn f = real.load(std::memory_order_acquire);
+  if (!f) {
+    f = reinterpret_cast<pthread_create_fn>(dlsym(RTLD_NEXT, "pthread_create"));
+    if (!f) return EAGAIN;
+    real.store(f, std::memory_order_release);
+  }
+  auto* a = static_cast<StartArgs*>(malloc(sizeof(StartArgs)));
+  if (!a) return f(thread, attr, fn, arg);
+  a->fn = fn;
+  a->arg = arg;
+  const int rc = f(thread, attr, start_trampoline, a);
+  if (rc != 0) free(a);
+  return rc;
+}

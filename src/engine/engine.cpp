@@ -1,0 +1,239 @@
+// Signal-safety audit of the handler path (Engine::sample -> Table::record -> find, bump):
+// - Table memory (n_, los_, regions_, overflow_, has_overflow_, generation_) is written only
+//   before the table is published by Engine::exchange's seq_cst store and never after, so the
+//   handler's seq_cst load of the table pointer makes all of it visible.
+// - A table is freed only after exchange() has taken it off its channel and seen the
+//   channel's reader count at zero: a handler raises the count before loading the pointer and
+//   lowers it after its last access (seq_cst on both sides, see Engine::exchange).
+// - Counters are written only with std::atomic_ref operations; tallies likewise.
+// - The last-hit hint is an initial-exec TLS array of plain integers: no allocation on
+//   first access, no lazy TLS resolution inside the handler.
+// - Nothing here calls a library function, allocates, locks, or touches errno.
+#include "engine/engine.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace sprofil::engine {
+namespace {
+
+std::atomic<uint32_t> g_generation{1};
+
+uint64_t width_max(uint8_t width) {
+  return width == 8 ? std::numeric_limits<uint64_t>::max() : (uint64_t{1} << (8 * width)) - 1;
+}
+
+template <class T>
+uint64_t bump_as(T* p, uint64_t w, Policy policy, uint64_t limit, bool* at_limit) {
+  std::atomic_ref<T> a(*p);
+  if (policy == Policy::kWrap) {
+    a.fetch_add(static_cast<T>(w), std::memory_order_relaxed);
+    return w;
+  }
+  T cur = a.load(std::memory_order_relaxed);
+  for (;;) {
+    if (cur >= limit) {
+      *at_limit = true;
+      return 0;
+    }
+    const uint64_t room = limit - cur;
+    const uint64_t add = w < room ? w : room;
+    if (a.compare_exchange_weak(cur, static_cast<T>(cur + add), std::memory_order_relaxed)) {
+      *at_limit = add == room;
+      return add;
+    }
+  }
+}
+
+}  // namespace
+
+const char* error_name(Error e) {
+  switch (e) {
+    case Error::kOk:
+      return "ok";
+    case Error::kNoMemory:
+      return "out of memory";
+    case Error::kBadWidth:
+      return "counter width is not 2, 4 or 8";
+    case Error::kMisaligned:
+      return "counter array not aligned to its width";
+    case Error::kEmptyRange:
+      return "empty text range or counter array";
+    case Error::kIndexOutside:
+      return "text range maps past the counter array";
+    case Error::kUnsorted:
+      return "regions not sorted by start address";
+    case Error::kOverlap:
+      return "regions overlap";
+  }
+  return "unknown";
+}
+
+uint64_t bump(const Counters& c, uint64_t index, uint64_t w, bool* at_limit) {
+  *at_limit = false;
+  const uint64_t limit = c.limit ? c.limit : width_max(c.width);
+  switch (c.width) {
+    case 2:
+      return bump_as(static_cast<uint16_t*>(c.base) + index, w, c.policy, limit, at_limit);
+    case 4:
+      return bump_as(static_cast<uint32_t*>(c.base) + index, w, c.policy, limit, at_limit);
+    default:
+      return bump_as(static_cast<uint64_t*>(c.base) + index, w, c.policy, limit, at_limit);
+  }
+}
+
+static Error check_counters(const Counters& c) {
+  if (c.width != 2 && c.width != 4 && c.width != 8) return Error::kBadWidth;
+  if (c.base == nullptr || c.nelems == 0) return Error::kEmptyRange;
+  if (reinterpret_cast<uintptr_t>(c.base) % c.width != 0) return Error::kMisaligned;
+  return Error::kOk;
+}
+
+Error Table::create(const Region* regions, size_t n, const Counters* overflow, Tallies* tallies,
+                    Table** out) {
+  *out = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const Region& r = regions[i];
+    if (Error e = check_counters(r.counters); e != Error::kOk) return e;
+    if (r.last < r.lo) return Error::kEmptyRange;
+    // index() is monotonic in pc, so checking both ends checks the whole range.
+    if (r.map.index(r.lo) >= r.counters.nelems || r.map.index(r.last) >= r.counters.nelems)
+      return Error::kIndexOutside;
+    if (i > 0 && r.lo <= regions[i - 1].lo) return Error::kUnsorted;
+    if (i > 0 && r.lo <= regions[i - 1].last) return Error::kOverlap;
+  }
+  if (overflow) {
+    if (Error e = check_counters(*overflow); e != Error::kOk) return e;
+  }
+  // One allocation: the table, then the packed starts, then the regions.
+  const size_t head = (sizeof(Table) + alignof(Region) - 1) / alignof(Region) * alignof(Region);
+  const size_t bytes = head + n * (sizeof(Region) + sizeof(uintptr_t));
+  void* mem = std::malloc(bytes);
+  if (!mem) return Error::kNoMemory;
+  std::memset(mem, 0, bytes);
+  Table* t = new (mem) Table();
+  auto* base = static_cast<char*>(mem);
+  t->regions_ = reinterpret_cast<Region*>(base + head);
+  t->los_ = reinterpret_cast<uintptr_t*>(base + head + n * sizeof(Region));
+  t->n_ = n;
+  for (size_t i = 0; i < n; ++i) {
+    t->regions_[i] = regions[i];
+    t->los_[i] = regions[i].lo;
+  }
+  t->has_overflow_ = overflow != nullptr;
+  if (overflow) t->overflow_ = *overflow;
+  t->tallies_ = tallies ? tallies : &t->own_tallies_;
+  t->generation_ = g_generation.fetch_add(1, std::memory_order_relaxed);
+  *out = t;
+  return Error::kOk;
+}
+
+void Table::destroy(Table* t) {
+  if (!t) return;
+  t->~Table();
+  std::free(t);
+}
+
+const Region* Table::find(uintptr_t pc, uint64_t* hint) const {
+  // The hint holds (generation << 32) | (index + 1) of the last hit in this table.
+  const uint64_t h = *hint;
+  if ((h >> 32) == generation_) {
+    const uint64_t i = (h & 0xffffffffu) - 1;
+    if (i < n_ && pc >= regions_[i].lo && pc <= regions_[i].last) return &regions_[i];
+  }
+  // First start above pc; the candidate is the region before it. Correct below the lowest
+  // region (count 0), above the highest, and on every boundary.
+  size_t lo = 0, hi = n_;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (los_[mid] <= pc)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0) return nullptr;
+  const Region* r = &regions_[lo - 1];
+  if (pc > r->last) return nullptr;
+  *hint = (uint64_t{generation_} << 32) | static_cast<uint64_t>(lo);
+  return r;
+}
+
+void Table::record(uintptr_t pc, uint64_t w, uint64_t* hint) {
+  Tallies& tl = *tallies_;
+  std::atomic_ref<uint64_t>(tl.delivered).fetch_add(w, std::memory_order_relaxed);
+  if (stopped_.load(std::memory_order_relaxed)) {
+    std::atomic_ref<uint64_t>(tl.lost).fetch_add(w, std::memory_order_relaxed);
+    return;
+  }
+  const Region* r = find(pc, hint);
+  const Counters* c = nullptr;
+  uint64_t index = 0;
+  if (r) {
+    c = &r->counters;
+    index = r->map.index(pc);
+  } else {
+    std::atomic_ref<uint64_t>(tl.outside).fetch_add(w, std::memory_order_relaxed);
+    if (!has_overflow_) return;
+    c = &overflow_;
+  }
+  bool at_limit = false;
+  const uint64_t added = bump(*c, index, w, &at_limit);
+  if (added != w)
+    std::atomic_ref<uint64_t>(tl.lost).fetch_add(w - added, std::memory_order_relaxed);
+  if (at_limit && c->policy == Policy::kStopAll) stopped_.store(1, std::memory_order_relaxed);
+}
+
+namespace {
+// Last-hit hints, one per channel and thread. Initial-exec TLS: a fixed offset from the
+// thread pointer, so the handler never triggers lazy TLS allocation.
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_hint[kChannels];
+}  // namespace
+
+void Engine::sample(uintptr_t pc, uint64_t w) {
+  for (unsigned ch = 0; ch < kChannels; ++ch) {
+    if (tables_[ch].load(std::memory_order_relaxed) == nullptr) continue;
+    readers_[ch].fetch_add(1, std::memory_order_seq_cst);
+    if (Table* t = tables_[ch].load(std::memory_order_seq_cst)) t->record(pc, w, &t_hint[ch]);
+    readers_[ch].fetch_sub(1, std::memory_order_release);
+  }
+}
+
+Table* Engine::exchange(Channel ch, Table* next) {
+  Table* old = tables_[ch].exchange(next, std::memory_order_seq_cst);
+  if (!old) return nullptr;
+  // A handler that loaded `old` raised readers_ before that load, which came before our
+  // exchange; so it is counted until it is done. Handlers take well under a microsecond; a
+  // thread stopped inside one (a debugger) keeps the old table alive: give up after a second
+  // and leak it rather than free memory that may still be read.
+  for (int i = 0; i < 100000; ++i) {
+    if (readers_[ch].load(std::memory_order_seq_cst) == 0) return old;
+    if (i < 100) {
+      sched_yield();
+    } else {
+      const timespec ts{0, 10000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  return nullptr;
+}
+
+bool Engine::any() const {
+  for (unsigned ch = 0; ch < kChannels; ++ch)
+    if (tables_[ch].load(std::memory_order_relaxed)) return true;
+  return false;
+}
+
+namespace {
+constinit Engine g_engine;  // constant-initialised: usable before any constructor runs
+}  // namespace
+
+Engine& global() {
+  return g_engine;
+}
+
+}  // namespace sprofil::engine

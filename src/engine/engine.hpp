@@ -1,0 +1,147 @@
+// The sampling engine: regions of text, their counter arrays, and the lookup that turns a
+// program counter into one counter increment. No OS calls: everything here is testable with
+// synthetic pcs.
+//
+// Signal-safety contract (audited in engine.cpp): Engine::sample() and everything it calls
+// run inside the profiling signal handler. They use only plain loads of immutable Table
+// memory, std::atomic / std::atomic_ref operations on counters and tallies, and an
+// initial-exec TLS hint. No allocation, locks, errno changes or library calls.
+//
+// Tables are immutable once published. A face or the agent builds a new Table, publishes it
+// with Engine::exchange() (a seq_cst store), and destroys the old one only after no handler
+// still reads it (a per-channel reader count, see Engine::exchange).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace sprofil::engine {
+
+// What an increment does when the counter would pass its limit.
+enum class Policy : uint8_t {
+  kSaturate,  // stay at the limit (HP-UX, AIX, Tru64, modern API)
+  kWrap,      // wrap modulo 2^width (BSD, Nintendo 64 16-bit counters)
+  kStopAll,   // stay at the limit and stop the whole table (System V at 32767)
+};
+
+// pc -> element index: ((((pc - base) >> pre_shift) * scale) >> 16) >> post_shift.
+// Every seed's formula is one instance: HP-UX/Tru64/AIX/System V compute a byte offset
+// ((pc - off) * scale) >> 16 and divide by the element width (post_shift = log2 width); BSD
+// halves first (pre_shift = 1); scale 0 maps every pc to element 0.
+struct BinMap {
+  uintptr_t base = 0;
+  uint64_t scale = 65536;
+  uint8_t pre_shift = 0;
+  uint8_t post_shift = 0;
+
+  uint64_t index(uintptr_t pc) const {
+    __extension__ using u128 = unsigned __int128;
+    const u128 d = static_cast<u128>((pc - base) >> pre_shift);
+    return static_cast<uint64_t>(((d * scale) >> 16) >> post_shift);
+  }
+};
+
+// A counter array and how it counts.
+struct Counters {
+  void* base = nullptr;  // aligned to width
+  uint64_t nelems = 0;
+  uint8_t width = 4;  // 2, 4 or 8 bytes
+  Policy policy = Policy::kSaturate;
+  uint64_t limit = 0;  // saturation value; 0 means the width's maximum
+};
+
+// A text range [lo, last] (inclusive, so the top of the address space is expressible) that
+// maps through `map` into `counters`. Invariant, checked by Table::create: every pc in the
+// range maps to an index below counters.nelems.
+struct Region {
+  uintptr_t lo = 0;
+  uintptr_t last = 0;
+  BinMap map;
+  Counters counters;
+};
+
+// Running tallies of one table, weighted by samples. May live in a profile file's header.
+struct Tallies {
+  uint64_t delivered = 0;  // every sample offered to the table
+  uint64_t outside = 0;    // fell in no region (counted in the overflow bin if there is one)
+  uint64_t lost = 0;       // not added: counter at its limit, or the table stopped
+};
+
+// Result codes of the engine's validation (the faces map them to their own errno).
+enum class Error : uint8_t {
+  kOk = 0,
+  kNoMemory,
+  kBadWidth,      // width not 2, 4 or 8
+  kMisaligned,    // counter base not aligned to its width
+  kEmptyRange,    // last < lo, or no counters
+  kIndexOutside,  // some pc of the range maps past the counter array
+  kUnsorted,      // regions not ascending by lo
+  kOverlap,       // regions overlap
+};
+const char* error_name(Error e);
+
+class Table {
+ public:
+  // Builds a table from regions sorted ascending by lo and not overlapping. `overflow`, if
+  // given, is a one-element counter for pcs in no region. `tallies`, if given, is external
+  // storage for the tallies (it must outlive the table); otherwise the table keeps its own.
+  static Error create(const Region* regions, size_t n, const Counters* overflow, Tallies* tallies,
+                      Table** out);
+  static void destroy(Table* t);
+
+  // Counts one sample of weight w at pc. Signal-safe. `hint` is the caller's last-hit cache.
+  void record(uintptr_t pc, uint64_t w, uint64_t* hint);
+
+  // The region holding pc, or nullptr. Signal-safe. Uses and updates *hint.
+  const Region* find(uintptr_t pc, uint64_t* hint) const;
+
+  size_t size() const { return n_; }
+  const Region& region(size_t i) const { return regions_[i]; }
+  bool stopped() const { return stopped_.load(std::memory_order_relaxed) != 0; }
+  const Tallies& tallies() const { return *tallies_; }
+  uint32_t generation() const { return generation_; }
+
+ private:
+  Table() = default;
+  size_t n_ = 0;
+  uint32_t generation_ = 0;
+  bool has_overflow_ = false;
+  std::atomic<uint32_t> stopped_{0};
+  Counters overflow_;
+  Tallies own_tallies_;
+  Tallies* tallies_ = nullptr;
+  uintptr_t* los_ = nullptr;  // regions_[i].lo, packed for the binary search
+  Region* regions_ = nullptr;
+};
+
+// Adds w to element `index` of `c` with c's policy. Returns the weight actually added and
+// sets *at_limit when the counter is now at its limit. Signal-safe.
+uint64_t bump(const Counters& c, uint64_t index, uint64_t w, bool* at_limit);
+
+// Independent users of the engine each own one channel; a sample is offered to every
+// channel that has a table.
+enum Channel : unsigned { kFaceChannel = 0, kApiChannel = 1, kAgentChannel = 2, kChannels = 3 };
+
+class Engine {
+ public:
+  // Offers one sample to every channel. Signal-safe.
+  void sample(uintptr_t pc, uint64_t w);
+
+  // Publishes `next` (may be null) on channel ch and returns the previous table once no
+  // handler can still be reading it; the caller then owns it. Not signal-safe; callers
+  // serialise per channel.
+  Table* exchange(Channel ch, Table* next);
+
+  Table* current(Channel ch) const { return tables_[ch].load(std::memory_order_acquire); }
+  bool any() const;
+
+ private:
+  std::atomic<Table*> tables_[kChannels] = {};
+  std::atomic<uint32_t> readers_[kChannels] = {};
+};
+
+// The process-wide engine used by the clocks, faces, API and agent.
+Engine& global();
+
+}  // namespace sprofil::engine

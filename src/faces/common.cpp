@@ -1,0 +1,87 @@
+#include "faces/common.hpp"
+
+#include <pthread.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace sprofil::faces {
+namespace {
+pthread_mutex_t g_face_mu = PTHREAD_MUTEX_INITIALIZER;
+Owner g_owner = Owner::kNone;  // guarded by g_face_mu
+}  // namespace
+
+FaceLock::FaceLock() {
+  pthread_mutex_lock(&g_face_mu);
+}
+FaceLock::~FaceLock() {
+  pthread_mutex_unlock(&g_face_mu);
+}
+
+Owner owner() {
+  return g_owner;
+}
+
+rt::ClockRequest default_clock() {
+  rt::ClockRequest c;
+  if (const char* k = getenv("SPROFIL_CLOCK")) rt::parse_clock(k, &c.kind);
+  if (const char* hz = getenv("SPROFIL_HZ")) {
+    const long v = atol(hz);
+    if (v > 0 && v <= 1000000) c.interval_ns = 1000000000ull / static_cast<uint64_t>(v);
+  }
+  return c;
+}
+
+int apply(Owner who, const engine::Region* regions, size_t n, const engine::Counters* overflow,
+          const rt::ClockRequest& clock) {
+  if (n == 0 && overflow == nullptr) {
+    disable();
+    return 0;
+  }
+  engine::Table* t = nullptr;
+  const engine::Error e = engine::Table::create(regions, n, overflow, nullptr, &t);
+  if (e == engine::Error::kNoMemory) return ENOMEM;
+  if (e != engine::Error::kOk) return EINVAL;
+  engine::Table* old = nullptr;
+  if (int err = rt::install(engine::kFaceChannel, t, clock, &old)) {
+    engine::Table::destroy(t);
+    return err;
+  }
+  engine::Table::destroy(old);
+  g_owner = who;
+  return 0;
+}
+
+void disable() {
+  engine::Table* old = nullptr;
+  rt::install(engine::kFaceChannel, nullptr, rt::ClockRequest{}, &old);
+  engine::Table::destroy(old);
+  g_owner = Owner::kNone;
+}
+
+bool scaled_region(uintptr_t offset, uint64_t scale, uint8_t pre_shift, uint8_t post_shift,
+                   void* base, uint64_t nelems, uint8_t width, engine::Policy policy,
+                   uint64_t limit, uintptr_t clip_lo, uintptr_t clip_hi, engine::Region* out) {
+  __extension__ using u128 = unsigned __int128;
+  engine::Region r;
+  r.counters = engine::Counters{base, nelems, width, policy, limit};
+  r.map = engine::BinMap{offset, scale, pre_shift, post_shift};
+  if (nelems == 0 || clip_hi <= clip_lo) return false;
+  uintptr_t lo = clip_lo > offset ? clip_lo : offset;
+  u128 end = static_cast<u128>(clip_hi);  // exclusive
+  if (scale != 0) {
+    // index < nelems  <=>  (pc - offset) >> pre_shift <= q, with q below.
+    const u128 bound = (static_cast<u128>(nelems) << post_shift) << 16;
+    const u128 q = (bound - 1) / scale;
+    const u128 span = (q + 1) << pre_shift;
+    const u128 span_end = static_cast<u128>(offset) + span;
+    if (span_end < end) end = span_end;
+  }
+  if (end <= lo) return false;
+  r.lo = lo;
+  r.last = static_cast<uintptr_t>(end - 1);
+  *out = r;
+  return true;
+}
+
+}  // namespace sprofil::faces

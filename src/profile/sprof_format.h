@@ -1,0 +1,105 @@
+/* The .sprof profile file, version 1: the single definition shared by the runtime that writes
+ * it (through a shared file mapping, so the counts survive a crash) and the host tools that
+ * read it. docs/file-format.md describes it in prose; the static_asserts below pin every
+ * offset. All integers are little-endian; every record starts on a 4096-byte boundary.
+ *
+ *   offset 0      sprof_header (4096 bytes)
+ *   offset 4096   region record 0: sprof_region (4096 bytes), then its counters
+ *                 (nbins * counter_width bytes, padded to 4096)
+ *   ...           region record 1, 2, ... region_count - 1, one after another
+ *
+ * The runtime commits a region by writing its record in full and only then raising
+ * header.region_count (a release store); a reader trusts only the first region_count records.
+ * Counters and the header's sample tallies are updated in place while the program runs. */
+#ifndef SPROFIL_SPROF_FORMAT_H
+#define SPROFIL_SPROF_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPROF_MAGIC "SPROFIL" /* 8 bytes with the terminating NUL */
+#define SPROF_VERSION 1u
+#define SPROF_PAGE 4096u
+#define SPROF_REGION_MAGIC 0x314e4752u /* "RGN1" */
+#define SPROF_CMDLINE_MAX 3072u
+#define SPROF_PATH_MAX 3840u
+#define SPROF_BUILD_ID_MAX 64u
+
+/* header.flags */
+#define SPROF_F_FINISHED 0x1u /* the end fields were written by a clean exit or stop */
+#define SPROF_F_CHILD 0x2u    /* written by a forked child (FILE.PID) */
+
+/* header.clock */
+enum sprof_clock {
+  SPROF_CLOCK_CPU = 0,    /* per-thread CPU-time timers */
+  SPROF_CLOCK_ITIMER = 1, /* process-wide ITIMER_PROF */
+  SPROF_CLOCK_PERF = 2,   /* per-thread perf_event task clock */
+  SPROF_CLOCK_WALL = 3    /* per-thread wall-clock timers */
+};
+
+/* region.flags */
+#define SPROF_R_MAIN 0x1u     /* the main executable */
+#define SPROF_R_VDSO 0x2u     /* the kernel's vDSO */
+#define SPROF_R_UNLOADED 0x4u /* dlclose'd; the counts are kept */
+#define SPROF_R_DLOPEN 0x8u   /* loaded after profiling started */
+
+struct sprof_header {
+  char magic[8];                   /* "SPROFIL\0" */
+  uint32_t version;                /* SPROF_VERSION */
+  uint32_t header_size;            /* 4096 */
+  uint32_t flags;                  /* SPROF_F_* */
+  uint32_t clock;                  /* enum sprof_clock */
+  uint32_t requested_hz;           /* samples per second asked for */
+  uint32_t region_count;           /* committed region records */
+  uint64_t tick_ns;                /* time one count stands for */
+  uint64_t effective_hz_milli;     /* delivered samples per CPU-second x 1000; 0 = unknown */
+  uint64_t start_ns;               /* CLOCK_REALTIME at start */
+  uint64_t end_ns;                 /* CLOCK_REALTIME at end; 0 = did not end cleanly */
+  uint64_t cpu_ns;                 /* process CPU time (user + sys) at end; 0 = unknown */
+  int32_t pid;                     /* the profiled process */
+  int32_t ppid;                    /* its parent */
+  uint64_t regions_end;            /* offset just past the last committed record */
+  uint64_t overflow;               /* samples that fell in no region (weighted) */
+  uint64_t delivered;              /* samples delivered to the handler (weighted) */
+  uint64_t counted;                /* samples added to a counter, overflow included */
+  uint32_t cmdline_len;            /* bytes used in cmdline */
+  uint32_t reserved0;              /* zero */
+  uint64_t reserved1;              /* zero */
+  char cmdline[SPROF_CMDLINE_MAX]; /* argv, each argument NUL-terminated */
+  uint8_t reserved[SPROF_PAGE - 128 - SPROF_CMDLINE_MAX]; /* zero */
+};
+
+struct sprof_region {
+  uint32_t magic;           /* SPROF_REGION_MAGIC */
+  uint32_t flags;           /* SPROF_R_* */
+  uint64_t record_size;     /* this page plus the padded counters */
+  uint64_t counters_offset; /* file offset of the counters (record offset + 4096) */
+  uint64_t start;           /* runtime address range [start, end) */
+  uint64_t end;
+  uint64_t load_bias;     /* runtime address - ELF virtual address */
+  uint64_t file_offset;   /* offset in the object file that maps to `start` */
+  uint64_t nbins;         /* counters */
+  uint32_t bin_size;      /* bytes of text per counter: bin = (pc - start) / bin_size */
+  uint32_t counter_width; /* 2, 4 or 8 bytes, unsigned */
+  uint64_t load_ns;       /* CLOCK_REALTIME when the region was added */
+  uint64_t unload_ns;     /* when it was dlclose'd, or 0 */
+  uint32_t build_id_len;  /* bytes used in build_id */
+  uint32_t path_len;      /* bytes used in path, without a NUL */
+  uint8_t build_id[SPROF_BUILD_ID_MAX];
+  char path[SPROF_PATH_MAX]; /* the object's path; "[vdso]" for the vDSO */
+  uint8_t reserved[SPROF_PAGE - 160 - SPROF_PATH_MAX]; /* zero */
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(sprof_header) == SPROF_PAGE, "header is one page");
+static_assert(offsetof(sprof_header, tick_ns) == 32, "header layout");
+static_assert(offsetof(sprof_header, pid) == 72, "header layout");
+static_assert(offsetof(sprof_header, overflow) == 88, "header layout");
+static_assert(offsetof(sprof_header, cmdline) == 128, "header layout");
+static_assert(sizeof(sprof_region) == SPROF_PAGE, "region record is one page");
+static_assert(offsetof(sprof_region, nbins) == 56, "region layout");
+static_assert(offsetof(sprof_region, build_id) == 96, "region layout");
+static_assert(offsetof(sprof_region, path) == 160, "region layout");
+#endif
+
+#endif /* SPROFIL_SPROF_FORMAT_H */
