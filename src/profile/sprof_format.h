@@ -61,7 +61,7 @@ struct sprof_header {
   uint64_t regions_end;            /* offset just past the last committed record */
   uint64_t overflow;               /* samples that fell in no region (weighted) */
   uint64_t delivered;              /* samples delivered to the handler (weighted) */
-  uint64_t counted;                /* samples added to a counter, overflow included */
+  uint64_t lost;                   /* delivered but not added: counter at its limit */
   uint32_t cmdline_len;            /* bytes used in cmdline */
   uint32_t reserved0;              /* zero */
   uint64_t reserved1;              /* zero */

@@ -1,0 +1,53 @@
+// The in-memory form of a .sprof profile (src/profile/sprof_format.h), used by every host-side
+// tool: reader, writer, merge, symbolization and reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sprofil::profile {
+
+enum class Clock : uint32_t { kCpu = 0, kItimer = 1, kPerf = 2, kWall = 3 };
+const char* clock_name(Clock c);
+
+struct Region {
+  std::string path;               // object path; "[vdso]" for the vDSO
+  std::vector<uint8_t> build_id;  // may be empty
+  uint32_t flags = 0;             // SPROF_R_*
+  uint64_t start = 0, end = 0;    // runtime addresses [start, end)
+  uint64_t load_bias = 0;         // runtime address - ELF virtual address
+  uint64_t file_offset = 0;       // offset in the object file that maps to `start`
+  uint32_t bin_size = 4;          // bytes of text per counter
+  uint32_t counter_width = 4;     // 2, 4 or 8
+  uint64_t load_ns = 0, unload_ns = 0;
+  std::vector<uint64_t> counts;   // one per bin: bin i covers [start + i*bin_size, ...)
+
+  uint64_t total() const;
+  // The runtime address of bin i's first byte.
+  uint64_t bin_address(uint64_t i) const { return start + i * bin_size; }
+};
+
+struct Profile {
+  uint32_t version = 1;
+  uint32_t flags = 0;  // SPROF_F_*
+  Clock clock = Clock::kCpu;
+  uint32_t requested_hz = 0;
+  uint64_t tick_ns = 0;             // time one count stands for
+  double effective_hz = 0;          // delivered samples per CPU-second; 0 = unknown
+  uint64_t start_ns = 0, end_ns = 0;
+  uint64_t cpu_ns = 0;
+  int32_t pid = 0, ppid = 0;
+  std::vector<std::string> argv;
+  std::vector<Region> regions;
+  uint64_t overflow = 0;            // samples in no region
+  uint64_t delivered = 0;           // samples delivered to the handler
+  uint64_t lost = 0;                // delivered but not counted (saturated or stopped)
+
+  bool finished() const;            // SPROF_F_FINISHED
+  uint64_t counted() const { return delivered - lost; }
+  // Sum of all counts, overflow included: what percentages are relative to.
+  uint64_t total_samples() const;
+};
+
+}  // namespace sprofil::profile
