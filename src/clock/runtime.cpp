@@ -337,7 +337,7 @@ void atfork_child() {
   arm_all();
 }
 
-__attribute__((constructor)) void runtime_init() {
+__attribute__((constructor(101))) void runtime_init() {
   g_pid = getpid();
   g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exiting) == 0;
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);

@@ -1,0 +1,157 @@
+// sprofil record: runs a command with the agent preloaded and reports where the profile went.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "profile/sprof_format.h"
+#include "subcommands.hpp"
+
+namespace sprofil::tool {
+namespace {
+
+struct RecordOptions {
+  unsigned hz = 1000;
+  std::string clock = "cpu";
+  std::string output = "sprofil.data";
+  std::vector<std::string> command;
+};
+
+bool file_exists(const std::string& p) {
+  return access(p.c_str(), R_OK) == 0;
+}
+
+// libsprofil.so next to this tool (build tree or install prefix), unless SPROFIL_LIBRARY says.
+std::string find_runtime() {
+  if (const char* env = getenv("SPROFIL_LIBRARY")) return env;
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    std::string dir(self);
+    dir.erase(dir.rfind('/'));
+    for (const char* rel : {"/../lib/libsprofil.so", "/../lib64/libsprofil.so"}) {
+      std::string p = dir + rel;
+      if (file_exists(p)) {
+        char real[PATH_MAX];
+        return realpath(p.c_str(), real) ? std::string(real) : p;
+      }
+    }
+  }
+  return SPROFIL_INSTALL_LIBDIR "/libsprofil.so";
+}
+
+std::string absolute(const std::string& p) {
+  if (!p.empty() && p[0] == '/') return p;
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + p : p;
+}
+
+// Reads the sample tallies from the file's header (a plain read: no reader library needed).
+bool read_tallies(const std::string& path, sprof_header* h) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = pread(fd, h, sizeof *h, 0) == static_cast<ssize_t>(sizeof *h) &&
+                  memcmp(h->magic, SPROF_MAGIC, 8) == 0;
+  close(fd);
+  return ok;
+}
+
+int run(const RecordOptions& o) {
+  if (o.command.empty()) {
+    fprintf(stderr, "sprofil record: no command to run\n");
+    return 2;
+  }
+  const std::string lib = find_runtime();
+  if (!file_exists(lib)) {
+    fprintf(stderr, "sprofil record: runtime library not found: %s (set SPROFIL_LIBRARY)\n",
+            lib.c_str());
+    return 2;
+  }
+  const std::string out = absolute(o.output);
+  std::string preload = lib;
+  if (const char* cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
+
+  // Like time(1): the terminal's interrupt goes to the command; we wait for it to end.
+  struct sigaction ign {
+  }, old_int{}, old_quit{};
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ign, &old_int);
+  sigaction(SIGQUIT, &ign, &old_quit);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    perror("sprofil record: fork");
+    return 2;
+  }
+  if (pid == 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGQUIT, &old_quit, nullptr);
+    setenv("LD_PRELOAD", preload.c_str(), 1);
+    setenv("SPROFIL_OUTPUT", out.c_str(), 1);
+    setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
+    setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
+    unsetenv("SPROFIL_STARTED");
+    std::vector<char*> argv;
+    for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    fprintf(stderr, "sprofil record: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGQUIT, &old_quit, nullptr);
+
+  int code;
+  if (WIFEXITED(status)) {
+    code = WEXITSTATUS(status);
+  } else {
+    code = 128 + WTERMSIG(status);
+    fprintf(stderr,
+            "sprofil record: %s was killed by signal %d (%s); the profile keeps every "
+            "sample taken\n",
+            o.command[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
+  }
+  sprof_header h;
+  if (read_tallies(out, &h)) {
+    fprintf(stderr, "sprofil record: wrote %s: %llu samples (%s clock, %u Hz requested)\n",
+            out.c_str(), static_cast<unsigned long long>(h.delivered), o.clock.c_str(),
+            h.requested_hz);
+  } else if (code != 127) {
+    fprintf(stderr, "sprofil record: no profile was written to %s\n", out.c_str());
+  }
+  return code;
+}
+
+}  // namespace
+
+void register_record(CLI::App& app) {
+  static RecordOptions opts;
+  CLI::App* sub = app.add_subcommand("record",
+                                     "Run a command and profile it (all threads, "
+                                     "shared libraries, dlopen'd code)");
+  sub->add_option("-F,--frequency", opts.hz, "Samples per second and thread")
+      ->check(CLI::Range(1u, 1000000u));
+  sub->add_option("--clock", opts.clock,
+                  "Sampling clock: cpu (per-thread CPU time), itimer "
+                  "(process ITIMER_PROF) or wall (on- and off-CPU)")
+      ->check(CLI::IsMember({"cpu", "itimer", "wall"}));
+  sub->add_option("-o,--output", opts.output, "Profile file to write")->capture_default_str();
+  sub->add_option("command", opts.command, "The command and its arguments")->required();
+  sub->prefix_command();
+  sub->callback([] { set_exit_code(run(opts)); });
+}
+
+}  // namespace sprofil::tool
