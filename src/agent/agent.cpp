@@ -344,6 +344,13 @@ void finish_header() {
   std::atomic_ref<uint32_t>(g_hdr->flags).fetch_or(SPROF_F_FINISHED);
 }
 
+// A forked child's file that never got a sample (the usual fork-then-exec) holds nothing:
+// remove it rather than leave empty files behind.
+void drop_empty_child_file() {
+  if ((g_hdr->flags & SPROF_F_CHILD) && std::atomic_ref<uint64_t>(g_hdr->delivered).load() == 0)
+    unlink(g_path);
+}
+
 void stop_sampling() {
   engine::Table* old = nullptr;
   rt::install(engine::kAgentChannel, nullptr, g_clock, &old);
@@ -355,6 +362,7 @@ void agent_exit() {
   if (!g_on) return;
   stop_sampling();
   finish_header();
+  drop_empty_child_file();
   g_on = false;
 }
 
@@ -404,6 +412,7 @@ void after_fork_child() {
 void before_exec() {
   if (!g_on) return;
   finish_header();
+  drop_empty_child_file();
 }
 
 void after_failed_exec() {

@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,6 +90,10 @@ int run(const RecordOptions& o) {
   ign.sa_handler = SIG_IGN;
   sigaction(SIGINT, &ign, &old_int);
   sigaction(SIGQUIT, &ign, &old_quit);
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const uint64_t start_ns =
+      static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec);
   const pid_t pid = fork();
   if (pid < 0) {
     perror("sprofil record: fork");
@@ -125,6 +131,22 @@ int run(const RecordOptions& o) {
             o.command[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
   }
   sprof_header h;
+  // Forked children and exec'd programs wrote FILE.PID[.N] files of their own.
+  const size_t slash = out.rfind('/');
+  const std::string dir = out.substr(0, slash), base = out.substr(slash + 1) + ".";
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.compare(0, base.size(), base) != 0 || name.size() == base.size() ||
+          name.find_first_not_of("0123456789.", base.size()) != std::string::npos)
+        continue;
+      const std::string p = dir + "/" + name;
+      if (read_tallies(p, &h) && h.start_ns >= start_ns)
+        fprintf(stderr, "sprofil record: wrote %s: %llu samples (pid %d)\n", p.c_str(),
+                static_cast<unsigned long long>(h.delivered), h.pid);
+    }
+    closedir(d);
+  }
   if (read_tallies(out, &h)) {
     fprintf(stderr, "sprofil record: wrote %s: %llu samples (%s clock, %u Hz requested)\n",
             out.c_str(), static_cast<unsigned long long>(h.delivered), o.clock.c_str(),
