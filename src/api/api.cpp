@@ -14,6 +14,7 @@
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 #include "sprofil/sprofil.h"
+#include "util/elfsym.hpp"
 
 using namespace sprofil;
 
@@ -216,14 +217,10 @@ int sprofil_add_range(sprofil_session* s, const void* lo, const void* hi, const 
 }
 
 int sprofil_add_function(sprofil_session* s, const void* fn) {
-  Dl_info info;
-  ElfW(Sym)* sym = nullptr;
-  if (!fn || !dladdr1(fn, &info, reinterpret_cast<void**>(&sym), RTLD_DL_SYMENT) || !sym ||
-      sym->st_size == 0 || !info.dli_saddr)
-    return fail(ENOENT);
-  const auto lo = reinterpret_cast<uintptr_t>(info.dli_saddr);
+  util::FunctionExtent f;
+  if (!util::function_extent(fn, &f)) return fail(ENOENT);
   ApiLock lock;
-  const int e = add_region(s, lo, lo + sym->st_size, info.dli_sname ? info.dli_sname : "");
+  const int e = add_region(s, f.lo, f.hi, f.name);
   return e ? fail(e) : 0;
 }
 
