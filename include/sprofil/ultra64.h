@@ -51,6 +51,10 @@ int osProfileLastError(void);
 u32 osProfileOverflowCount(void);
 /* How many times osProfileFlush has taken a snapshot. */
 u32 osProfileFlushCount(void);
+/* Copies up to `bytes` bytes of the last osProfileFlush snapshot (the counters of every
+ * segment, one after another, in osProfileInit order) to dst; returns the bytes copied (0
+ * before the first Flush after Init). */
+u32 osProfileFlushSnapshot(void* dst, u32 bytes);
 
 #pragma GCC visibility pop
 #ifdef __cplusplus

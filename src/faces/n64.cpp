@@ -173,6 +173,15 @@ extern "C" u32 osProfileOverflowCount(void) {
   return std::atomic_ref<u32>(g_overflow).load(std::memory_order_relaxed);
 }
 
+extern "C" u32 osProfileFlushSnapshot(void* dst, u32 bytes) {
+  faces::FaceLock lock;
+  if (!g_init || g_flushes == 0 || !dst) return 0;
+  const size_t have = counters_bytes(g_segs, g_nsegs, g_width);
+  const size_t n = bytes < have ? bytes : have;
+  memcpy(dst, g_snapshot, n);
+  return static_cast<u32>(n);
+}
+
 extern "C" u32 osProfileFlushCount(void) {
   faces::FaceLock lock;
   return g_flushes;
