@@ -1,0 +1,136 @@
+#include "profile/merge.hpp"
+
+#include <algorithm>
+
+#include "profile/sprof_format.h"
+
+namespace sprofil::profile {
+
+namespace {
+
+std::string num(uint64_t v) {
+  return std::to_string(v);
+}
+
+uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint32_t width_for(uint64_t max_count) {
+  if (max_count <= 0xffffu) return 2;
+  if (max_count <= 0xffffffffu) return 4;
+  return 8;
+}
+
+std::string describe(const Region& r) {
+  return "size " + num(r.end - r.start) + ", bin_size " + num(r.bin_size);
+}
+
+}  // namespace
+
+bool same_object(const Region& a, const Region& b) {
+  if (!a.build_id.empty() && !b.build_id.empty()) return a.build_id == b.build_id;
+  return a.path == b.path;
+}
+
+bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error) {
+  return merge_profiles(in, out, error, nullptr);
+}
+
+bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error,
+                    size_t* bad_input) {
+  std::string scratch;
+  if (!error) error = &scratch;
+  size_t scratch_index;
+  if (!bad_input) bad_input = &scratch_index;
+  *bad_input = in.size();
+  if (in.empty()) {
+    *error = "no profiles to merge";
+    return false;
+  }
+  const Profile& first = in.front();
+  Profile m;
+  m.version = SPROF_VERSION;
+  m.clock = first.clock;
+  m.requested_hz = first.requested_hz;
+  m.tick_ns = first.tick_ns;
+  m.pid = first.pid;
+  m.ppid = first.ppid;
+  m.argv = first.argv;
+  m.start_ns = first.start_ns;
+
+  bool all_finished = true;
+  bool cpu_known = true;
+  double weighted_hz = 0, hz_weight = 0;
+  bool hz_known = true;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Profile& p = in[i];
+    if (p.tick_ns != m.tick_ns) {
+      *bad_input = i;
+      *error = "tick_ns differs: " + num(m.tick_ns) + " in the first profile, " + num(p.tick_ns) +
+               " in this one";
+      return false;
+    }
+    all_finished = all_finished && p.finished();
+    if (p.start_ns != 0 && (m.start_ns == 0 || p.start_ns < m.start_ns)) m.start_ns = p.start_ns;
+    m.end_ns = std::max(m.end_ns, p.end_ns);
+    if (p.cpu_ns == 0) cpu_known = false;
+    m.cpu_ns = sat_add(m.cpu_ns, p.cpu_ns);
+    if (p.effective_hz > 0 && p.cpu_ns > 0) {
+      weighted_hz += p.effective_hz * static_cast<double>(p.cpu_ns);
+      hz_weight += static_cast<double>(p.cpu_ns);
+    } else {
+      hz_known = false;
+    }
+    m.overflow = sat_add(m.overflow, p.overflow);
+    m.delivered = sat_add(m.delivered, p.delivered);
+    m.lost = sat_add(m.lost, p.lost);
+
+    for (const Region& r : p.regions) {
+      auto it = std::find_if(m.regions.begin(), m.regions.end(), [&](const Region& o) {
+        return same_object(o, r) && o.file_offset == r.file_offset;
+      });
+      if (it == m.regions.end()) {
+        m.regions.push_back(r);
+        Region& n = m.regions.back();
+        const uint64_t top =
+            n.counts.empty() ? 0 : *std::max_element(n.counts.begin(), n.counts.end());
+        n.counter_width = std::max(n.counter_width, width_for(top));
+        continue;
+      }
+      Region& o = *it;
+      if (o.end - o.start != r.end - r.start || o.bin_size != r.bin_size ||
+          o.counts.size() != r.counts.size()) {
+        *bad_input = i;
+        *error = r.path + ": bin layout differs from an earlier profile (" + describe(r) +
+                 " here, " + describe(o) + " before; file_offset " + num(r.file_offset) + ")";
+        return false;
+      }
+      uint64_t max_count = 0;
+      for (size_t b = 0; b < o.counts.size(); ++b) {
+        o.counts[b] = sat_add(o.counts[b], r.counts[b]);
+        max_count = std::max(max_count, o.counts[b]);
+      }
+      o.counter_width = std::max({o.counter_width, r.counter_width, width_for(max_count)});
+      if (o.build_id.empty()) o.build_id = r.build_id;
+      // Still loaded if loaded in any run; the earliest load, the latest unload.
+      if (!(r.flags & SPROF_R_UNLOADED)) {
+        o.flags &= ~SPROF_R_UNLOADED;
+        o.unload_ns = 0;
+      } else if (o.flags & SPROF_R_UNLOADED) {
+        o.unload_ns = std::max(o.unload_ns, r.unload_ns);
+      }
+      o.flags |= r.flags & ~SPROF_R_UNLOADED;
+      if (r.load_ns != 0 && (o.load_ns == 0 || r.load_ns < o.load_ns)) o.load_ns = r.load_ns;
+    }
+  }
+  m.flags = all_finished ? SPROF_F_FINISHED : 0;
+  if (!all_finished) m.end_ns = 0;
+  if (!cpu_known) m.cpu_ns = 0;
+  m.effective_hz = hz_known && hz_weight > 0 ? weighted_hz / hz_weight : 0;
+  *out = std::move(m);
+  return true;
+}
+
+}  // namespace sprofil::profile

@@ -1,0 +1,28 @@
+// Summing profiles of the same program (several runs, or a parent and its fork children).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "profile/profile.hpp"
+
+namespace sprofil::profile {
+
+// True when a and b describe the same object: equal build-ids when both have one, else equal
+// paths.
+bool same_object(const Region& a, const Region& b);
+
+// Sums `in` into *out. Regions are matched by object (same_object) and file_offset, so runs
+// loaded at different addresses (ASLR) merge; a matched pair must also have the same size
+// (end - start) and bin_size, else it is an error naming the object. Counts are summed bin by
+// bin, saturating at UINT64_MAX, and counter_width widens as needed; regions present in only
+// some inputs are kept. overflow, delivered and lost are summed. tick_ns must agree; clock,
+// requested_hz, pid, ppid and argv come from the first input; FINISHED is set only if every
+// input finished. If `bad_input` is given it receives the index of the input that caused the
+// error (or in.size() when no single input is at fault).
+bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error);
+bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error,
+                    size_t* bad_input);
+
+}  // namespace sprofil::profile

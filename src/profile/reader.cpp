@@ -1,0 +1,374 @@
+#include "profile/reader.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string_view>
+
+#include "profile/sprof_format.h"
+
+namespace sprofil::profile {
+
+namespace {
+
+// Where the bytes come from: a memory image or a file read with pread.
+class Source {
+ public:
+  explicit Source(uint64_t size) : size_(size) {}
+  virtual ~Source() = default;
+  uint64_t size() const { return size_; }
+  // Reads [off, off + len), which the caller has checked lies inside size().
+  virtual bool read(uint64_t off, void* dst, size_t len, std::string* error) = 0;
+
+ private:
+  uint64_t size_;
+};
+
+class MemorySource final : public Source {
+ public:
+  MemorySource(const uint8_t* data, size_t size) : Source(size), data_(data) {}
+  bool read(uint64_t off, void* dst, size_t len, std::string* error) override {
+    if (off > size() || len > size() - off) {
+      *error = "read past the end at offset " + std::to_string(off);
+      return false;
+    }
+    if (len) std::memcpy(dst, data_ + off, len);
+    return true;
+  }
+
+ private:
+  const uint8_t* data_;
+};
+
+class FileSource final : public Source {
+ public:
+  FileSource(int fd, uint64_t size) : Source(size), fd_(fd) {}
+  bool read(uint64_t off, void* dst, size_t len, std::string* error) override {
+    auto* p = static_cast<uint8_t*>(dst);
+    while (len > 0) {
+      ssize_t n = ::pread(fd_, p, len, static_cast<off_t>(off));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        *error = "read error at offset " + std::to_string(off) + ": " + std::strerror(errno);
+        return false;
+      }
+      if (n == 0) {
+        *error = "file shrank while reading: nothing at offset " + std::to_string(off);
+        return false;
+      }
+      p += n;
+      off += static_cast<uint64_t>(n);
+      len -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string num(uint64_t v) {
+  return std::to_string(v);
+}
+
+// A little-endian unsigned integer of `width` bytes.
+uint64_t load_le(const uint8_t* p, uint32_t width) {
+  uint64_t v = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, width);
+  } else {
+    for (uint32_t i = 0; i < width; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  }
+  return v;
+}
+
+template <typename T>
+T from_le(T v) {
+  if constexpr (std::endian::native == std::endian::little) {
+    return v;
+  } else {
+    uint8_t b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    return static_cast<T>(load_le(b, sizeof(T)));
+  }
+}
+
+void header_from_le(sprof_header* h) {
+  h->version = from_le(h->version);
+  h->header_size = from_le(h->header_size);
+  h->flags = from_le(h->flags);
+  h->clock = from_le(h->clock);
+  h->requested_hz = from_le(h->requested_hz);
+  h->region_count = from_le(h->region_count);
+  h->tick_ns = from_le(h->tick_ns);
+  h->effective_hz_milli = from_le(h->effective_hz_milli);
+  h->start_ns = from_le(h->start_ns);
+  h->end_ns = from_le(h->end_ns);
+  h->cpu_ns = from_le(h->cpu_ns);
+  h->pid = from_le(h->pid);
+  h->ppid = from_le(h->ppid);
+  h->regions_end = from_le(h->regions_end);
+  h->overflow = from_le(h->overflow);
+  h->delivered = from_le(h->delivered);
+  h->lost = from_le(h->lost);
+  h->cmdline_len = from_le(h->cmdline_len);
+}
+
+void region_from_le(sprof_region* r) {
+  r->magic = from_le(r->magic);
+  r->flags = from_le(r->flags);
+  r->record_size = from_le(r->record_size);
+  r->counters_offset = from_le(r->counters_offset);
+  r->start = from_le(r->start);
+  r->end = from_le(r->end);
+  r->load_bias = from_le(r->load_bias);
+  r->file_offset = from_le(r->file_offset);
+  r->nbins = from_le(r->nbins);
+  r->bin_size = from_le(r->bin_size);
+  r->counter_width = from_le(r->counter_width);
+  r->load_ns = from_le(r->load_ns);
+  r->unload_ns = from_le(r->unload_ns);
+  r->build_id_len = from_le(r->build_id_len);
+  r->path_len = from_le(r->path_len);
+}
+
+// Reads and checks region record `k` at `off`; on success fills *out and sets *next to the
+// offset just past the record.
+bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* next,
+                 std::string* error) {
+  const uint64_t size = src.size();
+  std::string where = "region " + num(k);
+  if (off % SPROF_PAGE != 0) {
+    *error = where + ": record offset " + num(off) + " is not 4096-aligned";
+    return false;
+  }
+  if (off > size || size - off < SPROF_PAGE) {
+    *error = where + ": record truncated: need " + num(SPROF_PAGE) + " bytes at offset " +
+             num(off) + ", file has " + num(size);
+    return false;
+  }
+  sprof_region r;
+  if (!src.read(off, &r, sizeof r, error)) {
+    *error = where + ": " + *error;
+    return false;
+  }
+  region_from_le(&r);
+  if (r.magic != SPROF_REGION_MAGIC) {
+    *error = where + ": bad region magic at offset " + num(off);
+    return false;
+  }
+  if (r.path_len > SPROF_PATH_MAX) {
+    *error = where + ": bad path_len " + num(r.path_len) + " (max " + num(SPROF_PATH_MAX) + ")";
+    return false;
+  }
+  std::string path(r.path, r.path_len);
+  where += " (" + path + ")";
+  auto fail = [&](const std::string& what) {
+    *error = where + ": " + what;
+    return false;
+  };
+  if (r.build_id_len > SPROF_BUILD_ID_MAX)
+    return fail("bad build_id_len " + num(r.build_id_len) + " (max " + num(SPROF_BUILD_ID_MAX) +
+                ")");
+  if (r.counter_width != 2 && r.counter_width != 4 && r.counter_width != 8)
+    return fail("bad counter_width " + num(r.counter_width) + " (must be 2, 4 or 8)");
+  if (r.bin_size == 0) return fail("bad bin_size 0");
+  if (r.start >= r.end)
+    return fail("bad address range: start " + num(r.start) + " >= end " + num(r.end));
+  const uint64_t span = r.end - r.start;
+  const uint64_t want_bins = span / r.bin_size + (span % r.bin_size != 0 ? 1 : 0);
+  if (r.nbins != want_bins)
+    return fail("bad nbins " + num(r.nbins) + " (range of " + num(span) + " bytes in bins of " +
+                num(r.bin_size) + " needs " + num(want_bins) + ")");
+  if (r.nbins > UINT64_MAX / r.counter_width)
+    return fail("nbins " + num(r.nbins) + " x counter_width " + num(r.counter_width) +
+                " overflows");
+  const uint64_t bytes = r.nbins * r.counter_width;
+  if (bytes > UINT64_MAX - 2 * SPROF_PAGE)
+    return fail("counters too large: " + num(bytes) + " bytes");
+  const uint64_t padded = (bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
+  if (r.record_size < SPROF_PAGE || r.record_size % SPROF_PAGE != 0)
+    return fail("bad record_size " + num(r.record_size) + " (must be a multiple of 4096, >= 4096)");
+  if (r.record_size != SPROF_PAGE + padded)
+    return fail("bad record_size " + num(r.record_size) + " (" + num(r.nbins) + " counters of " +
+                num(r.counter_width) + " bytes need " + num(SPROF_PAGE + padded) + ")");
+  if (off > UINT64_MAX - SPROF_PAGE || r.counters_offset != off + SPROF_PAGE)
+    return fail("bad counters_offset " + num(r.counters_offset) + " (expected " +
+                num(off + SPROF_PAGE) + ")");
+  // The whole record, padding included, must be inside the file.
+  if (size - off - SPROF_PAGE < padded)
+    return fail("counters truncated: need " + num(padded) + " bytes at offset " +
+                num(r.counters_offset) + ", file has " + num(size));
+
+  out->path = std::move(path);
+  out->build_id.assign(r.build_id, r.build_id + r.build_id_len);
+  out->flags = r.flags;
+  out->start = r.start;
+  out->end = r.end;
+  out->load_bias = r.load_bias;
+  out->file_offset = r.file_offset;
+  out->bin_size = r.bin_size;
+  out->counter_width = r.counter_width;
+  out->load_ns = r.load_ns;
+  out->unload_ns = r.unload_ns;
+  out->counts.assign(r.nbins, 0);
+
+  // Decode in chunks so that huge (mostly sparse) regions need no second full-size buffer.
+  constexpr uint64_t kChunk = 1u << 20;
+  std::vector<uint8_t> buf(std::min<uint64_t>(kChunk, bytes));
+  uint64_t done = 0;
+  while (done < bytes) {
+    const uint64_t n = std::min<uint64_t>(kChunk, bytes - done);
+    if (!src.read(r.counters_offset + done, buf.data(), n, error)) return fail(*error);
+    const uint64_t first = done / r.counter_width;
+    const uint64_t count = n / r.counter_width;
+    uint64_t* dst = out->counts.data() + first;
+    switch (r.counter_width) {
+      case 2:
+        for (uint64_t i = 0; i < count; ++i) dst[i] = load_le(buf.data() + 2 * i, 2);
+        break;
+      case 4:
+        for (uint64_t i = 0; i < count; ++i) dst[i] = load_le(buf.data() + 4 * i, 4);
+        break;
+      default:
+        for (uint64_t i = 0; i < count; ++i) dst[i] = load_le(buf.data() + 8 * i, 8);
+        break;
+    }
+    done += n;
+  }
+  *next = off + r.record_size;
+  return true;
+}
+
+bool parse(Source& src, Profile* out, std::string* error) {
+  const uint64_t size = src.size();
+  if (size < sizeof(sprof_header)) {
+    *error = size == 0 ? std::string("empty file (not a .sprof profile)")
+                       : "file is shorter than the header: " + num(size) + " bytes, need " +
+                             num(sizeof(sprof_header));
+    return false;
+  }
+  sprof_header h;
+  if (!src.read(0, &h, sizeof h, error)) return false;
+  header_from_le(&h);
+  if (std::memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) != 0) {
+    *error = "bad magic: not a .sprof profile";
+    return false;
+  }
+  if (h.version != SPROF_VERSION) {
+    *error = h.version > SPROF_VERSION
+                 ? "unsupported version " + num(h.version) + " (this sprofil reads version " +
+                       num(SPROF_VERSION) + "; a newer sprofil is needed)"
+                 : "unsupported version " + num(h.version) + " (this sprofil reads version " +
+                       num(SPROF_VERSION) + ")";
+    return false;
+  }
+  if (h.header_size != SPROF_PAGE) {
+    *error = "bad header_size " + num(h.header_size) + " (expected " + num(SPROF_PAGE) + ")";
+    return false;
+  }
+  if (h.clock > SPROF_CLOCK_WALL) {
+    *error = "bad clock value " + num(h.clock);
+    return false;
+  }
+  if (h.cmdline_len > SPROF_CMDLINE_MAX) {
+    *error = "bad cmdline_len " + num(h.cmdline_len) + " (max " + num(SPROF_CMDLINE_MAX) + ")";
+    return false;
+  }
+  if (h.regions_end > size) {
+    *error = "regions_end " + num(h.regions_end) + " is past the end of the file (" + num(size) +
+             " bytes)";
+    return false;
+  }
+  // Every record is at least two pages: its own and one of counters (nbins >= 1).
+  const uint64_t max_regions = (size - SPROF_PAGE) / (2 * SPROF_PAGE);
+  if (h.region_count > max_regions) {
+    *error = "region_count " + num(h.region_count) + " cannot fit in a file of " + num(size) +
+             " bytes (at most " + num(max_regions) + ")";
+    return false;
+  }
+
+  Profile p;
+  p.version = h.version;
+  p.flags = h.flags;
+  p.clock = static_cast<Clock>(h.clock);
+  p.requested_hz = h.requested_hz;
+  p.tick_ns = h.tick_ns;
+  p.effective_hz = static_cast<double>(h.effective_hz_milli) / 1000.0;
+  p.start_ns = h.start_ns;
+  p.end_ns = h.end_ns;
+  p.cpu_ns = h.cpu_ns;
+  p.pid = h.pid;
+  p.ppid = h.ppid;
+  p.overflow = h.overflow;
+  p.delivered = h.delivered;
+  p.lost = h.lost;
+  std::string_view cmd(h.cmdline, h.cmdline_len);
+  while (!cmd.empty()) {
+    size_t nul = cmd.find('\0');
+    if (nul == std::string_view::npos) {  // last argument without its NUL: keep it
+      p.argv.emplace_back(cmd);
+      break;
+    }
+    p.argv.emplace_back(cmd.substr(0, nul));
+    cmd.remove_prefix(nul + 1);
+  }
+
+  p.regions.resize(h.region_count);
+  uint64_t off = h.header_size;
+  for (uint32_t k = 0; k < h.region_count; ++k) {
+    if (!read_region(src, k, off, &p.regions[k], &off, error)) return false;
+  }
+  if (h.region_count > 0 && h.regions_end < off) {
+    *error = "regions_end " + num(h.regions_end) + " is before the end of the " +
+             num(h.region_count) + " committed region records (" + num(off) + ")";
+    return false;
+  }
+  *out = std::move(p);
+  return true;
+}
+
+}  // namespace
+
+bool parse_profile(const uint8_t* data, size_t size, Profile* out, std::string* error) {
+  std::string scratch;
+  if (!error) error = &scratch;
+  if (!data && size != 0) {
+    *error = "no data";
+    return false;
+  }
+  MemorySource src(data, size);
+  return parse(src, out, error);
+}
+
+bool read_profile(const std::string& path, Profile* out, std::string* error) {
+  std::string scratch;
+  if (!error) error = &scratch;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = std::string("cannot open: ") + std::strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    *error = std::string("cannot stat: ") + std::strerror(errno);
+    ::close(fd);
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = "not a regular file";
+    ::close(fd);
+    return false;
+  }
+  FileSource src(fd, static_cast<uint64_t>(st.st_size));
+  bool ok = parse(src, out, error);
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace sprofil::profile

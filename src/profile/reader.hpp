@@ -1,0 +1,23 @@
+// Reading .sprof files (src/profile/sprof_format.h, docs/file-format.md). The reader validates
+// every field and never trusts the file: any input either yields an error naming the problem
+// and where it is, or a Profile whose regions are consistent (start < end, bin_size > 0,
+// counts.size() == ceil((end - start) / bin_size), counter_width in {2, 4, 8}).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "profile/profile.hpp"
+
+namespace sprofil::profile {
+
+// Reads the file at `path`. Reads only the header, the committed region records and their
+// counters (with pread, so a file that shrinks while being read gives an error, not SIGBUS).
+// On failure returns false and sets *error (without the path; callers prefix it).
+bool read_profile(const std::string& path, Profile* out, std::string* error);
+
+// Parses a whole file image held in memory.
+bool parse_profile(const uint8_t* data, size_t size, Profile* out, std::string* error);
+
+}  // namespace sprofil::profile

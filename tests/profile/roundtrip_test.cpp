@@ -1,0 +1,255 @@
+// Writer -> reader round trips, and the plain accessors of the model.
+#include <sys/stat.h>
+
+#include "test_util.hpp"
+
+namespace sprofil::profile::test {
+namespace {
+
+void expect_same(const Profile& a, const Profile& b) {
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.flags, b.flags);
+  EXPECT_EQ(a.clock, b.clock);
+  EXPECT_EQ(a.requested_hz, b.requested_hz);
+  EXPECT_EQ(a.tick_ns, b.tick_ns);
+  EXPECT_DOUBLE_EQ(a.effective_hz, b.effective_hz);
+  EXPECT_EQ(a.start_ns, b.start_ns);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.cpu_ns, b.cpu_ns);
+  EXPECT_EQ(a.pid, b.pid);
+  EXPECT_EQ(a.ppid, b.ppid);
+  EXPECT_EQ(a.argv, b.argv);
+  EXPECT_EQ(a.overflow, b.overflow);
+  EXPECT_EQ(a.delivered, b.delivered);
+  EXPECT_EQ(a.lost, b.lost);
+  ASSERT_EQ(a.regions.size(), b.regions.size());
+  for (size_t i = 0; i < a.regions.size(); ++i) {
+    const Region& x = a.regions[i];
+    const Region& y = b.regions[i];
+    SCOPED_TRACE("region " + std::to_string(i) + " " + x.path);
+    EXPECT_EQ(x.path, y.path);
+    EXPECT_EQ(x.build_id, y.build_id);
+    EXPECT_EQ(x.flags, y.flags);
+    EXPECT_EQ(x.start, y.start);
+    EXPECT_EQ(x.end, y.end);
+    EXPECT_EQ(x.load_bias, y.load_bias);
+    EXPECT_EQ(x.file_offset, y.file_offset);
+    EXPECT_EQ(x.bin_size, y.bin_size);
+    EXPECT_EQ(x.counter_width, y.counter_width);
+    EXPECT_EQ(x.load_ns, y.load_ns);
+    EXPECT_EQ(x.unload_ns, y.unload_ns);
+    EXPECT_EQ(x.counts, y.counts);
+  }
+}
+
+TEST(ProfileModel, ClockNames) {
+  EXPECT_STREQ(clock_name(Clock::kCpu), "cpu");
+  EXPECT_STREQ(clock_name(Clock::kItimer), "itimer");
+  EXPECT_STREQ(clock_name(Clock::kPerf), "perf");
+  EXPECT_STREQ(clock_name(Clock::kWall), "wall");
+  EXPECT_STREQ(clock_name(static_cast<Clock>(9)), "unknown");
+}
+
+TEST(ProfileModel, TotalsAndFinished) {
+  Profile p;
+  p.overflow = 5;
+  Region a;
+  a.counts = {1, 2, 3};
+  Region b;
+  b.counts = {10, 0, 20, 30};
+  p.regions = {a, b};
+  EXPECT_EQ(a.total(), 6u);
+  EXPECT_EQ(b.total(), 60u);
+  EXPECT_EQ(p.total_samples(), 71u);
+  EXPECT_FALSE(p.finished());
+  p.flags = SPROF_F_FINISHED | SPROF_F_CHILD;
+  EXPECT_TRUE(p.finished());
+  p.regions[0].counts = {UINT64_MAX, 1};
+  EXPECT_EQ(p.regions[0].total(), UINT64_MAX);  // saturates
+  EXPECT_EQ(p.total_samples(), UINT64_MAX);
+  a.start = 0x1000;
+  a.bin_size = 8;
+  EXPECT_EQ(a.bin_address(3), 0x1018u);
+}
+
+TEST(ProfileRoundTrip, AllCounterWidths) {
+  TempDir dir;
+  Profile p = sample_profile();
+  std::string error;
+  ASSERT_TRUE(write_profile(p, dir.file("a.sprof"), &error)) << error;
+  Profile q;
+  ASSERT_TRUE(read_profile(dir.file("a.sprof"), &q, &error)) << error;
+  expect_same(p, q);
+  check_invariants(q);
+  // Exact byte size: header + each record page + counters padded to pages.
+  uint64_t want = SPROF_PAGE;
+  for (const Region& r : p.regions)
+    want +=
+        SPROF_PAGE + (r.counts.size() * r.counter_width + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
+  std::vector<uint8_t> img = slurp(dir.file("a.sprof"));
+  EXPECT_EQ(img.size(), want);
+  EXPECT_EQ(peek<uint64_t>(img, offsetof(sprof_header, regions_end)), want);
+  // The same bytes parse from memory.
+  Profile m;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &m, &error)) << error;
+  expect_same(p, m);
+}
+
+TEST(ProfileRoundTrip, ExactBytesOfHeaderAndRecord) {
+  Profile p = sample_profile();
+  std::vector<uint8_t> img = image_of(p);
+  ASSERT_GE(img.size(), 2 * SPROF_PAGE);
+  EXPECT_EQ(std::memcmp(img.data(), "SPROFIL\0", 8), 0);
+  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, version)), 1u);
+  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, header_size)), 4096u);
+  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, clock)), 2u);
+  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, region_count)), 6u);
+  EXPECT_EQ(peek<uint64_t>(img, offsetof(sprof_header, effective_hz_milli)), 991500u);
+  const char cmd[] = "./prog\0--flag\0\0last arg";  // plus its final NUL
+  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, cmdline_len)), sizeof cmd);
+  EXPECT_EQ(std::memcmp(img.data() + offsetof(sprof_header, cmdline), cmd, sizeof cmd), 0);
+  // Reserved bytes are zero.
+  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, reserved0)), 0u);
+  EXPECT_EQ(peek<uint64_t>(img, offsetof(sprof_header, reserved1)), 0u);
+  for (size_t i = offsetof(sprof_header, reserved); i < SPROF_PAGE; ++i) ASSERT_EQ(img[i], 0);
+  // Region 0: at 4096, counters right after, 2-byte little-endian counters.
+  const size_t r0 = SPROF_PAGE;
+  EXPECT_EQ(peek<uint32_t>(img, r0 + offsetof(sprof_region, magic)), SPROF_REGION_MAGIC);
+  EXPECT_EQ(peek<uint64_t>(img, r0 + offsetof(sprof_region, counters_offset)), 8192u);
+  EXPECT_EQ(peek<uint64_t>(img, r0 + offsetof(sprof_region, nbins)), 2500u);
+  EXPECT_EQ(peek<uint32_t>(img, r0 + offsetof(sprof_region, counter_width)), 2u);
+  EXPECT_EQ(peek<uint64_t>(img, r0 + offsetof(sprof_region, record_size)), 3u * SPROF_PAGE);
+  for (size_t i = r0 + offsetof(sprof_region, reserved); i < r0 + SPROF_PAGE; ++i)
+    ASSERT_EQ(img[i], 0);
+  const Region& a = p.regions[0];
+  EXPECT_EQ(img[8192], a.counts[0] & 0xff);
+  EXPECT_EQ(img[8193], a.counts[0] >> 8);
+  EXPECT_EQ(peek<uint16_t>(img, 8192 + 2 * 2499), 0xffffu);
+  // Padding after the counters is zero.
+  for (size_t i = 8192 + 5000; i < 8192 + 8192; ++i) ASSERT_EQ(img[i], 0);
+}
+
+TEST(ProfileRoundTrip, CountsTooWideForTheirWidthAreWidenedTo8) {
+  Profile p = sample_profile();
+  p.regions[0].counts[5] = 70000;           // does not fit 2 bytes
+  p.regions[1].counts[1] = 0x100000000ull;  // does not fit 4 bytes
+  std::vector<uint8_t> img = image_of(p);
+  Profile q;
+  std::string error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+  EXPECT_EQ(q.regions[0].counter_width, 8u);
+  EXPECT_EQ(q.regions[1].counter_width, 8u);
+  EXPECT_EQ(q.regions[2].counter_width, 8u);
+  EXPECT_EQ(q.regions[3].counter_width, 2u);  // untouched
+  EXPECT_EQ(q.regions[0].counts, p.regions[0].counts);
+  EXPECT_EQ(q.regions[1].counts, p.regions[1].counts);
+}
+
+TEST(ProfileRoundTrip, UnfinishedProfileReads) {
+  Profile p = sample_profile();
+  p.flags = SPROF_F_CHILD;  // crashed fork child: no FINISHED, no end
+  p.end_ns = 0;
+  p.cpu_ns = 0;
+  p.effective_hz = 0;
+  p.regions.resize(2);
+  std::vector<uint8_t> img = image_of(p);
+  Profile q;
+  std::string error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+  EXPECT_FALSE(q.finished());
+  EXPECT_EQ(q.flags, SPROF_F_CHILD);
+  EXPECT_EQ(q.end_ns, 0u);
+  EXPECT_EQ(q.effective_hz, 0.0);
+  EXPECT_EQ(q.regions[1].counts, p.regions[1].counts);
+}
+
+TEST(ProfileRoundTrip, NoRegionsNoArgv) {
+  Profile p;
+  p.tick_ns = 1000000;
+  std::vector<uint8_t> img = image_of(p);
+  EXPECT_EQ(img.size(), SPROF_PAGE);
+  Profile q;
+  std::string error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+  EXPECT_TRUE(q.regions.empty());
+  EXPECT_TRUE(q.argv.empty());
+  EXPECT_EQ(q.tick_ns, 1000000u);
+}
+
+TEST(ProfileRoundTrip, UncommittedRecordsAndTrailingBytesAreIgnored) {
+  Profile p = sample_profile();
+  std::vector<uint8_t> img = image_of(p);
+  // A record written but not yet committed: region_count still says 4 of 6.
+  poke<uint32_t>(img, offsetof(sprof_header, region_count), 4);
+  img.resize(img.size() + 12345, 0xab);  // and junk past the end
+  Profile q;
+  std::string error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+  ASSERT_EQ(q.regions.size(), 4u);
+  EXPECT_EQ(q.regions[3].counts, p.regions[3].counts);
+}
+
+TEST(ProfileRoundTrip, UnknownFlagBitsAreTolerated) {
+  std::vector<uint8_t> img = image_of(sample_profile());
+  poke<uint32_t>(img, offsetof(sprof_header, flags), 0xfffffff1u);
+  Profile q;
+  std::string error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+  EXPECT_TRUE(q.finished());
+}
+
+TEST(ProfileRoundTrip, CounterZeroPagesAreHoles) {
+  TempDir dir;
+  Profile p;
+  p.tick_ns = 1;
+  Region r;
+  r.path = "/big";
+  r.start = 0x100000;
+  r.end = r.start + (64u << 20);  // 16 Mi bins of 4 bytes: 64 MiB of counters
+  r.bin_size = 4;
+  r.counter_width = 4;
+  r.counts.assign((64u << 20) / 4, 0);
+  r.counts[12345] = 7;
+  r.counts.back() = 9;
+  p.regions = {r};
+  std::string error;
+  ASSERT_TRUE(write_profile(p, dir.file("big.sprof"), &error)) << error;
+  struct stat st;
+  ASSERT_EQ(::stat(dir.file("big.sprof").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 2 * SPROF_PAGE + (64u << 20));
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 8u << 20);  // mostly holes
+  Profile q;
+  ASSERT_TRUE(read_profile(dir.file("big.sprof"), &q, &error)) << error;
+  ASSERT_EQ(q.regions.size(), 1u);
+  EXPECT_EQ(q.regions[0].counts[12345], 7u);
+  EXPECT_EQ(q.regions[0].counts.back(), 9u);
+  EXPECT_EQ(q.regions[0].total(), 16u);
+}
+
+TEST(ProfileWriter, RejectsInconsistentProfiles) {
+  TempDir dir;
+  std::string error;
+  auto bad = [&](auto mutate, const char* needle) {
+    Profile p = sample_profile();
+    mutate(p);
+    error.clear();
+    EXPECT_FALSE(write_profile(p, dir.file("bad.sprof"), &error)) << needle;
+    EXPECT_NE(error.find(needle), std::string::npos) << error;
+  };
+  bad([](Profile& p) { p.regions[1].counter_width = 3; }, "counter_width");
+  bad([](Profile& p) { p.regions[1].bin_size = 0; }, "bin_size");
+  bad([](Profile& p) { p.regions[1].end = p.regions[1].start; }, "start");
+  bad([](Profile& p) { p.regions[1].counts.pop_back(); }, "counts for");
+  bad([](Profile& p) { p.regions[1].path.assign(SPROF_PATH_MAX + 1, 'x'); }, "path");
+  bad([](Profile& p) { p.regions[1].build_id.assign(65, 1); }, "build-id");
+  bad([](Profile& p) { p.argv.assign(1, std::string(SPROF_CMDLINE_MAX, 'a')); }, "command line");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bad.sprof")));
+  // Nothing left behind (the temporary file is removed).
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("")));
+  Profile p = sample_profile();
+  EXPECT_FALSE(write_profile(p, dir.file("no/such/dir/x.sprof"), &error));
+  EXPECT_NE(error.find("temporary"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace sprofil::profile::test
