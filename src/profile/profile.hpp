@@ -21,7 +21,7 @@ struct Region {
   uint32_t bin_size = 4;          // bytes of text per counter
   uint32_t counter_width = 4;     // 2, 4 or 8
   uint64_t load_ns = 0, unload_ns = 0;
-  std::vector<uint64_t> counts;   // one per bin: bin i covers [start + i*bin_size, ...)
+  std::vector<uint64_t> counts;  // one per bin: bin i covers [start + i*bin_size, ...)
 
   uint64_t total() const;
   // The runtime address of bin i's first byte.
@@ -33,19 +33,19 @@ struct Profile {
   uint32_t flags = 0;  // SPROF_F_*
   Clock clock = Clock::kCpu;
   uint32_t requested_hz = 0;
-  uint64_t tick_ns = 0;             // time one count stands for
-  double effective_hz = 0;          // delivered samples per CPU-second; 0 = unknown
+  uint64_t tick_ns = 0;     // time one count stands for
+  double effective_hz = 0;  // delivered samples per CPU-second; 0 = unknown
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t cpu_ns = 0;
   int32_t pid = 0, ppid = 0;
   std::vector<std::string> argv;
   std::vector<Region> regions;
-  uint64_t overflow = 0;            // samples in no region
-  uint64_t delivered = 0;           // samples delivered to the handler
-  uint64_t lost = 0;                // delivered but not counted (saturated or stopped)
+  uint64_t overflow = 0;   // samples in no region
+  uint64_t delivered = 0;  // samples delivered to the handler
+  uint64_t lost = 0;       // delivered but not counted (saturated or stopped)
 
-  bool finished() const;            // SPROF_F_FINISHED
-  uint64_t counted() const { return delivered - lost; }
+  bool finished() const;  // SPROF_F_FINISHED
+  uint64_t counted() const { return delivered > lost ? delivered - lost : 0; }
   // Sum of all counts, overflow included: what percentages are relative to.
   uint64_t total_samples() const;
 };
