@@ -1,0 +1,70 @@
+// gmon.out export for GNU gprof: the BSD/GNU format with a 20-byte gmon_hdr ("gmon", version
+// 1) followed by GMON_TAG_TIME_HIST records covering the main executable's regions in its
+// link-time addresses. Counters are 16-bit; a count above 65535 is spread over several records
+// with the same range, which gprof sums.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "profile/sprof_format.h"
+#include "report/report.hpp"
+
+namespace sprofil::report {
+namespace {
+
+template <typename T>
+void put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof v);  // host order, as gprof reads it
+}
+
+}  // namespace
+
+bool write_gmon(const profile::Profile& p, const std::string& path, std::string* error) {
+  std::string out;
+  out.append("gmon", 4);
+  put<int32_t>(&out, 1);  // GMON_VERSION
+  out.append(12, '\0');   // spare
+  uint32_t rate = p.tick_ns > 0 ? uint32_t(std::llround(1e9 / double(p.tick_ns))) : 100;
+  bool any = false;
+  for (const profile::Region& r : p.regions) {
+    if ((r.flags & SPROF_R_MAIN) == 0 || r.counts.empty()) continue;
+    any = true;
+    uint64_t low = r.start - r.load_bias;
+    uint64_t high = low + uint64_t(r.counts.size()) * r.bin_size;
+    uint64_t max = 0;
+    for (uint64_t c : r.counts) max = std::max(max, c);
+    uint64_t records = max == 0 ? 1 : (max + 65534) / 65535;
+    for (uint64_t rec = 0; rec < records; ++rec) {
+      out.push_back('\0');  // GMON_TAG_TIME_HIST
+      put<uint64_t>(&out, low);
+      put<uint64_t>(&out, high);
+      put<uint32_t>(&out, uint32_t(r.counts.size()));
+      put<uint32_t>(&out, rate);
+      char dimen[15] = {};
+      std::memcpy(dimen, "seconds", 7);
+      out.append(dimen, 15);
+      out.push_back('s');
+      for (uint64_t c : r.counts) {
+        // Record rec holds min(65535, what is left after the earlier records).
+        uint64_t before = rec * 65535;
+        uint64_t v = c > before ? std::min<uint64_t>(65535, c - before) : 0;
+        put<uint16_t>(&out, uint16_t(v));
+      }
+    }
+  }
+  if (!any) {
+    if (error != nullptr) *error = path + ": the profile has no main-executable region for gmon";
+    return false;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (f) f.write(out.data(), std::streamsize(out.size()));
+  if (f) f.close();
+  if (!f) {
+    if (error != nullptr) *error = path + ": cannot write: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace sprofil::report

@@ -1,0 +1,190 @@
+// pprof export: a gzipped perftools.profiles.Profile with one Sample per attributed piece of a
+// non-zero bin, symbolized locations (inline frames as several Line entries, innermost first)
+// and one Mapping per region with its build-id and file offset, so that pprof can also
+// re-symbolize from the binaries.
+#include <zlib.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include "profile.pb.h"
+#include "report/report.hpp"
+
+namespace sprofil::report {
+namespace {
+
+namespace pb = perftools::profiles;
+
+class Strings {
+ public:
+  explicit Strings(pb::Profile* p) : p_(p) { id(""); }
+  int64_t id(const std::string& s) {
+    auto [it, inserted] = ids_.emplace(s, int64_t(ids_.size()));
+    if (inserted) p_->add_string_table(s);
+    return it->second;
+  }
+
+ private:
+  pb::Profile* p_;
+  std::map<std::string, int64_t> ids_;
+};
+
+bool gzip(const std::string& in, std::string* out) {
+  z_stream zs;
+  std::memset(&zs, 0, sizeof zs);
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    return false;
+  out->resize(deflateBound(&zs, uLong(in.size())) + 64);
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = uInt(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out->data());
+  zs.avail_out = uInt(out->size());
+  int rc = deflate(&zs, Z_FINISH);
+  out->resize(zs.total_out);
+  deflateEnd(&zs);
+  return rc == Z_STREAM_END;
+}
+
+}  // namespace
+
+std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbolizer) {
+  pb::Profile out;
+  Strings str(&out);
+  auto* st = out.add_sample_type();
+  st->set_type(str.id("samples"));
+  st->set_unit(str.id("count"));
+  st = out.add_sample_type();
+  st->set_type(str.id("cpu"));
+  st->set_unit(str.id("nanoseconds"));
+  out.mutable_period_type()->set_type(str.id("cpu"));
+  out.mutable_period_type()->set_unit(str.id("nanoseconds"));
+  out.set_period(int64_t(p.tick_ns));
+  out.set_default_sample_type(str.id("cpu"));
+  out.set_time_nanos(int64_t(p.start_ns));
+  if (p.end_ns > p.start_ns) out.set_duration_nanos(int64_t(p.end_ns - p.start_ns));
+  std::string cmd;
+  for (const std::string& a : p.argv) cmd += (cmd.empty() ? "" : " ") + a;
+  if (!cmd.empty()) out.add_comment(str.id("command: " + cmd));
+
+  std::vector<Piece> pieces = attribute(p, symbolizer, true);
+
+  // Mappings: one per region with counts.
+  std::map<size_t, uint64_t> mapping_of;
+  for (const Piece& pc : pieces) {
+    if (pc.region == SIZE_MAX || mapping_of.count(pc.region)) continue;
+    const profile::Region& r = p.regions[pc.region];
+    auto* m = out.add_mapping();
+    m->set_id(uint64_t(out.mapping_size()));
+    m->set_memory_start(r.start);
+    m->set_memory_limit(r.end);
+    m->set_file_offset(r.file_offset);
+    m->set_filename(str.id(r.path));
+    m->set_build_id(str.id(symbolize::hex(r.build_id)));
+    bool known = pc.object != nullptr && pc.object->ok();
+    m->set_has_functions(known);
+    m->set_has_filenames(known);
+    m->set_has_line_numbers(known);
+    m->set_has_inline_frames(known);
+    mapping_of[pc.region] = m->id();
+  }
+
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> functions;
+  auto function_id = [&](const std::string& name, const std::string& system,
+                         const std::string& file) {
+    auto [it, inserted] = functions.emplace(std::make_tuple(name, system, file), 0);
+    if (inserted) {
+      auto* f = out.add_function();
+      f->set_id(uint64_t(out.function_size()));
+      f->set_name(str.id(name));
+      f->set_system_name(str.id(system));
+      f->set_filename(str.id(file));
+      it->second = f->id();
+    }
+    return it->second;
+  };
+
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> locations;  // (mapping, address) -> id
+  auto location_id = [&](const Piece& pc) -> uint64_t {
+    uint64_t mapping = pc.region == SIZE_MAX ? 0 : mapping_of[pc.region];
+    auto [it, inserted] = locations.emplace(std::make_pair(mapping, pc.address), 0);
+    if (!inserted) return it->second;
+    auto* loc = out.add_location();
+    loc->set_id(uint64_t(out.location_size()));
+    loc->set_mapping_id(mapping);
+    loc->set_address(pc.address);
+    it->second = loc->id();
+    if (pc.region == SIZE_MAX) {
+      loc->add_line()->set_function_id(function_id("[outside any object]", "", ""));
+      return it->second;
+    }
+    const profile::Region& r = p.regions[pc.region];
+    if (pc.sym == nullptr) {
+      loc->add_line()->set_function_id(function_id("[unknown]", "", ""));
+      return it->second;
+    }
+    std::vector<symbolize::Frame> frames = pc.object->frames(pc.address - r.load_bias);
+    // The outermost frame is named by the ELF symbol, like the function report.
+    for (size_t k = 0; k < frames.size(); ++k) {
+      const symbolize::Frame& f = frames[k];
+      bool outer = k + 1 == frames.size();
+      auto* line = loc->add_line();
+      line->set_function_id(
+          outer ? function_id(pc.sym->name, pc.sym->raw, f.file)
+                : function_id(f.function.empty() ? "??" : f.function, f.function, f.file));
+      line->set_line(f.line);
+      line->set_column(f.column);
+    }
+    if (frames.empty())
+      loc->add_line()->set_function_id(function_id(pc.sym->name, pc.sym->raw, ""));
+    return it->second;
+  };
+
+  // Samples; a split bin's count is rounded so that its pieces still sum to the count.
+  for (size_t i = 0; i < pieces.size();) {
+    size_t j = i + 1;
+    while (j < pieces.size() && pieces[j].region == pieces[i].region &&
+           pieces[j].bin == pieces[i].bin && pieces[i].region != SIZE_MAX)
+      ++j;
+    double total = 0;
+    for (size_t k = i; k < j; ++k) total += pieces[k].samples;
+    int64_t target = std::llround(total), assigned = 0;
+    for (size_t k = i; k < j; ++k) {
+      int64_t n = k + 1 == j ? target - assigned : std::llround(pieces[k].samples);
+      assigned += n;
+      auto* s = out.add_sample();
+      s->add_location_id(location_id(pieces[k]));
+      s->add_value(n);
+      s->add_value(std::llround(pieces[k].samples * double(p.tick_ns)));
+    }
+    i = j;
+  }
+
+  std::string raw, gz;
+  out.SerializeToString(&raw);
+  gzip(raw, &gz);
+  return gz;
+}
+
+bool write_pprof(const profile::Profile& p, symbolize::Symbolizer& symbolizer,
+                 const std::string& path, std::string* error, std::vector<std::string>* warnings) {
+  std::string data = pprof_bytes(p, symbolizer);
+  if (warnings != nullptr) *warnings = symbolizer.take_warnings();
+  if (data.empty()) {
+    if (error != nullptr) *error = path + ": cannot compress the pprof profile";
+    return false;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (f) f.write(data.data(), std::streamsize(data.size()));
+  if (f) f.close();
+  if (!f) {
+    if (error != nullptr) *error = path + ": cannot write: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace sprofil::report
