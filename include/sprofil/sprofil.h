@@ -15,8 +15,9 @@ extern "C" {
 typedef enum {
   SPROFIL_CLOCK_CPU = 0,    /* per-thread CPU-time timers (default) */
   SPROFIL_CLOCK_ITIMER = 1, /* process-wide ITIMER_PROF */
-  SPROFIL_CLOCK_PERF = 2,   /* perf_event task clock (not yet available) */
-  SPROFIL_CLOCK_WALL = 3    /* per-thread wall-clock timers: on- and off-CPU time */
+  SPROFIL_CLOCK_PERF = 2,   /* per-thread perf_event task clock, user space */
+  SPROFIL_CLOCK_WALL = 3,   /* per-thread wall-clock timers: on- and off-CPU time */
+  SPROFIL_CLOCK_AUTO = 4    /* perf where perf_event_open works, else SPROFIL_CLOCK_CPU */
 } sprofil_clock;
 
 typedef struct {

@@ -9,7 +9,8 @@
 // Environment (docs/agent.md):
 //   SPROFIL_OUTPUT       output file (the agent runs only when this is set)
 //   SPROFIL_HZ           samples per second and thread (default 1000)
-//   SPROFIL_CLOCK        cpu (default), itimer or wall
+//   SPROFIL_CLOCK        auto (default: perf where allowed, else cpu), cpu, perf, itimer, wall
+//   SPROFIL_PERF_MODE    signal (default) or ring, for the perf clock
 //   SPROFIL_BIN_BYTES    bytes of text per counter, a power of two (default 4)
 //   SPROFIL_SIGNAL       the signal to use (default SIGPROF, else a free real-time signal)
 //   SPROFIL_QUIET        no message on stderr
@@ -431,9 +432,10 @@ void atfork_child() {
 
 bool parse_env(const char** why) {
   g_clock = rt::ClockRequest{};
+  g_clock.kind = rt::ClockKind::kAuto;
   if (const char* c = getenv("SPROFIL_CLOCK"); c && *c) {
     if (!rt::parse_clock(c, &g_clock.kind))
-      return *why = "SPROFIL_CLOCK is not cpu, itimer or wall", false;
+      return *why = "SPROFIL_CLOCK is not auto, cpu, perf, itimer or wall", false;
   }
   if (const char* hz = getenv("SPROFIL_HZ"); hz && *hz) {
     const long v = atol(hz);
@@ -478,6 +480,10 @@ __attribute__((constructor(200))) void agent_start() {
                    : "");
     return;
   }
+  rt::ClockRequest running;
+  if (rt::running_clock(&running)) g_hdr->clock = static_cast<uint32_t>(running.kind);
+  if (const char* reason = rt::auto_fallback_reason(); *reason)
+    say("sprofil: %s%s\n", reason, "");
   g_on = true;
   atexit(agent_exit);
 }

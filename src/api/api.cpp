@@ -188,7 +188,7 @@ sprofil_session* sprofil_create(const sprofil_options* opt) {
   if (opt) o = *opt;
   if ((o.counter_width != 2 && o.counter_width != 4 && o.counter_width != 8) || o.hz == 0 ||
       o.hz > 1000000 || o.bin_bytes == 0 || (o.bin_bytes & (o.bin_bytes - 1)) ||
-      static_cast<unsigned>(o.clock) > SPROFIL_CLOCK_WALL) {
+      static_cast<unsigned>(o.clock) > SPROFIL_CLOCK_AUTO) {
     errno = EINVAL;
     return nullptr;
   }

@@ -9,6 +9,8 @@
 // Everything else in this file runs outside the handler under g_mu.
 #include "clock/runtime.hpp"
 
+#include "clock/perf.hpp"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -32,6 +34,7 @@ struct Slot {
   pid_t tid;
   bool has_timer;
   timer_t timer;
+  perf::Event* event;  // kPerf: heap-allocated (the ring drainer keeps pointers to it)
 };
 
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -47,6 +50,9 @@ pid_t g_pid = 0;
 Hooks g_hooks;
 pthread_key_t g_exit_key;
 bool g_exit_key_ok = false;
+bool g_perf_ring = false;        // kPerf: ring buffers instead of a signal per sample
+const char* g_auto_reason = "";  // why kAuto fell back to kCpu
+char g_auto_reason_buf[160];
 
 pid_t gettid_() {
   return static_cast<pid_t>(syscall(SYS_gettid));
@@ -76,6 +82,13 @@ void on_signal(int, siginfo_t* si, void* uc) {
     // Each overrun is an expiry the kernel folded into this signal (its tick is coarser
     // than our interval): weighting by them keeps count x interval equal to the time.
     if (si->si_overrun > 0) weight += static_cast<uint64_t>(si->si_overrun);
+  } else if (si->si_code == POLL_IN || si->si_code == POLL_HUP) {
+    // A perf event overflow (F_SETSIG), weighted by the periods that elapsed.
+    if (!perf::is_ours(si->si_fd)) {
+      errno = saved_errno;
+      return;
+    }
+    weight = perf::signal_weight(si->si_fd);
   } else if (si->si_code != SI_KERNEL) {  // ITIMER_PROF sends SI_KERNEL; others are not ours
     errno = saved_errno;
     return;
@@ -184,7 +197,7 @@ Slot* add_slot(pid_t tid) {
     g_slots = n;
     g_capslots = cap;
   }
-  g_slots[g_nslots] = Slot{tid, false, timer_t{}};
+  g_slots[g_nslots] = Slot{tid, false, timer_t{}, nullptr};
   return &g_slots[g_nslots++];
 }
 
@@ -192,7 +205,20 @@ void remove_slot(Slot* s) {
   *s = g_slots[--g_nslots];
 }
 
+int arm_perf(Slot* s) {
+  if (s->event) return 0;
+  auto* ev = static_cast<perf::Event*>(malloc(sizeof(perf::Event)));
+  if (!ev) return ENOMEM;
+  if (int e = perf::open_event(s->tid, g_clock.interval_ns, g_signo, g_perf_ring, ev)) {
+    free(ev);
+    return e;
+  }
+  s->event = ev;
+  return 0;
+}
+
 int arm_thread(Slot* s) {
+  if (g_clock.kind == ClockKind::kPerf) return arm_perf(s);
   if (g_clock.kind == ClockKind::kItimer || s->has_timer) return 0;
   const clockid_t cid =
       g_clock.kind == ClockKind::kWall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
@@ -214,6 +240,11 @@ int arm_thread(Slot* s) {
 }
 
 void disarm_thread(Slot* s) {
+  if (s->event) {
+    perf::close_event(s->event);
+    free(s->event);
+    s->event = nullptr;
+  }
   if (!s->has_timer) return;
   timer_delete(s->timer);
   s->has_timer = false;
@@ -224,9 +255,11 @@ void disarm_thread(Slot* s) {
 void scan_threads() {
   DIR* d = opendir("/proc/self/task");
   if (!d) return;
+  const pid_t drainer = perf::drainer_tid();
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    add_slot(static_cast<pid_t>(atoi(e->d_name)));
+    const auto tid = static_cast<pid_t>(atoi(e->d_name));
+    if (tid != drainer) add_slot(tid);
   }
   closedir(d);
 }
@@ -260,13 +293,43 @@ int arm_all() {
   return 0;
 }
 
-int start_clock(const ClockRequest& c) {
-  if (c.kind == ClockKind::kPerf) return ENOTSUP;
+// kAuto: the perf clock where perf_event_open allows it, else the CPU timers.
+ClockRequest resolve(const ClockRequest& c) {
+  if (c.kind != ClockKind::kAuto) return c;
+  ClockRequest r = c;
+  const int e = perf::probe(c.interval_ns);
+  if (e == 0) {
+    g_auto_reason = "";
+    r.kind = ClockKind::kPerf;
+  } else {
+    snprintf(g_auto_reason_buf, sizeof g_auto_reason_buf,
+             "perf_event_open failed (%s%s); using the CPU-time timers", strerror(e),
+             e == EACCES || e == EPERM ? ": see /proc/sys/kernel/perf_event_paranoid" : "");
+    g_auto_reason = g_auto_reason_buf;
+    r.kind = ClockKind::kCpu;
+  }
+  return r;
+}
+
+int start_clock(const ClockRequest& req) {
+  const ClockRequest c = resolve(req);
   if (c.interval_ns == 0 || c.interval_ns > 1000000000ull * 3600) return EINVAL;
+  if (c.kind == ClockKind::kPerf) {
+    if (int e = perf::probe(c.interval_ns)) return e;
+    const char* mode = getenv("SPROFIL_PERF_MODE");
+    g_perf_ring = mode && strcmp(mode, "ring") == 0;
+    perf::new_generation(c.interval_ns);
+  }
   int err = 0;
   const int signo = choose_signal(c.kind, &err);
   if (!signo) return err;
   if (int e = install_handler(signo)) return e;
+  if (c.kind == ClockKind::kPerf && g_perf_ring) {
+    if (int e = perf::start_drainer()) {
+      restore_handler(signo);
+      return e;
+    }
+  }
   g_signo = signo;
   g_clock = c;
   g_active = true;
@@ -274,6 +337,7 @@ int start_clock(const ClockRequest& c) {
   add_slot(gettid_());
   if (int e = arm_all()) {
     disarm_all();
+    perf::stop_drainer();
     restore_handler(signo);
     g_active = false;
     g_signo = 0;
@@ -285,13 +349,15 @@ int start_clock(const ClockRequest& c) {
 void stop_clock() {
   if (!g_active) return;
   disarm_all();
+  perf::stop_drainer();
   restore_handler(g_signo);
   g_active = false;
   g_signo = 0;
 }
 
 bool same_clock(const ClockRequest& a, const ClockRequest& b) {
-  return a.kind == b.kind && a.interval_ns == b.interval_ns;
+  // A running clock is resolved: kAuto matches whatever it resolved to.
+  return (a.kind == b.kind || a.kind == ClockKind::kAuto) && a.interval_ns == b.interval_ns;
 }
 
 struct Lock {
@@ -330,9 +396,20 @@ void atfork_child() {
   // Only the forking thread exists in the child, and no POSIX timer or itimer was inherited.
   pthread_mutex_init(&g_mu, nullptr);
   g_pid = getpid();
+  // Inherited perf fds still name the parent's threads: drop our references only.
+  for (int i = 0; i < g_nslots; ++i)
+    if (g_slots[i].event) {
+      perf::forget_event(g_slots[i].event);
+      free(g_slots[i].event);
+    }
+  perf::reset_after_fork();
   g_nslots = 0;
   if (!g_active) return;
   if (g_hooks.after_fork_child) g_hooks.after_fork_child();
+  if (g_clock.kind == ClockKind::kPerf) {
+    perf::new_generation(g_clock.interval_ns);  // our TLS holds the parent's thread's state
+    if (g_perf_ring) perf::start_drainer();
+  }
   add_slot(gettid_());
   arm_all();
 }
@@ -389,8 +466,8 @@ bool running_clock(ClockRequest* out) {
 }
 
 bool parse_clock(const char* name, ClockKind* out) {
-  static const char* const names[] = {"cpu", "itimer", "perf", "wall"};
-  for (unsigned i = 0; i < 4; ++i) {
+  static const char* const names[] = {"cpu", "itimer", "perf", "wall", "auto"};
+  for (unsigned i = 0; i < 5; ++i) {
     if (strcmp(name, names[i]) == 0) {
       *out = static_cast<ClockKind>(i);
       return true;
@@ -409,8 +486,15 @@ const char* clock_name(ClockKind k) {
       return "perf";
     case ClockKind::kWall:
       return "wall";
+    case ClockKind::kAuto:
+      return "auto";
   }
   return "?";
+}
+
+const char* auto_fallback_reason() {
+  Lock lock;
+  return g_auto_reason;
 }
 
 void set_hooks(const Hooks& hooks) {
@@ -428,7 +512,7 @@ int armed_threads() {
   if (!g_active) return 0;
   if (g_clock.kind == ClockKind::kItimer) return 1;
   int n = 0;
-  for (int i = 0; i < g_nslots; ++i) n += g_slots[i].has_timer;
+  for (int i = 0; i < g_nslots; ++i) n += g_slots[i].has_timer || g_slots[i].event;
   return n;
 }
 

@@ -16,8 +16,9 @@ namespace sprofil::rt {
 enum class ClockKind : uint8_t {
   kCpu = 0,     // per-thread CPU-time POSIX timers (the default)
   kItimer = 1,  // process-wide ITIMER_PROF, the classic
-  kPerf = 2,    // per-thread perf_event task clock (not yet available: ENOTSUP)
+  kPerf = 2,    // per-thread perf_event task clock, user space (src/clock/perf.hpp)
   kWall = 3,    // per-thread wall-clock timers: on-CPU plus off-CPU time
+  kAuto = 4,    // perf where perf_event_open works, else kCpu (resolved at start)
 };
 
 struct ClockRequest {
@@ -31,14 +32,18 @@ struct ClockRequest {
 // On success returns 0 and stores the channel's previous table in *old (the caller destroys
 // it; null if none or if it could not be reclaimed safely). On error returns an errno value
 // and nothing changed: EBUSY (the signal has a handler of the application's), EAGAIN (no
-// timer could be created), EINVAL (bad interval), ENOTSUP (clock kind not available).
+// timer could be created), EINVAL (bad interval), or the perf_event_open error for kPerf.
 int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
             engine::Table** old);
 
-// The running clock, if any: returns false when no clock runs.
+// The running clock, if any: returns false when no clock runs. A kAuto request shows as the
+// clock it resolved to.
 bool running_clock(ClockRequest* out);
 
-// Parses a clock name ("cpu", "itimer", "wall", "perf"). Returns false if unknown.
+// Why the last kAuto request did not get the perf clock ("" if it did, or none was made).
+const char* auto_fallback_reason();
+
+// Parses a clock name ("cpu", "itimer", "perf", "wall", "auto"). Returns false if unknown.
 bool parse_clock(const char* name, ClockKind* out);
 const char* clock_name(ClockKind k);
 

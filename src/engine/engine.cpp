@@ -76,7 +76,8 @@ const char* error_name(Error e) {
 
 uint64_t bump(const Counters& c, uint64_t index, uint64_t w, bool* at_limit) {
   *at_limit = false;
-  const uint64_t limit = c.limit ? c.limit : width_max(c.width);
+  // A limit above what the width holds would let the counter wrap: clamp it.
+  const uint64_t limit = c.limit ? std::min(c.limit, width_max(c.width)) : width_max(c.width);
   switch (c.width) {
     case 2:
       return bump_as(static_cast<uint16_t*>(c.base) + index, w, c.policy, limit, at_limit);
@@ -101,8 +102,10 @@ Error Table::create(const Region* regions, size_t n, const Counters* overflow, T
     const Region& r = regions[i];
     if (Error e = check_counters(r.counters); e != Error::kOk) return e;
     if (r.last < r.lo) return Error::kEmptyRange;
-    // index() is monotonic in pc, so checking both ends checks the whole range.
-    if (r.map.index(r.lo) >= r.counters.nelems || r.map.index(r.last) >= r.counters.nelems)
+    // wide_index() is monotonic in pc from the map's base, so checking both ends (in 128
+    // bits: the 64-bit index could wrap) checks the whole range.
+    if (r.lo < r.map.base || r.map.wide_index(r.lo) >= r.counters.nelems ||
+        r.map.wide_index(r.last) >= r.counters.nelems)
       return Error::kIndexOutside;
     if (i > 0 && r.lo <= regions[i - 1].lo) return Error::kUnsorted;
     if (i > 0 && r.lo <= regions[i - 1].last) return Error::kOverlap;
@@ -188,6 +191,11 @@ void Table::record(uintptr_t pc, uint64_t w, uint64_t* hint) {
   if (at_limit && c->policy == Policy::kStopAll) stopped_.store(1, std::memory_order_relaxed);
 }
 
+void Table::record_lost(uint64_t w) {
+  std::atomic_ref<uint64_t>(tallies_->delivered).fetch_add(w, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(tallies_->lost).fetch_add(w, std::memory_order_relaxed);
+}
+
 namespace {
 // Last-hit hints, one per channel and thread. Initial-exec TLS: a fixed offset from the
 // thread pointer, so the handler never triggers lazy TLS allocation.
@@ -199,6 +207,15 @@ void Engine::sample(uintptr_t pc, uint64_t w) {
     if (tables_[ch].load(std::memory_order_relaxed) == nullptr) continue;
     readers_[ch].fetch_add(1, std::memory_order_seq_cst);
     if (Table* t = tables_[ch].load(std::memory_order_seq_cst)) t->record(pc, w, &t_hint[ch]);
+    readers_[ch].fetch_sub(1, std::memory_order_release);
+  }
+}
+
+void Engine::lost(uint64_t w) {
+  for (unsigned ch = 0; ch < kChannels; ++ch) {
+    if (tables_[ch].load(std::memory_order_relaxed) == nullptr) continue;
+    readers_[ch].fetch_add(1, std::memory_order_seq_cst);
+    if (Table* t = tables_[ch].load(std::memory_order_seq_cst)) t->record_lost(w);
     readers_[ch].fetch_sub(1, std::memory_order_release);
   }
 }

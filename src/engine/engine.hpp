@@ -35,10 +35,14 @@ struct BinMap {
   uint8_t pre_shift = 0;
   uint8_t post_shift = 0;
 
-  uint64_t index(uintptr_t pc) const {
+  uint64_t index(uintptr_t pc) const { return static_cast<uint64_t>(wide_index(pc)); }
+
+  // The index before truncation to 64 bits: monotonic in pc (from base up), so checking a
+  // range's two ends against the counter array checks every pc between them.
+  __extension__ unsigned __int128 wide_index(uintptr_t pc) const {
     __extension__ using u128 = unsigned __int128;
     const u128 d = static_cast<u128>((pc - base) >> pre_shift);
-    return static_cast<uint64_t>(((d * scale) >> 16) >> post_shift);
+    return ((d * scale) >> 16) >> post_shift;
   }
 };
 
@@ -94,6 +98,9 @@ class Table {
   // Counts one sample of weight w at pc. Signal-safe. `hint` is the caller's last-hit cache.
   void record(uintptr_t pc, uint64_t w, uint64_t* hint);
 
+  // Counts w samples as delivered but lost. Signal-safe.
+  void record_lost(uint64_t w);
+
   // The region holding pc, or nullptr. Signal-safe. Uses and updates *hint.
   const Region* find(uintptr_t pc, uint64_t* hint) const;
 
@@ -128,6 +135,9 @@ class Engine {
  public:
   // Offers one sample to every channel. Signal-safe.
   void sample(uintptr_t pc, uint64_t w);
+
+  // Records w samples that were taken but whose pc is unknown (the kernel dropped them).
+  void lost(uint64_t w);
 
   // Publishes `next` (may be null) on channel ch and returns the previous table once no
   // handler can still be reading it; the caller then owns it. Not signal-safe; callers

@@ -1,10 +1,10 @@
 // sprofil record: runs a command with the agent preloaded and reports where the profile went.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,10 +24,15 @@ namespace {
 
 struct RecordOptions {
   unsigned hz = 1000;
-  std::string clock = "cpu";
+  std::string clock = "auto";
   std::string output = "sprofil.data";
   std::vector<std::string> command;
 };
+
+const char* clock_name(uint32_t c) {
+  static const char* const names[] = {"cpu", "itimer", "perf", "wall"};
+  return c < 4 ? names[c] : "unknown";
+}
 
 bool file_exists(const std::string& p) {
   return access(p.c_str(), R_OK) == 0;
@@ -149,7 +154,7 @@ int run(const RecordOptions& o) {
   }
   if (read_tallies(out, &h)) {
     fprintf(stderr, "sprofil record: wrote %s: %llu samples (%s clock, %u Hz requested)\n",
-            out.c_str(), static_cast<unsigned long long>(h.delivered), o.clock.c_str(),
+            out.c_str(), static_cast<unsigned long long>(h.delivered), clock_name(h.clock),
             h.requested_hz);
   } else if (code != 127) {
     fprintf(stderr, "sprofil record: no profile was written to %s\n", out.c_str());
@@ -167,9 +172,11 @@ void register_record(CLI::App& app) {
   sub->add_option("-F,--frequency", opts.hz, "Samples per second and thread")
       ->check(CLI::Range(1u, 1000000u));
   sub->add_option("--clock", opts.clock,
-                  "Sampling clock: cpu (per-thread CPU time), itimer "
-                  "(process ITIMER_PROF) or wall (on- and off-CPU)")
-      ->check(CLI::IsMember({"cpu", "itimer", "wall"}));
+                  "Sampling clock: auto (perf where allowed, else cpu), perf (per-thread perf "
+                  "event on the task clock), cpu (per-thread CPU-time timers), itimer (process "
+                  "ITIMER_PROF) or wall (per-thread wall clock: on- and off-CPU time)")
+      ->check(CLI::IsMember({"auto", "perf", "cpu", "itimer", "wall"}))
+      ->capture_default_str();
   sub->add_option("-o,--output", opts.output, "Profile file to write")->capture_default_str();
   sub->add_option("command", opts.command, "The command and its arguments")->required();
   sub->prefix_command();

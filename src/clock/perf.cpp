@@ -1,0 +1,274 @@
+#include "clock/perf.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/engine.hpp"
+
+namespace sprofil::rt::perf {
+namespace {
+
+constexpr int kMaxFd = 1 << 16;
+constexpr size_t kRingDataPages = 8;  // 32 KiB: ~2000 samples, 0.2 s at 10 kHz
+constexpr size_t kPage = 4096;
+
+// One bit per fd: set while the fd is one of our signal-mode events (read by the handler).
+std::atomic<uint64_t> g_ours[kMaxFd / 64];
+
+void mark(int fd, bool on) {
+  if (fd < 0 || fd >= kMaxFd) return;
+  const uint64_t bit = uint64_t{1} << (fd % 64);
+  if (on)
+    g_ours[fd / 64].fetch_or(bit, std::memory_order_release);
+  else
+    g_ours[fd / 64].fetch_and(~bit, std::memory_order_release);
+}
+
+perf_event_attr make_attr(uint64_t period_ns, bool ring) {
+  perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.size = sizeof a;
+  a.config = PERF_COUNT_SW_TASK_CLOCK;
+  a.sample_period = period_ns;  // the task clock counts nanoseconds
+  a.exclude_kernel = 1;         // user space only: allowed at perf_event_paranoid 2
+  a.exclude_hv = 1;
+  a.disabled = 1;
+  if (ring) {
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_READ;  // the counter gives the weight
+    a.watermark = 1;
+    a.wakeup_watermark = static_cast<uint32_t>(kRingDataPages * kPage / 2);
+  } else {
+    a.wakeup_events = 1;
+  }
+  return a;
+}
+
+int sys_perf_event_open(perf_event_attr* a, pid_t tid) {
+  return static_cast<int>(syscall(SYS_perf_event_open, a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
+// Ring buffers being drained, guarded by g_ring_mu (never by the runtime mutex, so that the
+// runtime can join the drainer while holding its own).
+pthread_mutex_t g_ring_mu = PTHREAD_MUTEX_INITIALIZER;
+Event* g_rings[1024];
+int g_nrings = 0;
+std::atomic<bool> g_drain_stop{false};
+bool g_drainer_running = false;
+pthread_t g_drainer;
+std::atomic<pid_t> g_drainer_tid{0};
+
+// Counts the records in one ring buffer. With g_ring_mu held.
+void drain(Event* e) {
+  auto* meta = static_cast<perf_event_mmap_page*>(e->ring);
+  const uint64_t size = meta->data_size ? meta->data_size : kRingDataPages * kPage;
+  const uint64_t off = meta->data_offset ? meta->data_offset : kPage;
+  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = meta->data_tail;
+  auto* data = static_cast<unsigned char*>(e->ring) + off;
+  engine::Engine& eng = engine::global();
+  while (tail < head) {
+    perf_event_header h;
+    memcpy(&h, data + tail % size, sizeof h);  // a record may wrap: copy piecewise
+    if (h.size < sizeof h) break;
+    uint64_t body[2] = {0, 0};  // SAMPLE: ip, value; LOST: id, count
+    for (size_t i = 0; i < sizeof body && sizeof h + i < h.size; ++i)
+      reinterpret_cast<unsigned char*>(body)[i] = data[(tail + sizeof h + i) % size];
+    if (h.type == PERF_RECORD_SAMPLE)
+      eng.sample(static_cast<uintptr_t>(body[0]), periods_since(body[1], e->period, &e->credited));
+    else if (h.type == PERF_RECORD_LOST)
+      eng.lost(body[1]);
+    tail += h.size;
+  }
+  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+void* drainer_main(void*) {
+  g_drainer_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // never sampled, never interrupted
+  while (!g_drain_stop.load(std::memory_order_acquire)) {
+    pollfd fds[1024];
+    int n = 0;
+    pthread_mutex_lock(&g_ring_mu);
+    for (int i = 0; i < g_nrings; ++i) fds[n++] = pollfd{g_rings[i]->fd, POLLIN, 0};
+    pthread_mutex_unlock(&g_ring_mu);
+    if (n > 0) {
+      poll(fds, static_cast<nfds_t>(n), 5);
+    } else {
+      const timespec ts{0, 5000000};
+      nanosleep(&ts, nullptr);
+    }
+    pthread_mutex_lock(&g_ring_mu);
+    for (int i = 0; i < g_nrings; ++i) drain(g_rings[i]);
+    pthread_mutex_unlock(&g_ring_mu);
+  }
+  return nullptr;
+}
+
+using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+
+}  // namespace
+
+int probe(uint64_t period_ns) {
+  perf_event_attr a = make_attr(period_ns, false);
+  const int fd = sys_perf_event_open(&a, 0);
+  if (fd < 0) return errno;
+  close(fd);
+  return 0;
+}
+
+int open_event(pid_t tid, uint64_t period_ns, int signo, bool ring, Event* out) {
+  *out = Event{};
+  perf_event_attr a = make_attr(period_ns, ring);
+  const int fd = sys_perf_event_open(&a, tid);
+  if (fd < 0) return errno;
+  if (fd >= kMaxFd) {
+    close(fd);
+    return EMFILE;
+  }
+  out->fd = fd;
+  out->period = period_ns;
+  if (ring) {
+    const size_t bytes = (1 + kRingDataPages) * kPage;
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      const int e = errno;
+      close(fd);
+      *out = Event{};
+      return e;
+    }
+    out->ring = m;
+    out->ring_bytes = bytes;
+    pthread_mutex_lock(&g_ring_mu);
+    const bool room = g_nrings < static_cast<int>(sizeof g_rings / sizeof g_rings[0]);
+    if (room) g_rings[g_nrings++] = out;
+    pthread_mutex_unlock(&g_ring_mu);
+    if (!room) {
+      munmap(m, bytes);
+      close(fd);
+      *out = Event{};
+      return EMFILE;
+    }
+  } else {
+    f_owner_ex owner{F_OWNER_TID, tid};
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, signo) != 0 ||
+        fcntl(fd, F_SETOWN_EX, &owner) != 0) {
+      const int e = errno;
+      close(fd);
+      *out = Event{};
+      return e;
+    }
+    mark(fd, true);
+  }
+  if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+    const int e = errno;
+    close_event(out);
+    return e;
+  }
+  return 0;
+}
+
+void close_event(Event* e) {
+  if (e->fd < 0) return;
+  ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+  if (e->ring) {
+    pthread_mutex_lock(&g_ring_mu);
+    drain(e);
+    for (int i = 0; i < g_nrings; ++i)
+      if (g_rings[i] == e) {
+        g_rings[i] = g_rings[--g_nrings];
+        break;
+      }
+    pthread_mutex_unlock(&g_ring_mu);
+    munmap(e->ring, e->ring_bytes);
+  }
+  mark(e->fd, false);
+  close(e->fd);
+  *e = Event{};
+}
+
+void forget_event(Event* e) {
+  if (e->fd < 0) return;
+  if (e->ring) munmap(e->ring, e->ring_bytes);
+  mark(e->fd, false);
+  close(e->fd);  // the child's reference only; the parent's event lives on
+  *e = Event{};
+}
+
+namespace {
+std::atomic<uint64_t> g_generation{1};
+std::atomic<uint64_t> g_period{1};
+// Per-thread: the generation of its event and the periods credited to it so far.
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_generation;
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_credited;
+}  // namespace
+
+void new_generation(uint64_t period_ns) {
+  g_period.store(period_ns ? period_ns : 1, std::memory_order_relaxed);
+  g_generation.fetch_add(1, std::memory_order_release);
+}
+
+uint64_t signal_weight(int fd) {
+  uint64_t value = 0;
+  if (read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return 1;
+  const uint64_t gen = g_generation.load(std::memory_order_acquire);
+  if (t_generation != gen) {
+    t_generation = gen;
+    t_credited = 0;
+  }
+  return periods_since(value, g_period.load(std::memory_order_relaxed), &t_credited);
+}
+
+bool is_ours(int fd) {
+  if (fd < 0 || fd >= kMaxFd) return false;
+  return (g_ours[fd / 64].load(std::memory_order_acquire) >> (fd % 64)) & 1;
+}
+
+int start_drainer() {
+  if (g_drainer_running) return 0;
+  // Created with the real pthread_create: the drainer is not a thread to sample.
+  static auto real = reinterpret_cast<pthread_create_fn>(dlsym(RTLD_NEXT, "pthread_create"));
+  if (!real) return EAGAIN;
+  g_drain_stop.store(false);
+  g_drainer_tid.store(0);
+  if (int e = real(&g_drainer, nullptr, drainer_main, nullptr)) return e;
+  g_drainer_running = true;
+  while (g_drainer_tid.load(std::memory_order_acquire) == 0) sched_yield();
+  return 0;
+}
+
+void stop_drainer() {
+  if (!g_drainer_running) return;
+  g_drain_stop.store(true, std::memory_order_release);
+  pthread_join(g_drainer, nullptr);
+  g_drainer_running = false;
+  g_drainer_tid.store(0);
+}
+
+pid_t drainer_tid() {
+  return g_drainer_tid.load(std::memory_order_acquire);
+}
+
+void reset_after_fork() {
+  pthread_mutex_init(&g_ring_mu, nullptr);
+  g_nrings = 0;
+  g_drainer_running = false;
+  g_drainer_tid.store(0);
+}
+
+}  // namespace sprofil::rt::perf

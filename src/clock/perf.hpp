@@ -1,0 +1,73 @@
+// The perf_event clock: one user-space task-clock sampling event per thread. Two ways to get
+// the pc out of the kernel, measured in docs/benchmarks.md:
+// - signal (default): every overflow sends the profiling signal to the sampled thread itself
+//   (F_SETSIG + F_SETOWN_EX), and the handler reads the pc from its ucontext. Nothing is ever
+//   buffered, so a crash or SIGKILL loses no sample.
+// - ring: the kernel writes PERF_RECORD_SAMPLE records (the ip) into a per-thread ring buffer
+//   that a background thread drains every few milliseconds. Cheaper for the profiled thread,
+//   but the last milliseconds before an abrupt end are lost.
+// Locking: called with the runtime mutex held, except is_ours() (signal-safe) and the drainer
+// thread, which takes only the ring mutex.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace sprofil::rt::perf {
+
+struct Event {
+  int fd = -1;
+  void* ring = nullptr;  // ring mode: the mmap'd buffer (meta page + data)
+  size_t ring_bytes = 0;
+  uint64_t period = 0;    // ns of task clock per sample
+  uint64_t credited = 0;  // ring mode: periods credited so far (drainer only)
+};
+
+// The weight of one overflow: the periods of task clock that elapsed since the last one
+// credited. Periods that ended while the thread was in the kernel raise no overflow of their
+// own (the event counts user space only), yet they are CPU time: crediting them here keeps
+// count x period equal to the thread's task clock, as the CPU-time timers' overruns do.
+// *credited counts the periods credited so far. Signal-safe.
+inline uint64_t periods_since(uint64_t value, uint64_t period, uint64_t* credited) {
+  const uint64_t elapsed = value / period;
+  if (elapsed <= *credited) {  // an overflow a little ahead of its period: credit one
+    *credited += 1;
+    return 1;
+  }
+  const uint64_t w = elapsed - *credited;
+  *credited = elapsed;
+  return w;
+}
+
+// Signal mode, in the handler: the weight of the overflow signalled on fd, read from the
+// event's counter (one read(2), async-signal-safe). Per-thread state in initial-exec TLS.
+uint64_t signal_weight(int fd);
+
+// Whether perf_event_open works here for a user-space task-clock event; 0 or the errno.
+int probe(uint64_t period_ns);
+
+// Opens and enables the event on thread tid. Returns 0 or an errno value.
+int open_event(pid_t tid, uint64_t period_ns, int signo, bool ring, Event* out);
+
+// Disables and closes the event; in ring mode its last records are counted first.
+void close_event(Event* e);
+
+// Forgets an inherited event without touching the parent's (the child after fork).
+void forget_event(Event* e);
+
+// True if fd is one of our signal-mode events. Signal-safe.
+bool is_ours(int fd);
+
+// Starts a new generation of events (called when the clock starts): forget per-thread state.
+void new_generation(uint64_t period_ns);
+
+// Starts / stops the thread that drains ring buffers. tid of the drainer, or 0.
+int start_drainer();
+void stop_drainer();
+pid_t drainer_tid();
+
+// In a forked child: the drainer thread and the ring list were the parent's.
+void reset_after_fork();
+
+}  // namespace sprofil::rt::perf
