@@ -1,0 +1,211 @@
+// Interop with the real tools. Synthetic profiles of a real binary (counts at nm addresses,
+// including a count above 65535 and a bin split across two functions) are exported and read
+// back by GNU gprof and `go tool pprof`; their per-function numbers must equal ours within one
+// sample (the tools print rounded values). tick = 10 ms, so gprof's rate is 100 Hz and its
+// 2-decimal seconds are exact sample counts.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <regex>
+#include <sstream>
+
+#include "report/report.hpp"
+#include "test_util.hpp"
+
+#ifdef SPROFIL_HAVE_WRITER
+#include "profile/writer.hpp"
+#endif
+
+namespace sprofil {
+namespace {
+
+using testing::NmSymbol;
+
+constexpr uint64_t kTick = 10000000;  // 10 ms
+constexpr uint64_t kLibBias = 0x7f1234560000ull;
+
+std::string temp_dir(const std::string& name) {
+  std::string d =
+      ::testing::TempDir() + "/sprofil_interop_" + name + "_" + std::to_string(::getpid());
+  ::mkdir(d.c_str(), 0755);
+  return d;
+}
+
+// A profile of `prog` (bias chosen like a PIE's when it is one) and of the shared library.
+profile::Profile make_profile(const std::string& prog) {
+  uint64_t bias = testing::is_pie(prog) ? 0x555555554000ull : 0;
+  auto fns = testing::nm_functions(prog);
+  profile::Profile p = testing::base_profile(kTick);
+  profile::Region r = testing::text_region(prog, bias, 4, SPROF_R_MAIN);
+  const char* names[] = {"int demo::sum_squares<int>(int const*, int)",
+                         "double demo::sum_squares<double>(double const*, int)",
+                         "demo::Widget::spin(long)", "demo::uses_inline(long)", "main"};
+  // A bin across two adjacent functions, half in each (gprof counts addresses in 2-byte units,
+  // so the boundary must be even to compare exactly): the region starts so that a bin begins
+  // two bytes before the boundary.
+  std::vector<NmSymbol> v;
+  for (auto& [name, s] : fns) v.push_back(s);
+  std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.addr < b.addr; });
+  uint64_t boundary = 0;
+  for (size_t i = 1; i < v.size() && boundary == 0; ++i)
+    if (v[i - 1].addr + v[i - 1].size == v[i].addr && v[i - 1].size >= 2 && v[i].size >= 2 &&
+        v[i].addr % 2 == 0)
+      boundary = v[i].addr + bias;
+  EXPECT_NE(boundary, 0u) << "no two adjacent functions at an even boundary";
+  if (boundary != 0) {
+    r.start -= (r.start - (boundary - 2)) % 4;
+    r.counts.assign((r.end - r.start + 3) / 4, 0);
+    testing::add_at(&r, boundary - 2, 400);
+  }
+  uint64_t n = 37;
+  for (const char* name : names) {
+    EXPECT_TRUE(fns.count(name)) << name;
+    const NmSymbol& s = fns[name];
+    testing::add_at(&r, bias + s.addr + s.size / 2, n);
+    n = n * 3 + 11;
+  }
+  // A count that needs two gmon records.
+  const NmSymbol& spin = fns["demo::Widget::spin(long)"];
+  testing::add_at(&r, bias + spin.addr + spin.size / 2, 70000);
+  p.regions.push_back(r);
+
+  auto lfns = testing::nm_functions(TESTLIB);
+  profile::Region lib = testing::text_region(TESTLIB, kLibBias, 4);
+  const NmSymbol& lw = lfns["testlib::lib_work(long)"];
+  testing::add_at(&lib, kLibBias + lw.addr + lw.size / 2, 123);
+  p.regions.push_back(lib);
+  p.overflow = 5;
+  p.start_ns = 1700000000000000000ull;
+  p.end_ns = p.start_ns + 3000000000ull;
+  return p;
+}
+
+std::map<std::string, double> our_functions(const profile::Profile& p, const std::string& object) {
+  symbolize::Symbolizer sym;
+  report::Options o;
+  o.object = object;
+  report::Table t = report::aggregate(p, sym, o);
+  std::map<std::string, double> out;
+  for (const report::Row& r : t.rows) out[r.name] += r.samples;
+  return out;
+}
+
+void check_gprof(const std::string& prog) {
+  profile::Profile p = make_profile(prog);
+  std::string dir = temp_dir("gprof");
+  std::string gmon = dir + "/gmon.out";
+  std::string err;
+  ASSERT_TRUE(report::write_gmon(p, gmon, &err)) << err;
+  int status = 0;
+  std::string out = testing::run("gprof -b -p '" + prog + "' '" + gmon + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << out;
+  // Flat profile rows: %time cumulative self [calls self/call total/call] name.
+  std::regex row(R"(^\s*([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(.*\S)\s*$)");
+  std::map<std::string, double> gprof;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, row)) gprof[m[4]] += std::stod(m[3]) * 100.0;  // 100 Hz
+  }
+  std::string base = prog.substr(prog.rfind('/') + 1);
+  std::map<std::string, double> ours = our_functions(p, base);
+  ASSERT_GE(ours.size(), 5u);
+  double our_total = 0, their_total = 0;
+  for (auto& [name, n] : ours) {
+    our_total += n;
+    ASSERT_TRUE(gprof.count(name)) << "gprof has no " << name << "\n" << out;
+    EXPECT_NEAR(gprof[name], n, 1.0) << name << "\n" << out;
+  }
+  for (auto& [name, n] : gprof) their_total += n;
+  EXPECT_NEAR(their_total, our_total, 1.0 * double(ours.size())) << out;
+}
+
+TEST(Gprof, FlatProfileOfPieMatchesOurs) {
+  check_gprof(PROG_PIE);
+}
+TEST(Gprof, FlatProfileOfNonPieMatchesOurs) {
+  ASSERT_FALSE(testing::is_pie(PROG_NOPIE));
+  check_gprof(PROG_NOPIE);
+}
+
+TEST(Pprof, GoToolPprofTopMatchesOurs) {
+  if (testing::run("command -v go").empty()) GTEST_SKIP() << "no go toolchain";
+  profile::Profile p = make_profile(PROG_PIE);
+  std::string dir = temp_dir("pprof");
+  std::string file = dir + "/profile.pb.gz";
+  symbolize::Symbolizer sym;
+  std::string err;
+  ASSERT_TRUE(report::write_pprof(p, sym, file, &err)) << err;
+  std::string env = "HOME='" + dir + "' GOPATH='" + dir + "/gopath' GOCACHE='" + dir +
+                    "/gocache' GOFLAGS=-mod=mod PPROF_TMPDIR='" + dir + "' ";
+  int status = 0;
+  std::string out =
+      testing::run(env + "go tool pprof -top -nodecount=100 -nodefraction=0 -unit=ms -noinlines '" +
+                       std::string(PROG_PIE) + "' '" + file + "' 2>&1",
+                   &status);
+  ASSERT_EQ(status, 0) << out;
+  // Rows: flat flat% sum% cum cum% name, values in ms.
+  std::regex row(R"(^\s*([0-9.]+)ms\s+[0-9.]+%\s+[0-9.]+%\s+[0-9.]+ms\s+[0-9.]+%\s+(.*\S)\s*$)");
+  std::map<std::string, double> pprof;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, row)) pprof[m[2]] += std::stod(m[1]) / 10.0;  // 10 ms/sample
+  }
+  symbolize::Symbolizer sym2;
+  report::Table t = report::aggregate(p, sym2, report::Options{});
+  ASSERT_GE(t.rows.size(), 7u);
+  for (const report::Row& r : t.rows) {
+    ASSERT_TRUE(pprof.count(r.name)) << "pprof has no " << r.name << "\n" << out;
+    EXPECT_NEAR(pprof[r.name], r.samples, 0.01) << r.name << "\n" << out;
+  }
+  // Total: pprof's header "Showing nodes accounting for X, 100% of Y total".
+  std::smatch m;
+  std::regex total(R"(of ([0-9.]+)ms total)");
+  ASSERT_TRUE(std::regex_search(out, m, total)) << out;
+  EXPECT_NEAR(std::stod(m[1]), double(t.total_samples) * 10.0, 1.0);
+}
+
+#ifdef SPROFIL_HAVE_WRITER
+TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
+  profile::Profile p = make_profile(PROG_PIE);
+  std::string dir = temp_dir("tool");
+  std::string file = dir + "/prof.sprof";
+  std::string err;
+  ASSERT_TRUE(profile::write_profile(p, file, &err)) << err;
+  int status = 0;
+  std::string folded =
+      testing::run(std::string(SPROFIL_TOOL) + " report '" + file + "' --format folded", &status);
+  ASSERT_EQ(status, 0) << folded;
+  uint64_t total = p.overflow, sum = 0;
+  for (auto& r : p.regions)
+    for (uint64_t c : r.counts) total += c;
+  std::istringstream in(folded);
+  std::string line;
+  while (std::getline(in, line)) sum += std::stoull(line.substr(line.rfind(' ') + 1));
+  EXPECT_EQ(sum, total) << folded;
+
+  std::string text = testing::run(std::string(SPROFIL_TOOL) + " report '" + file + "' 2>&1");
+  EXPECT_NE(text.find("demo::Widget::spin(long)"), std::string::npos) << text;
+  EXPECT_NE(text.find("total samples:  " + std::to_string(total)), std::string::npos) << text;
+
+  std::string bad =
+      testing::run(std::string(SPROFIL_TOOL) + " report " + dir + "/missing.sprof 2>&1", &status);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(bad.find("missing.sprof"), std::string::npos) << bad;
+
+  std::string gmon = dir + "/gmon.out";
+  testing::run(std::string(SPROFIL_TOOL) + " report '" + file + "' --format gmon -o '" + gmon + "'",
+               &status);
+  EXPECT_EQ(status, 0);
+  std::string g = testing::read_file(gmon);
+  EXPECT_EQ(g.substr(0, 4), "gmon");
+}
+#endif
+
+}  // namespace
+}  // namespace sprofil
