@@ -173,7 +173,7 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
     std::memcpy(rec.path, r.path.data(), r.path.size());
     if (!pwrite_all(fd, &rec, sizeof rec, l.offset, error)) return false;
 
-    // Counters in chunks of whole pages; all-zero chunks stay holes (ftruncate below).
+    // Counters in chunks of whole pages; all-zero pages stay holes (ftruncate below).
     constexpr uint64_t kChunkBins = 1u << 16;
     const uint64_t nbins = r.counts.size();
     for (uint64_t first = 0; first < nbins; first += kChunkBins) {
@@ -187,9 +187,26 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
           store_le(buf.data() + i * l.width, c, l.width);
         }
       }
-      if (any &&
-          !pwrite_all(fd, buf.data(), buf.size(), l.offset + SPROF_PAGE + first * l.width, error))
-        return false;
+      if (!any) continue;
+      // Write only the runs of pages holding a non-zero counter.
+      const uint64_t base = l.offset + SPROF_PAGE + first * l.width;
+      auto zero_page = [&](size_t at) {
+        const size_t end = std::min<size_t>(at + SPROF_PAGE, buf.size());
+        return std::all_of(buf.begin() + static_cast<ptrdiff_t>(at),
+                           buf.begin() + static_cast<ptrdiff_t>(end),
+                           [](uint8_t b) { return b == 0; });
+      };
+      for (size_t at = 0; at < buf.size();) {
+        if (zero_page(at)) {
+          at += SPROF_PAGE;
+          continue;
+        }
+        size_t run_end = at + SPROF_PAGE;
+        while (run_end < buf.size() && !zero_page(run_end)) run_end += SPROF_PAGE;
+        run_end = std::min(run_end, buf.size());
+        if (!pwrite_all(fd, buf.data() + at, run_end - at, base + at, error)) return false;
+        at = run_end;
+      }
     }
   }
   if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
