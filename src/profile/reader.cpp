@@ -24,6 +24,8 @@ class Source {
   uint64_t size() const { return size_; }
   // Reads [off, off + len), which the caller has checked lies inside size().
   virtual bool read(uint64_t off, void* dst, size_t len, std::string* error) = 0;
+  // True when [off, off + len) is known to read as zeros (a file hole): no need to read it.
+  virtual bool is_hole(uint64_t /*off*/, uint64_t /*len*/) { return false; }
 
  private:
   uint64_t size_;
@@ -68,8 +70,20 @@ class FileSource final : public Source {
     return true;
   }
 
+  bool is_hole(uint64_t off, uint64_t len) override {
+    if (!seek_data_works_ || off > static_cast<uint64_t>(INT64_MAX)) return false;
+    const off_t data = ::lseek(fd_, static_cast<off_t>(off), SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) return true;  // no data from off to the end of the file
+      seek_data_works_ = false;         // e.g. a file system without SEEK_DATA
+      return false;
+    }
+    return static_cast<uint64_t>(data) - off >= len;
+  }
+
  private:
   int fd_;
+  bool seek_data_works_ = true;
 };
 
 std::string num(uint64_t v) {
@@ -224,6 +238,10 @@ bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* n
   uint64_t done = 0;
   while (done < bytes) {
     const uint64_t n = std::min<uint64_t>(kChunk, bytes - done);
+    if (src.is_hole(r.counters_offset + done, n)) {  // sparse counters: already zero
+      done += n;
+      continue;
+    }
     if (!src.read(r.counters_offset + done, buf.data(), n, error)) return fail(*error);
     const uint64_t first = done / r.counter_width;
     const uint64_t count = n / r.counter_width;
