@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <regex>
@@ -121,6 +122,7 @@ void check_gprof(const std::string& prog) {
   }
   for (auto& [name, n] : gprof) their_total += n;
   EXPECT_NEAR(their_total, our_total, 1.0 * double(ours.size())) << out;
+  testing::run("rm -rf '" + dir + "'");
 }
 
 TEST(Gprof, FlatProfileOfPieMatchesOurs) {
@@ -168,6 +170,7 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
   std::regex total(R"(of ([0-9.]+)ms total)");
   ASSERT_TRUE(std::regex_search(out, m, total)) << out;
   EXPECT_NEAR(std::stod(m[1]), double(t.total_samples) * 10.0, 1.0);
+  testing::run("rm -rf '" + dir + "'");
 }
 
 #ifdef SPROFIL_HAVE_WRITER
@@ -204,6 +207,7 @@ TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
   EXPECT_EQ(status, 0);
   std::string g = testing::read_file(gmon);
   EXPECT_EQ(g.substr(0, 4), "gmon");
+  testing::run("rm -rf '" + dir + "'");
 }
 #endif
 

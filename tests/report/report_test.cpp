@@ -2,6 +2,7 @@
 // profiles: counts are placed at addresses taken from nm (independent of the symbolizer), so
 // every expected attribution is exact.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -490,6 +491,37 @@ TEST(Report, GmonRecordsSplitLargeCounts) {
   profile::Profile empty = testing::base_profile(kTick);
   EXPECT_FALSE(report::write_gmon(empty, path, &none_err));
   EXPECT_NE(none_err.find(path), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sprofil
+
+namespace sprofil {
+namespace {
+
+TEST(Symbolize, SeparateDebugFileThroughDebuglink) {
+  // A stripped copy of the program whose symbols and lines live in a .debug file named by
+  // .gnu_debuglink next to it: libdwfl's standard search finds it.
+  std::string dir = ::testing::TempDir() + "/sprofil_debuglink_" + std::to_string(::getpid());
+  std::string prog = dir + "/prog", debug = dir + "/prog.debug";
+  int status = 0;
+  testing::run("mkdir -p '" + dir + "' && objcopy --only-keep-debug '" + std::string(TESTPROG) +
+                   "' '" + debug + "' && objcopy --strip-all --add-gnu-debuglink='" + debug +
+                   "' '" + std::string(TESTPROG) + "' '" + prog + "'",
+               &status);
+  ASSERT_EQ(status, 0);
+  ASSERT_EQ(testing::run("nm '" + prog + "' 2>/dev/null"), "") << "the copy still has symbols";
+  auto fns = nm_functions(TESTPROG);
+  const NmSymbol& s = fns["demo::Widget::spin(long)"];
+  symbolize::Symbolizer sym;
+  symbolize::Resolved r =
+      sym.resolve(prog, testing::build_id(prog), kProgBias, kProgBias + s.addr + s.size / 2);
+  EXPECT_TRUE(r.known);
+  EXPECT_EQ(r.function, "demo::Widget::spin(long)");
+  EXPECT_EQ(r.symbol_size, s.size);
+  EXPECT_NE(r.file.find("testprog.cpp"), std::string::npos) << r.file;
+  EXPECT_GT(r.line, 0);
+  testing::run("rm -rf '" + dir + "'");
 }
 
 }  // namespace
