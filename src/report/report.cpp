@@ -103,8 +103,10 @@ std::string label_of(const Row& r, By by) {
     case By::kObject:
       return r.name;
     case By::kLine: {
-      std::string s = (r.file.empty() ? std::string("??") : basename_of(r.file)) + ":" +
-                      std::to_string(r.line) + " " + r.name;
+      std::string s =
+          (r.file.empty() ? std::string("??") : basename_of(r.file)) + ":" +
+          std::to_string(r.line) + " " +
+          (!r.frames.empty() && !r.frames[0].function.empty() ? r.frames[0].function : r.name);
       for (size_t i = 1; i < r.frames.size(); ++i) {
         s += " <- " +
              (r.frames[i].file.empty() ? std::string("??") : basename_of(r.frames[i].file)) + ":" +
