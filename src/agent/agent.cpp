@@ -340,7 +340,10 @@ void finish_header() {
       static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
   g_hdr->cpu_ns = cpu;
   const uint64_t delivered = std::atomic_ref<uint64_t>(g_hdr->delivered).load();
-  if (cpu > 0) g_hdr->effective_hz_milli = delivered * 1000000000000ull / cpu;
+  __extension__ using u128 = unsigned __int128;
+  if (cpu > 0)
+    g_hdr->effective_hz_milli =
+        static_cast<uint64_t>(static_cast<u128>(delivered) * 1000000000000ull / cpu);
   g_hdr->end_ns = now_ns();
   std::atomic_ref<uint32_t>(g_hdr->flags).fetch_or(SPROF_F_FINISHED);
 }
@@ -480,10 +483,12 @@ __attribute__((constructor(200))) void agent_start() {
                    : "");
     return;
   }
+  // From now on the clock is the one "auto" resolved to: forked children and later
+  // publishes use (and write) that one.
   rt::ClockRequest running;
-  if (rt::running_clock(&running)) g_hdr->clock = static_cast<uint32_t>(running.kind);
-  if (const char* reason = rt::auto_fallback_reason(); *reason)
-    say("sprofil: %s%s\n", reason, "");
+  if (rt::running_clock(&running)) g_clock = running;
+  g_hdr->clock = static_cast<uint32_t>(g_clock.kind);
+  if (const char* reason = rt::auto_fallback_reason(); *reason) say("sprofil: %s%s\n", reason, "");
   g_on = true;
   atexit(agent_exit);
 }

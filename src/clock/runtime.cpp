@@ -71,6 +71,34 @@ uintptr_t pc_of(void* ucv) {
 #endif
 }
 
+// ITIMER_PROF: the interval (0 when another clock runs) and the process CPU periods credited
+// so far. The kernel sends at most one SIGPROF per check, and a process-directed SIGPROF that
+// is still pending absorbs the next one; so each signal is weighted by the periods of process
+// CPU time that elapsed since the last one credited (clock_gettime is async-signal-safe).
+std::atomic<uint64_t> g_itimer_interval{0};
+std::atomic<uint64_t> g_itimer_credited{0};
+
+uint64_t process_cpu_ns() {
+  timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t itimer_weight() {
+  const uint64_t interval = g_itimer_interval.load(std::memory_order_relaxed);
+  if (interval == 0) return 1;
+  const uint64_t elapsed = process_cpu_ns() / interval;
+  uint64_t credited = g_itimer_credited.load(std::memory_order_relaxed);
+  for (;;) {
+    if (elapsed <= credited) {  // a signal ahead of its period: credit one
+      g_itimer_credited.fetch_add(1, std::memory_order_relaxed);
+      return 1;
+    }
+    if (g_itimer_credited.compare_exchange_weak(credited, elapsed, std::memory_order_relaxed))
+      return elapsed - credited;
+  }
+}
+
 void on_signal(int, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
   uint64_t weight = 1;
@@ -89,7 +117,9 @@ void on_signal(int, siginfo_t* si, void* uc) {
       return;
     }
     weight = perf::signal_weight(si->si_fd);
-  } else if (si->si_code != SI_KERNEL) {  // ITIMER_PROF sends SI_KERNEL; others are not ours
+  } else if (si->si_code == SI_KERNEL) {  // ITIMER_PROF
+    weight = itimer_weight();
+  } else {  // kill(), sigqueue(), tgkill(): not ours
     errno = saved_errno;
     return;
   }
@@ -265,6 +295,8 @@ void scan_threads() {
 }
 
 int set_itimer(uint64_t interval_ns) {
+  if (interval_ns) g_itimer_credited.store(process_cpu_ns() / interval_ns);
+  g_itimer_interval.store(interval_ns);
   const timeval tv{static_cast<time_t>(interval_ns / 1000000000u),
                    static_cast<suseconds_t>((interval_ns % 1000000000u) / 1000u)};
   const itimerval it{tv, tv};
