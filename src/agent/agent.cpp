@@ -191,6 +191,8 @@ bool add_region(const Found& f, bool dlopened) {
   void* rec = mmap(nullptr, SPROF_PAGE + cbytes, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd,
                    static_cast<off_t>(off));
   if (rec == MAP_FAILED) return false;
+  // Counters are hit at random: no readahead, so only the pages hit become resident.
+  madvise(rec, SPROF_PAGE + cbytes, MADV_RANDOM);
   auto* r = static_cast<sprof_region*>(rec);
   r->magic = SPROF_REGION_MAGIC;
   r->flags = f.flags | (dlopened ? SPROF_R_DLOPEN : 0u);
