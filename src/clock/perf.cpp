@@ -96,7 +96,11 @@ void drain(Event* e) {
   __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
+std::atomic<bool> g_jitter{true};
+void jitter(int fd, uint64_t period, uint64_t* rng);
+
 void* drainer_main(void*) {
+  uint64_t rng = 0x2545f4914f6cdd1dull;
   g_drainer_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   sigset_t all;
   sigfillset(&all);
@@ -114,7 +118,12 @@ void* drainer_main(void*) {
       nanosleep(&ts, nullptr);
     }
     pthread_mutex_lock(&g_ring_mu);
-    for (int i = 0; i < g_nrings; ++i) drain(g_rings[i]);
+    for (int i = 0; i < g_nrings; ++i) {
+      drain(g_rings[i]);
+      // Ring mode re-draws the period once per pass (every few ms) instead.
+      if (g_jitter.load(std::memory_order_relaxed))
+        jitter(g_rings[i]->fd, g_rings[i]->period, &rng);
+    }
     pthread_mutex_unlock(&g_ring_mu);
   }
   return nullptr;
@@ -213,10 +222,37 @@ void forget_event(Event* e) {
 namespace {
 std::atomic<uint64_t> g_generation{1};
 std::atomic<uint64_t> g_period{1};
-// Per-thread: the generation of its event and the periods credited to it so far.
+// Per-thread: the generation of its event, the periods credited to it so far, and the state
+// of its jitter generator.
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_generation;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_credited;
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_rng;
+
+// Against lockstep with periodic code: every kJitterEvery samples the next period is drawn
+// uniformly from [period/2, 3*period/2]. The weights come from the event's counter, not from
+// the spacing of samples, so jitter does not bias count x period.
+constexpr uint64_t kJitterEvery = 4;
+
+uint64_t xorshift(uint64_t* s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
+
+void jitter(int fd, uint64_t period, uint64_t* rng) {
+  const uint64_t r = xorshift(rng);
+  if (r % kJitterEvery != 0) return;
+  uint64_t next = period / 2 + (r >> 8) % (period + 1);
+  if (next == 0) next = 1;
+  ioctl(fd, PERF_EVENT_IOC_PERIOD, &next);
+}
 }  // namespace
+
+void set_jitter(bool on) {
+  g_jitter.store(on, std::memory_order_relaxed);
+}
 
 void new_generation(uint64_t period_ns) {
   g_period.store(period_ns ? period_ns : 1, std::memory_order_relaxed);
@@ -227,11 +263,15 @@ uint64_t signal_weight(int fd) {
   uint64_t value = 0;
   if (read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return 1;
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
+  const uint64_t period = g_period.load(std::memory_order_relaxed);
   if (t_generation != gen) {
     t_generation = gen;
     t_credited = 0;
+    t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
+    if (t_rng == 0) t_rng = 1;
   }
-  return periods_since(value, g_period.load(std::memory_order_relaxed), &t_credited);
+  if (g_jitter.load(std::memory_order_relaxed)) jitter(fd, period, &t_rng);
+  return periods_since(value, period, &t_credited);
 }
 
 bool is_ours(int fd) {

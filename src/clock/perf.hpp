@@ -59,6 +59,10 @@ void forget_event(Event* e);
 // True if fd is one of our signal-mode events. Signal-safe.
 bool is_ours(int fd);
 
+// Random jitter of the sampling period against lockstep with periodic code (default on;
+// SPROFIL_JITTER=0 turns it off).
+void set_jitter(bool on);
+
 // Starts a new generation of events (called when the clock starts): forget per-thread state.
 void new_generation(uint64_t period_ns);
 

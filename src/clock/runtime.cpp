@@ -351,6 +351,8 @@ int start_clock(const ClockRequest& req) {
     const char* mode = getenv("SPROFIL_PERF_MODE");
     g_perf_ring = mode && strcmp(mode, "ring") == 0;
     perf::new_generation(c.interval_ns);
+    const char* jitter = getenv("SPROFIL_JITTER");
+    perf::set_jitter(!(jitter && strcmp(jitter, "0") == 0));
   }
   int err = 0;
   const int signo = choose_signal(c.kind, &err);
