@@ -228,11 +228,11 @@ __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_generation;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_credited;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_rng;
 
-// Against lockstep with periodic code: every kJitterEvery samples the next period is drawn
-// uniformly from [period/2, 3*period/2]. The weights come from the event's counter, not from
-// the spacing of samples, so jitter does not bias count x period.
-constexpr uint64_t kJitterEvery = 4;
-
+// Against lockstep with periodic code: after each sample the next period is drawn uniformly
+// from [period/2, 3*period/2] (measured: a workload alternating two functions in step with the
+// period got 1460:0 samples without it, within 10% of 1:1 with it; the ioctl's cost is lost in
+// the signal's). The weights come from the event's counter, not from the spacing of samples,
+// so jitter does not bias count x period.
 uint64_t xorshift(uint64_t* s) {
   uint64_t x = *s;
   x ^= x << 13;
@@ -243,7 +243,6 @@ uint64_t xorshift(uint64_t* s) {
 
 void jitter(int fd, uint64_t period, uint64_t* rng) {
   const uint64_t r = xorshift(rng);
-  if (r % kJitterEvery != 0) return;
   uint64_t next = period / 2 + (r >> 8) % (period + 1);
   if (next == 0) next = 1;
   ioctl(fd, PERF_EVENT_IOC_PERIOD, &next);

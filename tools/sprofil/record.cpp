@@ -86,6 +86,12 @@ int run(const RecordOptions& o) {
     return 2;
   }
   const std::string out = absolute(o.output);
+  // A profile left by an earlier run must never pass for this one's (say the command fails
+  // to start): remove it first.
+  if (unlink(out.c_str()) != 0 && errno != ENOENT) {
+    fprintf(stderr, "sprofil record: cannot replace %s: %s\n", out.c_str(), strerror(errno));
+    return 2;
+  }
   std::string preload = lib;
   if (const char* cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
 
