@@ -1,0 +1,587 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmarks of sprofil against other profilers (driven by bench/compare/run.sh).
+
+Prints markdown on stdout, progress on stderr. Every table names the exact commands it ran
+(BUILD, WORK and the workload arguments are spelled out). Environment:
+  BUILD      build directory (default build-compare)
+  WORK       scratch directory for profiles (default /tmp/sprofil-compare)
+  QUICK=1    fewer runs and samples (a smoke run, ~4 minutes)
+  RUNS       runs per configuration for overhead (default 5; QUICK 2)
+  ACC_N      observations per accuracy run (default 5000; QUICK 1000)
+  ACC_RUNS   accuracy runs per tool and workload (default 3; QUICK 1)
+  LARGE_SECONDS  CPU seconds of the cmp-large run for the report-speed profiles (default 20)
+"""
+import json
+import os
+import re
+import shlex
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("BUILD", "build-compare")
+BIN = os.path.join(ROOT, BUILD, "bin")
+LIB = os.path.join(ROOT, BUILD, "lib")
+WORK = os.environ.get("WORK", "/tmp/sprofil-compare")
+QUICK = os.environ.get("QUICK", "0") == "1"
+RUNS = int(os.environ.get("RUNS", "2" if QUICK else "5"))
+ACC_N = int(os.environ.get("ACC_N", "1000" if QUICK else "5000"))
+ACC_RUNS = int(os.environ.get("ACC_RUNS", "1" if QUICK else "3"))
+LARGE_SECONDS = float(os.environ.get("LARGE_SECONDS", "2" if QUICK else "20"))
+GPERF = "/usr/lib/x86_64-linux-gnu/libprofiler.so"
+SPROFIL = os.path.join(BIN, "sprofil")
+RATES = [250, 1000, 10000]
+
+os.makedirs(WORK, exist_ok=True)
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def rel(p):
+    """Paths in printed commands: relative to the repository root when inside it."""
+    return os.path.relpath(p, ROOT) if p.startswith(ROOT) else p
+
+
+def med(v):
+    return statistics.median(v) if v else float("nan")
+
+
+def run(argv, env=None, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE):
+    """Runs argv; returns (wall s, CPU s of the whole process tree, stderr text)."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=e, stdout=stdout, stderr=stderr, cwd=WORK)
+    err = p.stderr.read().decode(errors="replace") if stderr == subprocess.PIPE else ""
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{argv} failed ({p.returncode}): {err[-2000:]}")
+    return wall, ru.ru_utime + ru.ru_stime, err, ru.ru_maxrss
+
+
+def read_truth(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            k, v = line.split()
+            out[k] = float(v)
+    return out
+
+
+# ---------------------------------------------------------------- workloads and tools
+
+WORKLOADS = {
+    # name: (argv builder taking a CPU-seconds budget, functions with known truth, CPU per unit)
+    "burn4": {
+        "argv": lambda cpu, truth: [os.path.join(BIN, "cmp-burn4"), "--seconds", f"{cpu:g}",
+                                    "--truth", truth],
+        "fns": ["burn4_alpha", "burn4_beta", "burn4_gamma", "burn4_delta"],
+        "exe": os.path.join(BIN, "cmp-burn4"),
+        "cpu": 1.0,
+    },
+    "demo": {
+        # sprofil-demo burns 2 s of CPU (1.6 s main thread + 0.4 s worker) per unit of --scale.
+        "argv": lambda cpu, truth: [os.path.join(BIN, "sprofil-demo"), "--scale",
+                                    f"{cpu / 2.0:g}", "--truth", truth],
+        "fns": ["demo_main_compute", "demo_lib_compute", "demo_plugin_compute",
+                "demo_worker_compute"],
+        "exe": os.path.join(BIN, "sprofil-demo"),
+        "cpu": 1.0,
+    },
+}
+
+
+class Config:
+    def __init__(self, tool, mode, hz, signals):
+        self.tool, self.mode, self.hz, self.signals = tool, mode, hz, signals
+
+    @property
+    def label(self):
+        return f"{self.tool}{' ' + self.mode if self.mode else ''}"
+
+    def key(self):
+        return (self.tool, self.mode, self.hz)
+
+    def command(self, wl_argv, out):
+        """(argv, env, output file) of one profiled run; out is the profile path stem."""
+        hz = str(self.hz)
+        if self.tool == "baseline":
+            return wl_argv, {}, None
+        if self.tool == "sprofil":
+            clock = "cpu" if self.mode == "cpu" else "perf"
+            env = {"SPROFIL_PERF_MODE": "ring"} if self.mode == "perf ring" else {}
+            f = out + ".sprof"
+            return [SPROFIL, "record", "-F", hz, "--clock", clock, "-o", f, "--"] + wl_argv, env, f
+        if self.tool == "gperftools":
+            f = out + ".gperf"
+            return wl_argv, {"LD_PRELOAD": GPERF, "CPUPROFILE": f,
+                             "CPUPROFILE_FREQUENCY": hz}, f
+        if self.tool == "glibc sprofil":
+            f = out + ".glibc"
+            return wl_argv, {"LD_PRELOAD": os.path.join(LIB, "cmp_glibc_sprofil.so"),
+                             "CMP_PROFIL_OUT": f, "CMP_PROFIL_HZ": hz}, f
+        if self.tool == "perf record":
+            f = out + ".perf.data"
+            return ["perf", "record", "-q", "-e", "task-clock", "--all-user", "-F", hz, "-o", f,
+                    "--"] + wl_argv, {}, f
+        if self.tool == "gprof -pg":
+            f = out + ".gmon"
+            argv = list(wl_argv)
+            argv[0] = os.path.join(BIN, "cmp-burn4-pg")
+            return argv, {"GMON_OUT_PREFIX": f}, f
+        raise ValueError(self.tool)
+
+    def shown(self, wl_argv, out):
+        argv, env, _ = self.command(wl_argv, out)
+        envs = " ".join(f"{k}={rel(v)}" for k, v in env.items())
+        return (envs + " " if envs else "") + " ".join(shlex.quote(rel(a)) for a in argv)
+
+
+def gmon_file(stem):
+    d, base = os.path.split(stem)
+    c = [f for f in os.listdir(d) if f.startswith(base + ".")]
+    return os.path.join(d, sorted(c)[-1]) if c else None
+
+
+def sprof_header(path):
+    with open(path, "rb") as f:
+        h = f.read(112)
+    clock, req_hz = struct.unpack_from("<II", h, 20)
+    tick_ns, eff_milli, _start, _end, cpu_ns = struct.unpack_from("<QQQQQ", h, 32)
+    overflow, delivered, lost = struct.unpack_from("<QQQ", h, 88)
+    return {"delivered": delivered, "cpu_ns": cpu_ns, "effective_hz": eff_milli / 1000.0,
+            "tick_ns": tick_ns}
+
+
+def sprof_nonzero_bins(path):
+    """Walks the region records (docs/file-format.md) and counts non-zero counters."""
+    n = 0
+    with open(path, "rb") as f:
+        hdr = f.read(4096)
+        nreg = struct.unpack_from("<I", hdr, 28)[0]
+        off = 4096
+        for _ in range(nreg):
+            f.seek(off)
+            r = f.read(96)
+            size, coff = struct.unpack_from("<QQ", r, 8)
+            nbins = struct.unpack_from("<Q", r, 56)[0]
+            width = struct.unpack_from("<I", r, 68)[0]
+            f.seek(coff)
+            data = f.read(nbins * width)
+            fmt = {2: "H", 4: "I", 8: "Q"}[width]
+            n += sum(1 for c in struct.iter_unpack("<" + fmt, data) if c[0])
+            off += size
+    return n
+
+
+def observations(cfg, out_file, err):
+    """Samples the tool itself says it took (sprofil: weighted; see the notes)."""
+    if out_file is None:
+        return 0
+    if cfg.tool == "sprofil":
+        return sprof_header(out_file)["delivered"]
+    if cfg.tool == "gperftools":
+        m = re.search(r"PROFILE: interrupts/evictions/bytes = (\d+)/", err)
+        return int(m.group(1)) if m else 0
+    if cfg.tool == "glibc sprofil":
+        total = 0
+        with open(out_file) as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 2 and p[0] != "hz":
+                    total += int(p[1])
+        return total
+    if cfg.tool == "perf record":
+        return perf_samples(out_file)
+    if cfg.tool == "gprof -pg":
+        return sum(gprof_counts(os.path.join(BIN, "cmp-burn4-pg"), gmon_file(out_file)).values())
+    return 0
+
+
+def perf_samples(path):
+    out = subprocess.run(["perf", "report", "-i", path, "--stdio", "-F", "sample,sym"],
+                         capture_output=True, text=True, cwd=WORK).stdout
+    counts = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*(\d+)\s+\[.\]\s+(\S+)", line)
+        if m:
+            counts[m.group(2)] = counts.get(m.group(2), 0) + int(m.group(1))
+    perf_samples.last = counts
+    return sum(counts.values())
+
+
+def gprof_counts(exe, gmon):
+    out = subprocess.run(["gprof", "-b", "-p", exe, gmon], capture_output=True, text=True).stdout
+    counts = {}
+    for line in out.splitlines():
+        p = line.split()
+        if len(p) >= 4 and re.match(r"^[\d.]+$", p[0]) and re.match(r"^[\d.]+$", p[2]):
+            counts[p[-1]] = round(float(p[2]) / 0.01)
+    return counts
+
+
+def nm_functions(obj):
+    out = subprocess.run(["nm", "-S", "--defined-only", obj], capture_output=True,
+                         text=True).stdout
+    fns = []
+    for line in out.splitlines():
+        p = line.split()
+        if len(p) == 4 and p[2] in "tTwW":
+            fns.append((int(p[0], 16), int(p[0], 16) + int(p[1], 16), p[3]))
+    return fns
+
+
+def function_counts(cfg, out_file, wl):
+    """Samples per function name, from each tool's own reader."""
+    if cfg.tool == "sprofil":
+        out = subprocess.run([SPROFIL, "report", out_file, "--format", "json"],
+                             capture_output=True, text=True, check=True).stdout
+        return {r["name"]: r["samples"] for r in json.loads(out)["rows"]}
+    if cfg.tool == "gperftools":
+        out = subprocess.run(["google-pprof", "--text", wl["exe"], out_file],
+                             capture_output=True, text=True).stdout
+        counts = {}
+        for line in out.splitlines():
+            p = line.split()
+            if len(p) == 6 and p[1].endswith("%"):
+                counts[p[5]] = float(p[0])
+        return counts
+    if cfg.tool == "glibc sprofil":
+        counts, fns = {}, []
+        with open(out_file) as f:
+            for line in f:
+                p = line.split()
+                if p[0] == "region":
+                    fns = nm_functions(p[1]) if os.path.exists(p[1]) else []
+                elif p[0] != "hz":
+                    a, c = int(p[0], 16), int(p[1])
+                    for lo, hi, name in fns:
+                        if lo <= a < hi:
+                            counts[name] = counts.get(name, 0) + c
+                            break
+        return counts
+    if cfg.tool == "perf record":
+        perf_samples(out_file)
+        return perf_samples.last
+    if cfg.tool == "gprof -pg":
+        return gprof_counts(os.path.join(BIN, "cmp-burn4-pg"), gmon_file(out_file))
+    return {}
+
+
+def clean(f):
+    if f is None:
+        return
+    d, base = os.path.split(f)
+    for x in os.listdir(d):
+        if x == base or x.startswith(base + "."):
+            try:
+                os.remove(os.path.join(d, x))
+            except OSError:
+                pass
+
+
+def with_env(argv, env):
+    """argv run through env(1), so that LD_PRELOAD & co. reach only the workload, not perf."""
+    return (["env"] + [f"{k}={v}" for k, v in env.items()] + argv) if env else argv
+
+
+def signal_count(argv, env):
+    """Signals delivered to the tree, counted by a separate `perf stat` run."""
+    stat = os.path.join(WORK, "signals.stat")
+    run(["perf", "stat", "-x,", "-e", "signal:signal_deliver", "-o", stat, "--"] +
+        with_env(argv, env))
+    for line in open(stat):
+        if "signal:signal_deliver" in line:
+            try:
+                return int(line.split(",")[0])
+            except ValueError:
+                return 0
+    return 0
+
+
+# ---------------------------------------------------------------- sections
+
+def machine():
+    print("## Side by side: machine (this run)\n")
+    print(f"- nproc: {os.cpu_count()}")
+    cpu = [l for l in open("/proc/cpuinfo") if l.startswith("model name")]
+    print(f"- CPU: {cpu[0].split(':', 1)[1].strip() if cpu else '?'}")
+    print(f"- kernel: {os.uname().release}")
+    print(f"- load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True, cwd=ROOT).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "src",
+                            "tools"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    print(f"- commit: {rev}{' (with uncommitted changes in src/ or tools/)' if dirty else ''}")
+    ver = subprocess.run(["perf", "--version"], capture_output=True, text=True).stdout.strip()
+    print(f"- peers: {ver}; gperftools {os.path.basename(os.path.realpath(GPERF))}; "
+          f"glibc {os.confstr('CS_GNU_LIBC_VERSION')}; "
+          f"{subprocess.run(['gprof', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}")
+    print(f"- settings: RUNS={RUNS} ACC_N={ACC_N} ACC_RUNS={ACC_RUNS} "
+          f"LARGE_SECONDS={LARGE_SECONDS:g} QUICK={int(QUICK)}")
+    print()
+
+
+def overhead_configs(wl_name):
+    cfgs = [Config("baseline", "", 0, False)]
+    for hz in RATES:
+        cfgs += [Config("sprofil", "cpu", hz, True), Config("sprofil", "perf signal", hz, True),
+                 Config("sprofil", "perf ring", hz, False), Config("gperftools", "", hz, True),
+                 Config("glibc sprofil", "", hz, True), Config("perf record", "", hz, False)]
+    if wl_name == "burn4":
+        cfgs.append(Config("gprof -pg", "", 100, True))
+    return cfgs
+
+
+def overhead(rates_out):
+    print("## Side by side: overhead, delivered rate and cost per sample\n")
+    print("Each configuration runs the workload to completion; configurations are interleaved "
+          f"round robin, {RUNS} rounds, and every figure is the median over the rounds. "
+          "*wall* and *tree CPU* are of the whole process tree (the tool's own process "
+          "included: `sprofil record`, `perf record` with its start-up and build-id pass), "
+          "from `wait4`; *process CPU* is the profiled program's own user + system time "
+          "(getrusage at the end of main, so signal delivery, handlers and sprofil's drainer "
+          "thread are in it, writing the profile at exit is not); *x* columns are ratios "
+          "against the baseline row of the same table. *samples* is what the tool itself reports: sprofil's header "
+          "`delivered` (weighted: one signal with a timer overrun counts for 1 + overrun), "
+          "gperftools' `PROFILE: interrupts`, the sum of glibc's buffer, perf's sample count, "
+          "gprof's histogram. *signals* is counted by one more run under "
+          "`perf stat -e signal:signal_deliver` (ring buffers and perf record use none). "
+          "*per-sample cost* = (process CPU - baseline process CPU) / observations, where observations are "
+          "the signals for signal-driven tools and the records otherwise; it is noise when "
+          "the overhead is within the run-to-run spread of the baseline (given above each "
+          "table). samples/CPU s and signals/CPU s are per second of process CPU.\n")
+    for wl_name, wl in WORKLOADS.items():
+        cpu_budget = wl["cpu"]
+        cfgs = overhead_configs(wl_name)
+        res = {c.key(): {"wall": [], "cpu": [], "pcpu": [], "samples": []} for c in cfgs}
+        shown = {}
+        for r in range(RUNS):
+            log(f"overhead {wl_name}: round {r + 1}/{RUNS}")
+            for c in cfgs:
+                stem = os.path.join(WORK, f"ov-{wl_name}")
+                argv, env, f = c.command(wl["argv"](cpu_budget, stem + ".truth"), stem)
+                clean(f)
+                wall, cpu, err, _ = run(argv, env)
+                res[c.key()]["wall"].append(wall)
+                res[c.key()]["cpu"].append(cpu)
+                res[c.key()]["pcpu"].append(read_truth(stem + ".truth")["process_cpu"])
+                res[c.key()]["samples"].append(observations(c, f, err))
+                shown[c.key()] = c.shown(wl["argv"](cpu_budget, "T"), os.path.join(WORK, "P"))
+                clean(f)
+        sigs = {}
+        for c in cfgs:
+            if c.signals:
+                stem = os.path.join(WORK, f"sig-{wl_name}")
+                argv, env, f = c.command(wl["argv"](cpu_budget, stem + ".truth"), stem)
+                sigs[c.key()] = signal_count(argv, env)
+                clean(f)
+        base = res[cfgs[0].key()]
+        bw, bc, bp = med(base["wall"]), med(base["cpu"]), med(base["pcpu"])
+        spread = max(base["pcpu"]) - min(base["pcpu"])
+        print(f"### {wl_name}: `{' '.join(rel(a) for a in wl['argv'](cpu_budget, 'T.truth'))}`\n")
+        print(f"Baseline process CPU spread (max - min) over {RUNS} runs: {spread * 1000:.0f} ms "
+              f"({100 * spread / bp:.1f}% of {bp * 1000:.0f} ms).\n")
+        print("| tool | requested Hz | wall s | wall x | tree CPU s | tree CPU x | "
+              "process CPU s | process CPU x | samples | samples/CPU s | signals/CPU s | "
+              "per-sample cost us |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for c in cfgs:
+            v = res[c.key()]
+            w, cp, s = med(v["wall"]), med(v["cpu"]), med(v["samples"])
+            pc = med(v["pcpu"])
+            sg = sigs.get(c.key())
+            obs = sg if sg is not None else s
+            hz = "-" if c.tool == "baseline" else ("100 (fixed)" if c.tool == "gprof -pg"
+                                                   else str(c.hz))
+            cost = f"{(pc - bp) / obs * 1e6:.1f}" if obs and c.tool != "baseline" else "-"
+            rates_out[(wl_name,) + c.key()] = {"samples_per_cpu": s / pc if pc else 0,
+                                               "obs_per_cpu": obs / pc if pc else 0}
+            print(f"| {c.label} | {hz} | {w:.3f} | {w / bw:.3f} | {cp:.3f} | {cp / bc:.3f} | "
+                  f"{pc:.3f} | {pc / bp:.3f} | {s:.0f} | {s / pc:.0f} | "
+                  f"{(f'{sg / pc:.0f}' if sg is not None else '-')} | {cost} |")
+        print("\nCommands (WORK=/tmp/sprofil-compare; T = truth file, P = profile stem):\n")
+        for c in cfgs:
+            print(f"- {c.label} {c.hz if c.tool != 'baseline' else ''}: `{shown[c.key()]}`")
+        print()
+
+
+def floor():
+    runs = 3 if QUICK else 7
+    print("## Side by side: the perf_event signal floor (cmp-perf-signal-floor)\n")
+    cmd = [os.path.join(BIN, "cmp-perf-signal-floor"), str(runs)]
+    print(f"Command: `{' '.join(rel(a) for a in cmd)}`\n")
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    print(out)
+
+
+def accuracy(rates):
+    print("## Side by side: accuracy at equal sample counts\n")
+    print(f"Each tool profiles the workload for the CPU time that gives it about {ACC_N:,} "
+          "observations (signals, or records for ring buffers and perf record), using the "
+          "observation rate it achieved in the overhead table above; then each function's share "
+          "of the four known functions' samples is compared with its share of their measured "
+          "CPU time (the workload's --truth file). Error = |share - true share| in percentage "
+          f"points; *mean* and *max* over the four functions, median over {ACC_RUNS} run(s). "
+          "The last column is what pure sampling noise gives at this many observations "
+          "(mean over the functions of 0.8 sd, sd = sqrt(p(1-p)/N)). glibc sprofil cannot see "
+          "code dlopen'd after it started (the demo's plugin), so it has no demo row.\n")
+    cfgs = [Config("sprofil", "cpu", 250, True), Config("sprofil", "perf signal", 10000, True),
+            Config("sprofil", "perf ring", 10000, False), Config("gperftools", "", 250, True),
+            Config("glibc sprofil", "", 250, True), Config("perf record", "", 10000, False)]
+    print("| workload | tool | Hz | CPU s per run | observations | mean abs err pp | "
+          "max abs err pp | sampling-noise mean pp |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    cmds = []
+    for wl_name, wl in WORKLOADS.items():
+        for c in cfgs:
+            if wl_name == "demo" and c.tool == "glibc sprofil":
+                continue
+            rate = rates.get((wl_name,) + c.key(), {}).get("obs_per_cpu") or c.hz
+            cpu = max(0.2, ACC_N / rate)
+            means, maxes, obs = [], [], []
+            for r in range(ACC_RUNS):
+                log(f"accuracy {wl_name} {c.label} {c.hz}: run {r + 1}/{ACC_RUNS} ({cpu:.1f} s)")
+                stem = os.path.join(WORK, f"acc-{wl_name}")
+                argv, env, f = c.command(wl["argv"](cpu, stem + ".truth"), stem)
+                clean(f)
+                if c.signals:
+                    obs.append(signal_count(argv, env))
+                else:
+                    _, _, err, _ = run(argv, env)
+                    obs.append(observations(c, f, err))
+                truth = read_truth(stem + ".truth")
+                counts = function_counts(c, f, wl)
+                tt = sum(truth[fn] for fn in wl["fns"])
+                ct = sum(counts.get(fn, 0) for fn in wl["fns"])
+                errs = [abs(100 * counts.get(fn, 0) / ct - 100 * truth[fn] / tt) if ct else 100
+                        for fn in wl["fns"]]
+                means.append(sum(errs) / len(errs))
+                maxes.append(max(errs))
+                truth_p = [truth[fn] / tt for fn in wl["fns"]]
+                clean(f)
+            n = med(obs)
+            noise = sum(0.8 * 100 * (p * (1 - p) / n) ** 0.5 for p in truth_p) / 4 if n else 0
+            print(f"| {wl_name} | {c.label} | {c.hz} | {cpu:.2f} | {n:.0f} | {med(means):.2f} | "
+                  f"{med(maxes):.2f} | {noise:.2f} |")
+            cmds.append(f"- {wl_name}, {c.label}: `{c.shown(wl['argv'](cpu, 'T'), 'P')}`")
+    print("\nCommands (signal-driven tools ran under `perf stat -e signal:signal_deliver` to "
+          "count the observations):\n")
+    print("\n".join(cmds))
+    print()
+
+
+def hyperfine(cmds, runs):
+    j = os.path.join(WORK, "hf.json")
+    subprocess.run(["hyperfine", "-N", "--warmup", "1", "--runs", str(runs), "--export-json", j,
+                    "--output", "null"] + cmds, capture_output=True, check=True, cwd=WORK)
+    return [(r["median"], min(r["times"]), max(r["times"])) for r in json.load(open(j))["results"]]
+
+
+def report_speed_and_memory():
+    large = os.path.join(BIN, "cmp-large")
+    nf = len(nm_functions(large))
+    print("## Side by side: report speed on a large profile\n")
+    sprof, pdata = os.path.join(WORK, "large.sprof"), os.path.join(WORK, "large.perf.data")
+    gmon = os.path.join(WORK, "gmon.out")
+    for f in (sprof, pdata, gmon):
+        clean(f)
+    rec = ["perf", "record", "-q", "-e", "task-clock", "--all-user", "-F", "20000", "-o", pdata,
+           "--", SPROFIL, "record", "-F", "20000", "--clock", "perf", "-o", sprof, "--", large,
+           "--seconds", f"{LARGE_SECONDS:g}"]
+    log(f"report speed: recording cmp-large for {LARGE_SECONDS:g} s")
+    run(rec, {"SPROFIL_PERF_MODE": "ring"})
+    t0 = time.perf_counter()
+    subprocess.run([SPROFIL, "report", sprof, "--format", "gmon", "-o", gmon], check=True,
+                   capture_output=True)
+    gmon_s = time.perf_counter() - t0
+    bins = sprof_nonzero_bins(sprof)
+    hdr = sprof_header(sprof)
+    psamples = perf_samples(pdata)
+    print(f"One run records both profiles: sprofil (perf clock, ring mode, 20 kHz) inside "
+          f"perf record (task-clock, 20 kHz), on cmp-large ({nf:,} functions in "
+          f"{os.path.getsize(large) / 1e6:.1f} MB):\n")
+    print(f"    SPROFIL_PERF_MODE=ring {' '.join(rel(a) for a in rec)}\n")
+    print(f"sprofil profile: {hdr['delivered']:,} samples, {bins:,} non-zero 4-byte bins, "
+          f"{os.path.getsize(sprof) / 1e6:.1f} MB apparent ({os.stat(sprof).st_blocks * 512 / 1e6:.1f} MB on disk); "
+          f"perf.data: {psamples:,} samples, {os.path.getsize(pdata) / 1e6:.1f} MB. "
+          f"gmon.out written by `sprofil report {rel(sprof)} --format gmon -o {rel(gmon)}` "
+          f"in {gmon_s:.2f} s. Times are hyperfine medians ({3 if QUICK else 5} runs, 3 for gprof, "
+          "1 warm-up, output discarded: `hyperfine -N --warmup 1 --runs N --output null CMD`); "
+          "ratio = time / `sprofil report` (text). `perf report` reads a build-id cache that "
+          "`perf record` filled; the warm-up run also fills the page cache for every reader.\n")
+    cmds = [f"{SPROFIL} report {sprof}", f"{SPROFIL} report {sprof} --format json",
+            f"perf report -i {pdata} --stdio", f"perf report -i {pdata} --stdio --sort sym",
+            f"gprof -b -p {large} {gmon}"]
+    times = hyperfine(cmds[:-1], 3 if QUICK else 5) + hyperfine(cmds[-1:], 3)
+    print("| command | median s | min s | max s | ratio |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for c, (m, lo, hi) in zip(cmds, times):
+        print(f"| `{' '.join(rel(a) for a in c.split())}` | {m:.3f} | {lo:.3f} | {hi:.3f} | "
+              f"{m / times[0][0]:.2f} |")
+    print()
+
+    print("## Side by side: memory on the large binary\n")
+    print(f"cmp-large (text {os.path.getsize(large) / 1e6:.1f} MB) burns 1 s of CPU and then "
+          "writes its own /proc/self/status lines (VmRSS, VmHWM, RssFile, RssShmem) before "
+          "exiting; sprofil's counters are a shared file mapping, so they show in RssShmem/"
+          "RssFile. *tree peak RSS* is `/usr/bin/time -f %M` around the command: the largest "
+          "peak RSS among the processes of the tree (for perf record that is perf itself). "
+          "Medians of 3 runs, 1000 Hz.\n")
+    mcfgs = [Config("baseline", "", 0, False), Config("sprofil", "cpu", 1000, True),
+             Config("sprofil", "perf signal", 1000, True), Config("sprofil", "perf ring", 1000,
+                                                                   False),
+             Config("gperftools", "", 1000, True), Config("perf record", "", 1000, False)]
+    rows = {c.key(): [] for c in mcfgs}
+    status = os.path.join(WORK, "large.status")
+    for _ in range(3):
+        for c in mcfgs:
+            stem = os.path.join(WORK, "mem")
+            argv, env, f = c.command([large, "--seconds", "1", "--status", status], stem)
+            clean(f)
+            tf = os.path.join(WORK, "mem.time")
+            run(["/usr/bin/time", "-f", "%M", "-o", tf] + with_env(argv, env))
+            maxrss = int(open(tf).read().split()[-1])
+            st = {}
+            for line in open(status):
+                k, v = line.split(":")
+                st[k] = int(v.split()[0])
+            st["maxrss"] = maxrss
+            rows[c.key()].append(st)
+            clean(f)
+    print("| tool | VmRSS KiB | VmHWM KiB | RssAnon KiB | RssFile KiB | RssShmem KiB | "
+          "added VmHWM KiB | tree peak RSS KiB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    base_hwm = med([s["VmHWM"] for s in rows[mcfgs[0].key()]])
+    for c in mcfgs:
+        m = {k: med([s[k] for s in rows[c.key()]]) for k in rows[c.key()][0]}
+        print(f"| {c.label} | {m['VmRSS']:.0f} | {m['VmHWM']:.0f} | {m['RssAnon']:.0f} | "
+              f"{m['RssFile']:.0f} | {m['RssShmem']:.0f} | {m['VmHWM'] - base_hwm:+.0f} | "
+              f"{m['maxrss']:.0f} |")
+    print("\nCommands:\n")
+    for c in mcfgs:
+        print(f"- {c.label}: `{c.shown([large, '--seconds', '1', '--status', 'S'], 'P')}`")
+    print()
+
+
+def main():
+    start = time.time()
+    machine()
+    rates = {}
+    overhead(rates)
+    floor()
+    accuracy(rates)
+    report_speed_and_memory()
+    print(f"(bench/compare/run.sh measurements took {time.time() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

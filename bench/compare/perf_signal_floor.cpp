@@ -1,0 +1,246 @@
+// Cost per sample on the perf_event clock, against the floor of that clock.
+//
+// A fixed CPU-bound loop runs (a) with no event, (b) with a user-space task-clock perf event
+// of this thread (the attributes of src/clock/perf.cpp: exclude_kernel, wakeup_events 1)
+// whose every overflow sends SIGPROF to this thread (O_ASYNC + F_SETSIG + F_SETOWN_EX) to an
+// empty handler: the floor; (c) with the sprofil runtime on SPROFIL_CLOCK_PERF at the same
+// rate (signal mode), a counting wrapper in front of its handler as in bench/bench_signal.cpp;
+// (d) the runtime in ring mode (SPROFIL_PERF_MODE=ring: no signal, a drainer thread).
+// Runs are round robin; medians. Per-sample cost = (median CPU - median baseline CPU) /
+// median samples, where CPU is the loop thread's CPU time (signal delivery and handler
+// included) and, for ring mode, the process CPU time (the drainer included).
+//
+// Usage: cmp-perf-signal-floor [runs (default 7)] [work iterations (default: about 0.4 s)]
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <sprofil/sprofil.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "clock/runtime.hpp"
+
+extern "C" char __executable_start;
+extern "C" char etext;
+
+namespace {
+
+uint64_t now_ns(clockid_t c) {
+  timespec ts;
+  clock_gettime(c, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+volatile uint64_t g_sink;
+
+__attribute__((noinline)) void work(uint64_t iters) {
+  uint64_t x = 1;
+  for (uint64_t i = 0; i < iters; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    asm volatile("" : "+r"(x));
+  }
+  g_sink = x;
+}
+
+std::atomic<uint64_t> g_signals{0};
+
+void empty_handler(int, siginfo_t*, void*) {
+  g_signals.fetch_add(1, std::memory_order_relaxed);
+}
+
+void (*g_runtime_handler)(int, siginfo_t*, void*) = nullptr;
+void counting_wrapper(int sig, siginfo_t* si, void* uc) {
+  g_signals.fetch_add(1, std::memory_order_relaxed);
+  g_runtime_handler(sig, si, uc);
+}
+
+struct Result {
+  uint64_t thread_ns, process_ns, samples;
+};
+
+// The floor: a task-clock event of this thread signalling SIGPROF to an empty handler.
+Result run_floor(uint64_t iters, uint64_t period_ns) {
+  int fd = -1;
+  if (period_ns) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = empty_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, nullptr);
+    perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.type = PERF_TYPE_SOFTWARE;
+    a.size = sizeof a;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.sample_period = period_ns;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    a.disabled = 1;
+    a.wakeup_events = 1;
+    const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+    fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      perror("perf_event_open");
+      std::exit(1);
+    }
+    f_owner_ex owner{F_OWNER_TID, tid};
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC) != 0 ||
+        fcntl(fd, F_SETSIG, SIGPROF) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0) {
+      perror("fcntl");
+      std::exit(1);
+    }
+  }
+  g_signals = 0;
+  if (fd >= 0) ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+  const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID), p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  work(iters);
+  const uint64_t t1 = now_ns(CLOCK_THREAD_CPUTIME_ID), p1 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  Result r{t1 - t0, p1 - p0, g_signals.load()};
+  if (fd >= 0) {
+    ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    close(fd);
+    signal(SIGPROF, SIG_IGN);  // drop a pending one
+    signal(SIGPROF, SIG_DFL);
+  }
+  return r;
+}
+
+sprofil_session* make_session(unsigned hz) {
+  sprofil_options o;
+  sprofil_options_init(&o);
+  o.hz = hz;
+  o.clock = SPROFIL_CLOCK_PERF;
+  sprofil_session* s = sprofil_create(&o);
+  if (!s || sprofil_add_range(s, &__executable_start, &etext, "") != 0) {
+    perror("sprofil session");
+    std::exit(1);
+  }
+  return s;
+}
+
+uint64_t delivered(sprofil_session* s) {
+  sprofil_snapshot* snap = sprofil_snapshot_take(s);
+  const uint64_t d = snap ? snap->delivered : 0;
+  sprofil_snapshot_free(snap);
+  return d;
+}
+
+// The runtime on the perf clock; ring: SPROFIL_PERF_MODE=ring (read when the clock starts).
+Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring) {
+  if (ring)
+    setenv("SPROFIL_PERF_MODE", "ring", 1);
+  else
+    unsetenv("SPROFIL_PERF_MODE");
+  sprofil_reset(s);
+  if (sprofil_start(s) != 0) {
+    perror("sprofil_start");
+    std::exit(1);
+  }
+  struct sigaction cur;
+  const int sig = sprofil::rt::signal_number();
+  if (!ring) {
+    sigaction(sig, nullptr, &cur);
+    g_runtime_handler = cur.sa_sigaction;
+    struct sigaction wrap = cur;
+    wrap.sa_sigaction = counting_wrapper;
+    sigaction(sig, &wrap, nullptr);
+  }
+  g_signals = 0;
+  const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID), p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  work(iters);
+  const uint64_t t1 = now_ns(CLOCK_THREAD_CPUTIME_ID), p1 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  if (!ring) sigaction(sig, &cur, nullptr);
+  sprofil_stop(s);
+  return Result{t1 - t0, p1 - p0, ring ? delivered(s) : g_signals.load()};
+}
+
+uint64_t median(std::vector<uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Mode {
+  const char* name;
+  unsigned hz;
+  int kind;  // 0 floor (hz 0: baseline), 1 sprofil signal, 2 sprofil ring
+  sprofil_session* session;
+  std::vector<uint64_t> thread, process, samples;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::max(1, atoi(argv[1])) : 7;
+  uint64_t iters = argc > 2 ? strtoull(argv[2], nullptr, 10) : 0;
+  if (iters == 0) {  // calibrate to about 0.4 s of CPU
+    const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    work(50000000);
+    const uint64_t dt = now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+    iters = static_cast<uint64_t>(50000000.0 * 0.4e9 / static_cast<double>(dt ? dt : 1));
+  }
+  sprofil_session* s1k = make_session(1000);
+  sprofil_session* s10k = make_session(10000);
+  std::vector<Mode> modes = {
+      {"no event (baseline)", 0, 0, nullptr, {}, {}, {}},
+      {"empty handler (floor)", 1000, 0, nullptr, {}, {}, {}},
+      {"sprofil perf, signal", 1000, 1, s1k, {}, {}, {}},
+      {"sprofil perf, ring", 1000, 2, s1k, {}, {}, {}},
+      {"empty handler (floor)", 10000, 0, nullptr, {}, {}, {}},
+      {"sprofil perf, signal", 10000, 1, s10k, {}, {}, {}},
+      {"sprofil perf, ring", 10000, 2, s10k, {}, {}, {}},
+  };
+  work(iters / 4);  // warm up
+  for (int r = 0; r < runs; ++r) {
+    for (Mode& m : modes) {
+      const Result res = m.kind == 0 ? run_floor(iters, m.hz ? 1000000000u / m.hz : 0)
+                                     : run_sprofil(iters, m.session, m.kind == 2);
+      m.thread.push_back(res.thread_ns);
+      m.process.push_back(res.process_ns);
+      m.samples.push_back(res.samples);
+    }
+    std::fprintf(stderr, "run %d/%d done\n", r + 1, runs);
+  }
+  const double tbase = static_cast<double>(median(modes[0].thread));
+  const double pbase = static_cast<double>(median(modes[0].process));
+  std::printf(
+      "work loop: %llu iterations, %d round-robin runs per mode (medians), baseline CPU "
+      "%.1f ms\n\n",
+      static_cast<unsigned long long>(iters), runs, tbase / 1e6);
+  std::printf(
+      "| handler | perf task clock | thread CPU ms | process CPU ms | samples | "
+      "samples/CPU s | overhead (process) | ns per sample (process) | vs floor |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  double floor_ns = 0;
+  for (const Mode& m : modes) {
+    const double t = static_cast<double>(median(m.thread));
+    const double p = static_cast<double>(median(m.process));
+    const double n = static_cast<double>(median(m.samples));
+    if (m.hz == 0) {
+      std::printf("| %s | - | %.1f | %.1f | 0 | 0 | - | - | - |\n", m.name, t / 1e6, p / 1e6);
+      continue;
+    }
+    const double per = n > 0 ? (p - pbase) / n : 0;
+    char ratio[32] = "1.00 (floor)";
+    if (m.kind == 0)
+      floor_ns = per;
+    else
+      std::snprintf(ratio, sizeof ratio, "%.2f", floor_ns > 0 ? per / floor_ns : 0.0);
+    std::printf("| %s | %u Hz | %.1f | %.1f | %.0f | %.0f | %+.2f%% | %.0f | %s |\n", m.name, m.hz,
+                t / 1e6, p / 1e6, n, n / (t / 1e9), 100.0 * (p - pbase) / pbase, per, ratio);
+  }
+  sprofil_destroy(s1k);
+  sprofil_destroy(s10k);
+  return 0;
+}
