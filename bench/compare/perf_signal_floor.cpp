@@ -5,7 +5,9 @@
 // whose every overflow sends SIGPROF to this thread (O_ASYNC + F_SETSIG + F_SETOWN_EX) to an
 // empty handler: the floor; (c) with the sprofil runtime on SPROFIL_CLOCK_PERF at the same
 // rate (signal mode), a counting wrapper in front of its handler as in bench/bench_signal.cpp;
-// (d) the runtime in ring mode (SPROFIL_PERF_MODE=ring: no signal, a drainer thread).
+// (d) the same with SPROFIL_JITTER=0 (no PERF_EVENT_IOC_PERIOD re-draw of the period after
+// each sample, leaving one read(2) of the counter per signal); (e) the runtime in ring mode
+// (SPROFIL_PERF_MODE=ring: no signal, a drainer thread).
 // Runs are round robin; medians. Per-sample cost = (median CPU - median baseline CPU) /
 // median samples, where CPU is the loop thread's CPU time (signal delivery and handler
 // included) and, for ring mode, the process CPU time (the drainer included).
@@ -137,12 +139,17 @@ uint64_t delivered(sprofil_session* s) {
   return d;
 }
 
-// The runtime on the perf clock; ring: SPROFIL_PERF_MODE=ring (read when the clock starts).
-Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring) {
+// The runtime on the perf clock; ring: SPROFIL_PERF_MODE=ring; no_jitter: SPROFIL_JITTER=0
+// (both read when the clock starts).
+Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring, bool no_jitter) {
   if (ring)
     setenv("SPROFIL_PERF_MODE", "ring", 1);
   else
     unsetenv("SPROFIL_PERF_MODE");
+  if (no_jitter)
+    setenv("SPROFIL_JITTER", "0", 1);
+  else
+    unsetenv("SPROFIL_JITTER");
   sprofil_reset(s);
   if (sprofil_start(s) != 0) {
     perror("sprofil_start");
@@ -174,7 +181,7 @@ uint64_t median(std::vector<uint64_t> v) {
 struct Mode {
   const char* name;
   unsigned hz;
-  int kind;  // 0 floor (hz 0: baseline), 1 sprofil signal, 2 sprofil ring
+  int kind;  // 0 floor (hz 0: baseline), 1 sprofil signal, 2 sprofil ring, 3 signal no jitter
   sprofil_session* session;
   std::vector<uint64_t> thread, process, samples;
 };
@@ -196,16 +203,18 @@ int main(int argc, char** argv) {
       {"no event (baseline)", 0, 0, nullptr, {}, {}, {}},
       {"empty handler (floor)", 1000, 0, nullptr, {}, {}, {}},
       {"sprofil perf, signal", 1000, 1, s1k, {}, {}, {}},
+      {"sprofil perf, signal, SPROFIL_JITTER=0", 1000, 3, s1k, {}, {}, {}},
       {"sprofil perf, ring", 1000, 2, s1k, {}, {}, {}},
       {"empty handler (floor)", 10000, 0, nullptr, {}, {}, {}},
       {"sprofil perf, signal", 10000, 1, s10k, {}, {}, {}},
+      {"sprofil perf, signal, SPROFIL_JITTER=0", 10000, 3, s10k, {}, {}, {}},
       {"sprofil perf, ring", 10000, 2, s10k, {}, {}, {}},
   };
   work(iters / 4);  // warm up
   for (int r = 0; r < runs; ++r) {
     for (Mode& m : modes) {
       const Result res = m.kind == 0 ? run_floor(iters, m.hz ? 1000000000u / m.hz : 0)
-                                     : run_sprofil(iters, m.session, m.kind == 2);
+                                     : run_sprofil(iters, m.session, m.kind == 2, m.kind == 3);
       m.thread.push_back(res.thread_ns);
       m.process.push_back(res.process_ns);
       m.samples.push_back(res.samples);
