@@ -1,0 +1,236 @@
+// agent_prog: the unmodified programs the agent tests record. Each mode burns CPU in named
+// functions and, with --truth FILE, writes what it really used ("name value" lines).
+//
+//   agent_prog [--truth FILE] MODE ARGS...
+//   burn S              burn S s in burn_main
+//   split S             burn S/3 s in burn_a and 2S/3 s in burn_b, interleaved
+//   exit_ S             burn S s, then _exit(0) (atexit handlers do not run)
+//   abort S             burn S s, then abort()
+//   forever PIDFILE     write the pid to PIDFILE, then burn until killed
+//   burnexec S CMD...   burn S s, then execvp CMD
+//   fork SP SC          fork; the child burns SC s in burn_child and exits; the parent waits,
+//                       then burns SP s in burn_parent (truth: child_pid, child_cpu, ...)
+//   threads N S         N late threads (pthread_create in main) plus $AGENT_EARLY_THREADS
+//                       threads started by a library constructor, each burning S s in a
+//                       function of its own (burn_late_K, burn_early_K)
+//   sleepburn S         a thread burns S s in burn_main while the main thread sleeps S s of
+//                       wall time in clock_nanosleep
+//   anonexec S          runs a spin loop copied into an anonymous executable mapping for S s
+//                       of CPU (x86-64 only; exit 77 elsewhere)
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "burn.hpp"
+
+AGENT_BURN(burn_main)
+AGENT_BURN(burn_a)
+AGENT_BURN(burn_b)
+AGENT_BURN(burn_child)
+AGENT_BURN(burn_parent)
+AGENT_BURN(burn_late_0)
+AGENT_BURN(burn_late_1)
+AGENT_BURN(burn_late_2)
+AGENT_BURN(burn_late_3)
+
+extern "C" int agent_early_count(bool* before_agent);
+extern "C" void agent_early_go(double seconds);
+extern "C" double agent_early_join(int k);
+
+namespace {
+
+const char* g_truth = nullptr;
+std::string g_lines;
+
+void note(const char* name, double v) {
+  char line[256];
+  snprintf(line, sizeof line, "%s %.6f\n", name, v);
+  g_lines += line;
+}
+
+void write_truth(const char* suffix = "") {
+  if (!g_truth) return;
+  note("process_cpu", agent_process_cpu());
+  const std::string path = std::string(g_truth) + suffix;
+  FILE* f = fopen(path.c_str(), "w");
+  if (!f) return;
+  fputs(g_lines.c_str(), f);
+  fclose(f);
+}
+
+struct Late {
+  double (*fn)(double);
+  double seconds, used;
+};
+
+void* late_thread(void* p) {
+  auto* l = static_cast<Late*>(p);
+  l->used = l->fn(l->seconds);
+  return nullptr;
+}
+
+int threads(int n, double s) {
+  bool before_agent = false;
+  const int early = agent_early_count(&before_agent);
+  double (*const fns[])(double) = {burn_late_0, burn_late_1, burn_late_2, burn_late_3};
+  Late late[4];
+  pthread_t tids[4];
+  if (n > 4) n = 4;
+  for (int k = 0; k < n; ++k) {
+    late[k] = Late{fns[k], s, 0};
+    pthread_create(&tids[k], nullptr, late_thread, &late[k]);
+  }
+  agent_early_go(s);
+  char name[64];
+  for (int k = 0; k < n; ++k) {
+    pthread_join(tids[k], nullptr);
+    snprintf(name, sizeof name, "burn_late_%d", k);
+    note(name, late[k].used);
+  }
+  for (int k = 0; k < early; ++k) {
+    snprintf(name, sizeof name, "burn_early_%d", k);
+    note(name, agent_early_join(k));
+  }
+  note("early_threads", early);
+  note("early_before_agent", before_agent ? 1 : 0);
+  write_truth();
+  return 0;
+}
+
+int sleepburn(double s) {
+  Late l{burn_main, s, 0};
+  pthread_t tid;
+  pthread_create(&tid, nullptr, late_thread, &l);
+  timespec t0, deadline, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  deadline = t0;
+  deadline.tv_sec += static_cast<time_t>(s);
+  deadline.tv_nsec += static_cast<long>((s - static_cast<double>(static_cast<time_t>(s))) * 1e9);
+  if (deadline.tv_nsec >= 1000000000) {
+    deadline.tv_sec += 1;
+    deadline.tv_nsec -= 1000000000;
+  }
+  // A profiling signal interrupts the sleep (EINTR): sleep again until the deadline.
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr) != 0) {
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  pthread_join(tid, nullptr);
+  note("burn_main", l.used);
+  note("sleep_wall", static_cast<double>(t1.tv_sec - t0.tv_sec) +
+                         static_cast<double>(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+  write_truth();
+  return 0;
+}
+
+int anonexec(double s) {
+#if defined(__x86_64__)
+  // mov %rdi,%rax; 1: dec %rax; jnz 1b; ret
+  static const unsigned char code[] = {0x48, 0x89, 0xf8, 0x48, 0xff, 0xc8, 0x75, 0xfb, 0xc3};
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return 1;
+  memcpy(page, code, sizeof code);
+  if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) return 1;
+  auto spin = reinterpret_cast<void (*)(long)>(page);
+  // Only the spin is timed: the clock reads between calls are a tiny part of the CPU.
+  const double t0 = agent_thread_cpu();
+  double now = t0;
+  while (now - t0 < s) {
+    spin(20000000);  // a few ms
+    now = agent_thread_cpu();
+  }
+  note("spin_cpu", now - t0);
+  write_truth();
+  return 0;
+#else
+  (void)s;
+  return 77;
+#endif
+}
+
+int fork_mode(double sp, double sc) {
+  const pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    note("child_cpu", burn_child(sc));
+    note("child_pid", getpid());
+    write_truth(".child");
+    exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  note("parent_cpu", burn_parent(sp));
+  note("child_pid", pid);
+  note("parent_pid", getpid());
+  write_truth();
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int i = 1;
+  if (i + 1 < argc && !strcmp(argv[i], "--truth")) {
+    g_truth = argv[i + 1];
+    i += 2;
+  }
+  if (i >= argc) {
+    fprintf(stderr, "usage: agent_prog [--truth FILE] MODE ARGS...\n");
+    return 2;
+  }
+  const std::string mode = argv[i];
+  const double s = i + 1 < argc ? atof(argv[i + 1]) : 0;
+  if (mode == "burn") {
+    note("burn_main", burn_main(s));
+  } else if (mode == "split") {
+    double a = 0, b = 0;
+    for (double done = 0; done < s; done += 0.03) {
+      a += burn_a(0.01);
+      b += burn_b(0.02);
+    }
+    note("burn_a", a);
+    note("burn_b", b);
+  } else if (mode == "exit_") {
+    note("burn_main", burn_main(s));
+    write_truth();
+    _exit(0);
+  } else if (mode == "abort") {
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    note("burn_main", burn_main(s));
+    write_truth();
+    abort();
+  } else if (mode == "forever") {
+    if (FILE* f = fopen(argv[i + 1], "w")) {
+      fprintf(f, "%d\n", static_cast<int>(getpid()));
+      fclose(f);
+    }
+    burn_main(-1);
+  } else if (mode == "burnexec") {
+    note("burn_main", burn_main(s));
+    write_truth();
+    if (i + 2 >= argc) return 2;
+    execvp(argv[i + 2], argv + i + 2);
+    perror("agent_prog: execvp");
+    return 127;
+  } else if (mode == "fork") {
+    return fork_mode(s, i + 2 < argc ? atof(argv[i + 2]) : 0);
+  } else if (mode == "threads") {
+    return threads(atoi(argv[i + 1]), i + 2 < argc ? atof(argv[i + 2]) : 0);
+  } else if (mode == "sleepburn") {
+    return sleepburn(s);
+  } else if (mode == "anonexec") {
+    return anonexec(s);
+  } else {
+    fprintf(stderr, "agent_prog: unknown mode %s\n", mode.c_str());
+    return 2;
+  }
+  write_truth();
+  return 0;
+}

@@ -1,0 +1,238 @@
+// Helpers of the agent tests: run the real tool and programs (capturing their output), read
+// the profiles they write (read_profile and `sprofil report --format json`), and the truth
+// files the programs write.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "profile/profile.hpp"
+#include "profile/reader.hpp"
+#include "profile/sprof_format.h"
+
+namespace sprofil::agent_test {
+
+using Json = nlohmann::json;
+using Args = std::vector<std::string>;
+using Env = std::vector<std::pair<std::string, std::string>>;  // value "\x01" = unset
+
+inline const std::string kTool = SPROFIL_TOOL;
+inline const std::string kRuntime = SPROFIL_RUNTIME;
+inline const std::string kDemo = DEMO_PROG;
+inline const std::string kProg = AGENT_PROG;
+inline const std::string kSeccomp = SECCOMP_LAUNCHER;
+
+// A scratch directory, removed at the end (kept when SPROFIL_KEEP_TEMP is set).
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = ::testing::TempDir() + "/sprofil_agent_XXXXXX";
+    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
+  }
+  ~TempDir() {
+    if (!path_.empty() && !getenv("SPROFIL_KEEP_TEMP")) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct Result {
+  int status = -1;  // exit code, or 128 + signal
+  std::string out, err;
+};
+
+inline std::string read_fd(int fd) {
+  std::string s;
+  char buf[4096];
+  off_t off = 0;
+  ssize_t n;
+  while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
+    s.append(buf, static_cast<size_t>(n));
+    off += n;
+  }
+  return s;
+}
+
+struct Spawned {
+  pid_t pid = -1;
+  int out = -1, err = -1;  // memfds holding stdout and stderr
+};
+
+// Starts argv (PATH lookup) with env changes, stdout and stderr captured, in `cwd` if given.
+inline Spawned spawn(const Args& argv, const Env& env = {}, const std::string& cwd = "") {
+  Spawned s;
+  s.out = memfd_create("out", MFD_CLOEXEC);
+  s.err = memfd_create("err", MFD_CLOEXEC);
+  s.pid = fork();
+  if (s.pid == 0) {
+    dup2(s.out, 1);
+    dup2(s.err, 2);
+    const int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    for (const auto& [k, v] : env) {
+      if (v == "\x01")
+        unsetenv(k.c_str());
+      else
+        setenv(k.c_str(), v.c_str(), 1);
+    }
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    std::vector<char*> a;
+    for (const std::string& x : argv) a.push_back(const_cast<char*>(x.c_str()));
+    a.push_back(nullptr);
+    execvp(a[0], a.data());
+    _exit(127);
+  }
+  return s;
+}
+
+inline Result finish(const Spawned& s) {
+  Result r;
+  int st = 0;
+  while (waitpid(s.pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = read_fd(s.out);
+  r.err = read_fd(s.err);
+  close(s.out);
+  close(s.err);
+  return r;
+}
+
+inline Result run(const Args& argv, const Env& env = {}, const std::string& cwd = "") {
+  return finish(spawn(argv, env, cwd));
+}
+
+// `sprofil record [opts] -o out -- cmd...`
+inline Result record(const std::string& out, const Args& opts, const Args& cmd,
+                     const Env& env = {}) {
+  Args a{kTool, "record"};
+  a.insert(a.end(), opts.begin(), opts.end());
+  a.insert(a.end(), {"-o", out, "--"});
+  a.insert(a.end(), cmd.begin(), cmd.end());
+  return run(a, env);
+}
+
+inline std::string describe(const Result& r) {
+  return "status " + std::to_string(r.status) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+// `sprofil report FILE --format json [--by BY]`, parsed; null on failure (with a test failure).
+inline Json report_json(const std::string& file, const std::string& by = "function") {
+  Result r = run({kTool, "report", file, "--format", "json", "--by", by});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  if (r.status != 0) return Json();
+  Json j = Json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out;
+  return j.is_discarded() ? Json() : j;
+}
+
+// Sum of a column over the rows with this name ("object" rows are named by object).
+inline double row_sum(const Json& j, const std::string& name, const char* field) {
+  double v = 0;
+  if (!j.contains("rows")) return 0;
+  for (const Json& row : j["rows"])
+    if (row.value("name", "") == name) v += row.value(field, 0.0);
+  return v;
+}
+inline double samples_of(const Json& j, const std::string& name) {
+  return row_sum(j, name, "samples");
+}
+inline double percent_of(const Json& j, const std::string& name) {
+  return row_sum(j, name, "percent");
+}
+
+inline profile::Profile read(const std::string& path) {
+  profile::Profile p;
+  std::string err;
+  EXPECT_TRUE(profile::read_profile(path, &p, &err)) << path << ": " << err;
+  return p;
+}
+
+// "name value" lines.
+inline std::map<std::string, double> read_truth(const std::string& path) {
+  std::map<std::string, double> t;
+  std::ifstream in(path);
+  std::string name;
+  double v;
+  while (in >> name >> v) t[name] = v;
+  EXPECT_FALSE(t.empty()) << "no truth in " << path;
+  return t;
+}
+
+inline std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  return out;
+}
+
+// Files in dir, by name.
+inline std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> v;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// 0 if a user-space task-clock perf event can be opened here (what the perf clock needs),
+// else the errno.
+inline int perf_probe() {
+  perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.size = sizeof a;
+  a.config = PERF_COUNT_SW_TASK_CLOCK;
+  a.sample_period = 1000000;
+  a.exclude_kernel = 1;
+  a.exclude_hv = 1;
+  a.disabled = 1;
+  const long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0) return errno;
+  close(static_cast<int>(fd));
+  return 0;
+}
+
+// The clock for tests about something else: perf where it works (exact under CPU contention,
+// unlike the tick-driven cpu and itimer clocks), else cpu.
+inline std::string precise_clock() {
+  return perf_probe() == 0 ? "perf" : "cpu";
+}
+
+#define SKIP_WITHOUT_PERF()                                                                \
+  do {                                                                                     \
+    if (const int perf_err = ::sprofil::agent_test::perf_probe())                          \
+      GTEST_SKIP() << "perf_event_open of a user-space task clock fails here ("            \
+                   << strerror(perf_err) << "); see /proc/sys/kernel/perf_event_paranoid"; \
+  } while (0)
+
+}  // namespace sprofil::agent_test

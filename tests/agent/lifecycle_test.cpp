@@ -1,0 +1,266 @@
+// Issue 3: the life of a recorded program. Exit status passes through; _exit, SIGKILL and
+// abort leave readable profiles with every sample; forked children and exec'd programs write
+// files of their own; threads made before and after the agent starts are all sampled; the
+// agent works without the tool.
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "helpers.hpp"
+
+namespace sprofil::agent_test {
+namespace {
+
+// Every count in the file, overflow included, is a sample delivered and not lost.
+void expect_consistent(const profile::Profile& p, const std::string& what) {
+  EXPECT_GT(p.delivered, 0u) << what;
+  EXPECT_EQ(p.total_samples(), p.delivered - p.lost)
+      << what << ": overflow " << p.overflow << ", lost " << p.lost;
+}
+
+TEST(Exit, StatusPassesThrough) {
+  TempDir dir;
+  Result r = record(dir / "sh.sprof", {}, {"sh", "-c", "exit 7"});
+  EXPECT_EQ(r.status, 7) << describe(r);
+  r = record(dir / "true.sprof", {}, {"true"});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  r = record(dir / "none.sprof", {}, {dir / "no-such-program"});
+  EXPECT_EQ(r.status, 127) << describe(r);
+}
+
+TEST(Exit, UnderscoreExitKeepsEverySample) {
+  TempDir dir;
+  const std::string out = dir / "exit.sprof", truth_file = dir / "truth";
+  Result r = record(out, {"--clock", precise_clock(), "-F", "2000"},
+                    {kProg, "--truth", truth_file, "exit_", "0.3"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const double cpu = read_truth(truth_file)["process_cpu"];
+  profile::Profile p = read(out);
+  EXPECT_FALSE(p.finished()) << "_exit skips atexit: nothing should have marked it finished";
+  expect_consistent(p, "_exit");
+  EXPECT_NEAR(static_cast<double>(p.total_samples()), cpu * 2000, 0.1 * cpu * 2000);
+  Json j = report_json(out);
+  EXPECT_NEAR(samples_of(j, "burn_main"), cpu * 2000, 0.1 * cpu * 2000);
+}
+
+TEST(Exit, AbortKeepsEverySampleAndTheToolReportsTheSignal) {
+  TempDir dir;
+  const std::string out = dir / "abort.sprof", truth_file = dir / "truth";
+  Result r = record(out, {"--clock", precise_clock(), "-F", "2000"},
+                    {kProg, "--truth", truth_file, "abort", "0.2"});
+  EXPECT_EQ(r.status, 128 + SIGABRT) << describe(r);
+  EXPECT_NE(r.err.find("signal 6"), std::string::npos) << r.err;
+  const double cpu = read_truth(truth_file)["process_cpu"];
+  profile::Profile p = read(out);
+  EXPECT_FALSE(p.finished());
+  expect_consistent(p, "abort");
+  EXPECT_NEAR(static_cast<double>(p.total_samples()), cpu * 2000, 0.1 * cpu * 2000);
+  EXPECT_EQ(run({kTool, "report", out}).status, 0);
+}
+
+// SIGKILL of the program (not the tool) at random moments, under each clock.
+TEST(Exit, SigkillAtRandomMomentsLeavesAConsistentProfile) {
+  const bool perf = perf_probe() == 0;
+  std::mt19937 rng(20240607);
+  std::uniform_int_distribution<int> delay_ms(100, 600);
+  const char* clocks[] = {"auto", "cpu", "perf", "itimer", "wall"};
+  TempDir dir;
+  for (int k = 0; k < 5; ++k) {
+    const std::string clock = clocks[k];
+    const int delay = delay_ms(rng);
+    if (clock == "perf" && !perf) continue;
+    SCOPED_TRACE("run " + std::to_string(k) + ", clock " + clock + ", kill after " +
+                 std::to_string(delay) + " ms");
+    const std::string out = dir / ("kill" + std::to_string(k) + ".sprof");
+    const std::string pidfile = dir / ("pid" + std::to_string(k));
+    Spawned s = spawn({kTool, "record", "--clock", clock, "-F", "1000", "-o", out, "--", kProg,
+                       "forever", pidfile});
+    pid_t child = 0;
+    for (int i = 0; i < 5000 && child == 0; ++i) {  // the program writes its pid at start
+      std::ifstream in(pidfile);
+      if (!(in >> child)) {
+        child = 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    ASSERT_GT(child, 0) << "the program never started";
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+    Result r = finish(s);
+    EXPECT_EQ(r.status, 128 + SIGKILL) << describe(r);
+    EXPECT_NE(r.err.find("signal 9"), std::string::npos) << r.err;
+    profile::Profile p = read(out);
+    EXPECT_FALSE(p.finished());
+    EXPECT_EQ(p.pid, child);
+    expect_consistent(p, "SIGKILL");
+    Result rep = run({kTool, "report", out});
+    EXPECT_EQ(rep.status, 0) << describe(rep);
+    EXPECT_NE(rep.out.find("burn_main"), std::string::npos) << rep.out;
+  }
+}
+
+class Fork : public ::testing::TestWithParam<const char*> {};
+
+// A forked child's burn is in FILE.PID (CHILD flag, its pid), not in the parent's file.
+TEST_P(Fork, ChildWritesItsOwnFile) {
+  const std::string clock = GetParam();
+  if (clock == "perf") SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "fork.sprof", truth_file = dir / "truth";
+  Result r = record(out, {"--clock", clock, "-F", "2000"},
+                    {kProg, "--truth", truth_file, "fork", "0.2", "0.3"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto parent = read_truth(truth_file);
+  auto child = read_truth(truth_file + ".child");
+  const int child_pid = static_cast<int>(child["child_pid"]);
+  EXPECT_EQ(child_pid, static_cast<int>(parent["child_pid"]));
+  const std::string child_file = out + "." + std::to_string(child_pid);
+  ASSERT_TRUE(std::filesystem::exists(child_file))
+      << "files: " << ::testing::PrintToString(list_dir(dir.path()));
+  profile::Profile c = read(child_file);
+  EXPECT_TRUE(c.flags & SPROF_F_CHILD);
+  EXPECT_TRUE(c.finished());
+  EXPECT_EQ(c.pid, child_pid);
+  EXPECT_EQ(c.ppid, static_cast<int>(parent["parent_pid"]));
+  expect_consistent(c, "child");
+  Json jc = report_json(child_file);
+  const double want = child["child_cpu"] * 2000;
+  EXPECT_NEAR(samples_of(jc, "burn_child"), want, 0.1 * want);
+  EXPECT_EQ(samples_of(jc, "burn_parent"), 0);
+
+  profile::Profile p = read(out);
+  EXPECT_FALSE(p.flags & SPROF_F_CHILD);
+  EXPECT_EQ(p.pid, static_cast<int>(parent["parent_pid"]));
+  Json jp = report_json(out);
+  EXPECT_EQ(samples_of(jp, "burn_child"), 0) << "the child's burn leaked into the parent's file";
+  const double want_parent = parent["parent_cpu"] * 2000;
+  EXPECT_NEAR(samples_of(jp, "burn_parent"), want_parent, 0.1 * want_parent);
+}
+
+INSTANTIATE_TEST_SUITE_P(Clocks, Fork, ::testing::Values("cpu", "perf"),
+                         [](const auto& pi) { return std::string(pi.param); });
+
+// bash runs two programs, the second of which execs a third: one file per exec'd program,
+// FILE.PID and FILE.PID.1 for the same pid, and no empty leftover from bash's forks.
+TEST(Exec, OneFilePerExecdProgram) {
+  TempDir dir;
+  const std::string out = dir / "sh.sprof";
+  const std::string script =
+      "'" + kProg + "' burn 0.1; '" + kProg + "' burnexec 0.1 '" + kProg + "' split 0.1; exit 0";
+  Result r = record(out, {"--clock", "cpu", "-F", "2000"}, {"bash", "-c", script});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  std::map<std::string, profile::Profile> files;
+  for (const std::string& name : list_dir(dir.path())) files[name] = read(dir / name);
+  ASSERT_TRUE(files.count("sh.sprof")) << r.err;
+  EXPECT_EQ(files.size(), 4u) << ::testing::PrintToString(list_dir(dir.path())) << "\n" << r.err;
+  std::map<std::string, std::string> by_mode;  // agent_prog mode -> file name
+  for (auto& [name, p] : files) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(p.finished());
+    if (name == "sh.sprof") {
+      ASSERT_FALSE(p.argv.empty());
+      EXPECT_NE(p.argv[0].find("bash"), std::string::npos);
+      continue;
+    }
+    EXPECT_GT(p.delivered, 0u) << "empty leftover";
+    ASSERT_GE(p.argv.size(), 2u);
+    by_mode[p.argv[1]] = name;
+    EXPECT_EQ(name.rfind("sh.sprof." + std::to_string(p.pid), 0), 0u);
+  }
+  ASSERT_EQ(by_mode.size(), 3u);
+  const profile::Profile& burnexec = files[by_mode["burnexec"]];
+  EXPECT_EQ(by_mode["burnexec"], "sh.sprof." + std::to_string(burnexec.pid));
+  EXPECT_EQ(by_mode["split"], "sh.sprof." + std::to_string(burnexec.pid) + ".1");
+  EXPECT_EQ(files[by_mode["split"]].pid, burnexec.pid);
+  EXPECT_NE(files[by_mode["burn"]].pid, burnexec.pid);
+  // Each file holds its own program's burn only.
+  EXPECT_GT(samples_of(report_json(dir / by_mode["burnexec"]), "burn_main"), 100);
+  EXPECT_EQ(samples_of(report_json(dir / by_mode["burnexec"]), "burn_a"), 0);
+  EXPECT_GT(samples_of(report_json(dir / by_mode["split"]), "burn_b"), 0);
+}
+
+class ExecdShell : public ::testing::TestWithParam<const char*> {};
+
+// A burning program execs a shell that burns, forks and execs under a fast clock: no
+// profiling signal may reach an image without the handler (it would die of SIGPROF).
+TEST_P(ExecdShell, IsNeverKilledByAProfilingSignal) {
+  const std::string clock = GetParam();
+  if (clock == "perf") SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string shell_work =
+      "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; '" + kProg + "' burn 0.05; exit 3";
+  for (int k = 0; k < 3; ++k) {
+    Result r = record(dir / ("x" + std::to_string(k) + ".sprof"), {"--clock", clock, "-F", "10000"},
+                      {kProg, "burnexec", "0.05", "sh", "-c", shell_work});
+    EXPECT_EQ(r.status, 3) << "run " << k << ": " << describe(r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clocks, ExecdShell, ::testing::Values("cpu", "itimer", "perf", "wall"),
+                         [](const auto& pi) { return std::string(pi.param); });
+
+class Threads : public ::testing::TestWithParam<const char*> {};
+
+// Two threads started by a library constructor before the agent (through libc's own
+// pthread_create) and two started by main: four equal burns, four equal shares.
+TEST_P(Threads, EarlyAndLateThreadsGetEqualShares) {
+  const std::string clock = GetParam();
+  if (clock == "perf") SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "threads.sprof", truth_file = dir / "truth";
+  Result r = record(out, {"--clock", clock, "-F", "2000"},
+                    {kProg, "--truth", truth_file, "threads", "2", "0.25"},
+                    {{"AGENT_EARLY_THREADS", "2"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto truth = read_truth(truth_file);
+  ASSERT_EQ(truth["early_threads"], 2);
+  EXPECT_EQ(truth["early_before_agent"], 1) << "the early threads started after the agent";
+  Json j = report_json(out);
+  const char* fns[] = {"burn_early_0", "burn_early_1", "burn_late_0", "burn_late_1"};
+  double mean = 0;
+  for (const char* fn : fns) mean += samples_of(j, fn) / 4;
+  ASSERT_GT(mean, 0);
+  for (const char* fn : fns) {
+    EXPECT_NEAR(samples_of(j, fn), mean, 0.1 * mean) << fn << "\n" << j["rows"].dump(1);
+    const double want = truth[fn] * 2000;
+    EXPECT_NEAR(samples_of(j, fn), want, 0.1 * want) << fn;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clocks, Threads, ::testing::Values("cpu", "perf"),
+                         [](const auto& pi) { return std::string(pi.param); });
+
+TEST(AgentAlone, PreloadWritesAValidProfile) {
+  TempDir dir;
+  const std::string out = dir / "alone.sprof", truth_file = dir / "truth";
+  Result r = run({kProg, "--truth", truth_file, "burn", "0.2"}, {{"LD_PRELOAD", kRuntime},
+                                                                 {"SPROFIL_OUTPUT", out},
+                                                                 {"SPROFIL_HZ", "2000"},
+                                                                 {"SPROFIL_CLOCK", precise_clock()},
+                                                                 {"SPROFIL_STARTED", "\x01"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const double cpu = read_truth(truth_file)["process_cpu"];
+  profile::Profile p = read(out);
+  EXPECT_TRUE(p.finished());
+  EXPECT_EQ(profile::clock_name(p.clock), precise_clock());
+  EXPECT_EQ(p.requested_hz, 2000u);
+  expect_consistent(p, "preload");
+  EXPECT_NEAR(static_cast<double>(p.total_samples()), cpu * 2000, 0.1 * cpu * 2000);
+  EXPECT_GT(samples_of(report_json(out), "burn_main"), 0.9 * cpu * 2000);
+}
+
+TEST(AgentAlone, InvalidClockSaysWhyAndTheProgramRuns) {
+  TempDir dir;
+  const std::string out = dir / "bad.sprof", truth_file = dir / "truth";
+  Result r = run({kProg, "--truth", truth_file, "burn", "0.02"}, {{"LD_PRELOAD", kRuntime},
+                                                                  {"SPROFIL_OUTPUT", out},
+                                                                  {"SPROFIL_CLOCK", "sundial"},
+                                                                  {"SPROFIL_STARTED", "\x01"}});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(lines_with(r.err, "sprofil").size(), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("sprofil: not profiling: ", 0), 0u) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(truth_file)) << "the program did not run to its end";
+}
+
+}  // namespace
+}  // namespace sprofil::agent_test
