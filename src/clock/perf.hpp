@@ -24,17 +24,16 @@ struct Event {
   uint64_t credited = 0;  // ring mode: periods credited so far (drainer only)
 };
 
-// The weight of one overflow: the periods of task clock that elapsed since the last one
-// credited. Periods that ended while the thread was in the kernel raise no overflow of their
-// own (the event counts user space only), yet they are CPU time: crediting them here keeps
-// count x period equal to the thread's task clock, as the CPU-time timers' overruns do.
+// The weight of one overflow: the whole periods of task clock that elapsed since the last
+// one credited. Periods that ended while the thread was in the kernel raise no overflow of
+// their own (the event counts user space only), yet they are CPU time: crediting them here
+// keeps count x period equal to the thread's task clock, as the CPU-time timers' overruns
+// do. An overflow that comes before a whole new period has elapsed (the period is jittered)
+// weighs 0: its time is credited to the next one, so no excess can build up.
 // *credited counts the periods credited so far. Signal-safe.
 inline uint64_t periods_since(uint64_t value, uint64_t period, uint64_t* credited) {
   const uint64_t elapsed = value / period;
-  if (elapsed <= *credited) {  // an overflow a little ahead of its period: credit one
-    *credited += 1;
-    return 1;
-  }
+  if (elapsed <= *credited) return 0;
   const uint64_t w = elapsed - *credited;
   *credited = elapsed;
   return w;

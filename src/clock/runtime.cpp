@@ -9,6 +9,7 @@
 // Everything else in this file runs outside the handler under g_mu.
 #include "clock/runtime.hpp"
 
+#include "clock/interpose.hpp"
 #include "clock/perf.hpp"
 
 #include <dirent.h>
@@ -90,10 +91,7 @@ uint64_t itimer_weight() {
   const uint64_t elapsed = process_cpu_ns() / interval;
   uint64_t credited = g_itimer_credited.load(std::memory_order_relaxed);
   for (;;) {
-    if (elapsed <= credited) {  // a signal ahead of its period: credit one
-      g_itimer_credited.fetch_add(1, std::memory_order_relaxed);
-      return 1;
-    }
+    if (elapsed <= credited) return 0;  // no whole period since the last: the next gets it
     if (g_itimer_credited.compare_exchange_weak(credited, elapsed, std::memory_order_relaxed))
       return elapsed - credited;
   }
@@ -117,8 +115,16 @@ void on_signal(int, siginfo_t* si, void* uc) {
       return;
     }
     weight = perf::signal_weight(si->si_fd);
+    if (weight == 0) {  // no whole period since the last one: credited to the next
+      errno = saved_errno;
+      return;
+    }
   } else if (si->si_code == SI_KERNEL) {  // ITIMER_PROF
     weight = itimer_weight();
+    if (weight == 0) {
+      errno = saved_errno;
+      return;
+    }
   } else {  // kill(), sigqueue(), tgkill(): not ours
     errno = saved_errno;
     return;
@@ -595,12 +601,8 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
                                                                      void* (*fn)(void*),
                                                                      void* arg) {
   static std::atomic<pthread_create_fn> real{nullptr};
-  pthread_create_fn f = real.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<pthread_create_fn>(dlsym(RTLD_NEXT, "pthread_create"));
-    if (!f) return EAGAIN;
-    real.store(f, std::memory_order_release);
-  }
+  const pthread_create_fn f = sprofil::rt::real_fn(real, "pthread_create");
+  if (!f) return EAGAIN;
   auto* a = static_cast<StartArgs*>(malloc(sizeof(StartArgs)));
   if (!a) return f(thread, attr, fn, arg);
   a->fn = fn;
