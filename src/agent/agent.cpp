@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "clock/interpose.hpp"
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 #include "profile/sprof_format.h"
@@ -502,16 +503,6 @@ void refresh_after_loader(bool opened) {
   if (rescan(opened)) publish();
 }
 
-template <class F>
-F real_fn(std::atomic<F>& cache, const char* name) {
-  F f = cache.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-    cache.store(f, std::memory_order_release);
-  }
-  return f;
-}
-
 using dlopen_fn = void* (*)(const char*, int);
 using dlmopen_fn = void* (*)(Lmid_t, const char*, int);
 using dlclose_fn = int (*)(void*);
@@ -524,19 +515,19 @@ std::atomic<dlclose_fn> g_dlclose{nullptr};
 #define SPROFIL_EXPORT extern "C" __attribute__((visibility("default")))
 
 SPROFIL_EXPORT void* dlopen(const char* file, int mode) {
-  void* h = real_fn(g_dlopen, "dlopen")(file, mode);
+  void* h = rt::real_fn(g_dlopen, "dlopen")(file, mode);
   if (h) refresh_after_loader(true);
   return h;
 }
 
 SPROFIL_EXPORT void* dlmopen(Lmid_t lmid, const char* file, int mode) {
-  void* h = real_fn(g_dlmopen, "dlmopen")(lmid, file, mode);
+  void* h = rt::real_fn(g_dlmopen, "dlmopen")(lmid, file, mode);
   if (h) refresh_after_loader(true);
   return h;
 }
 
 SPROFIL_EXPORT int dlclose(void* handle) {
-  const int rc = real_fn(g_dlclose, "dlclose")(handle);
+  const int rc = rt::real_fn(g_dlclose, "dlclose")(handle);
   if (rc == 0) refresh_after_loader(false);
   return rc;
 }

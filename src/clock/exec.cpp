@@ -11,19 +11,10 @@
 #include <cstdarg>
 #include <cstdlib>
 
+#include "clock/interpose.hpp"
 #include "clock/runtime.hpp"
 
 namespace {
-
-template <class F>
-F real_fn(std::atomic<F>& cache, const char* name) {
-  F f = cache.load(std::memory_order_acquire);
-  if (!f) {
-    f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-    cache.store(f, std::memory_order_release);
-  }
-  return f;
-}
 
 // Runs one exec call with profiling suspended around it.
 template <class Call>
@@ -65,33 +56,33 @@ char** collect_args(const char* arg0, va_list ap, char*** envp) {
 #define SPROFIL_EXPORT extern "C" __attribute__((visibility("default")))
 
 SPROFIL_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  auto f = real_fn(g_execve, "execve");
+  auto f = sprofil::rt::real_fn(g_execve, "execve");
   return guarded([&] { return f(path, argv, envp); });
 }
 
 SPROFIL_EXPORT int execv(const char* path, char* const argv[]) {
-  auto f = real_fn(g_execv, "execv");
+  auto f = sprofil::rt::real_fn(g_execv, "execv");
   return guarded([&] { return f(path, argv); });
 }
 
 SPROFIL_EXPORT int execvp(const char* file, char* const argv[]) {
-  auto f = real_fn(g_execvp, "execvp");
+  auto f = sprofil::rt::real_fn(g_execvp, "execvp");
   return guarded([&] { return f(file, argv); });
 }
 
 SPROFIL_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  auto f = real_fn(g_execvpe, "execvpe");
+  auto f = sprofil::rt::real_fn(g_execvpe, "execvpe");
   return guarded([&] { return f(file, argv, envp); });
 }
 
 SPROFIL_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  auto f = real_fn(g_fexecve, "fexecve");
+  auto f = sprofil::rt::real_fn(g_fexecve, "fexecve");
   return guarded([&] { return f(fd, argv, envp); });
 }
 
 SPROFIL_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                             int flags) {
-  auto f = real_fn(g_execveat, "execveat");
+  auto f = sprofil::rt::real_fn(g_execveat, "execveat");
   return guarded([&] { return f(dirfd, path, argv, envp, flags); });
 }
 
