@@ -57,14 +57,7 @@ bool write_gmon(const profile::Profile& p, const std::string& path, std::string*
     if (error != nullptr) *error = path + ": the profile has no main-executable region for gmon";
     return false;
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) f.write(out.data(), std::streamsize(out.size()));
-  if (f) f.close();
-  if (!f) {
-    if (error != nullptr) *error = path + ": cannot write: " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  return write_file(path, out, error);
 }
 
 }  // namespace sprofil::report

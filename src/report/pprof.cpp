@@ -177,14 +177,7 @@ bool write_pprof(const profile::Profile& p, symbolize::Symbolizer& symbolizer,
     if (error != nullptr) *error = path + ": cannot compress the pprof profile";
     return false;
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (f) f.write(data.data(), std::streamsize(data.size()));
-  if (f) f.close();
-  if (!f) {
-    if (error != nullptr) *error = path + ": cannot write: " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  return write_file(path, data, error);
 }
 
 }  // namespace sprofil::report

@@ -526,11 +526,15 @@ bool write_report(const Profile& p, Format format, const Options& opts, const st
     std::fflush(stdout);
     return true;
   }
-  std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
-  if (f) f.write(data.data(), std::streamsize(data.size()));
+  return write_file(out_path, data, error);
+}
+
+bool write_file(const std::string& path, std::string_view bytes, std::string* error) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (f) f.write(bytes.data(), std::streamsize(bytes.size()));
   if (f) f.close();
   if (!f) {
-    if (error != nullptr) *error = out_path + ": cannot write: " + std::strerror(errno);
+    if (error != nullptr) *error = path + ": cannot write: " + std::strerror(errno);
     return false;
   }
   return true;

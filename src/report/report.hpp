@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profile/profile.hpp"
@@ -95,6 +96,9 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym); 
 // gmon.out (GNU gprof) of the main executable's regions: link-time addresses, several
 // identical-range histogram records when a count exceeds 65535.
 bool write_gmon(const profile::Profile& p, const std::string& path, std::string* error);
+
+// Writes bytes to path (truncating it); on failure sets *error to "PATH: cannot write: why".
+bool write_file(const std::string& path, std::string_view bytes, std::string* error);
 
 // Everything `sprofil report` does after reading: aggregates and writes `format` to
 // `out_path` ("" or "-" = stdout; pprof defaults to sprofil.pb.gz and gmon to gmon.out).
