@@ -29,6 +29,19 @@ __attribute__((noinline)) inline void burn_cpu_ms(double ms) {
   } while (thread_cpu_ms() < end);
 }
 
+// Burns CPU in 5 ms steps until done() holds or max_ms have been burned; returns done().
+// CPU-time timers are checked only at kernel ticks that find the thread running, so on a
+// loaded machine the samples of a short burn can arrive some milliseconds late: tests wait
+// for the samples they need instead of guessing how long that takes.
+template <class Pred>
+bool burn_until(Pred done, double max_ms = 1000) {
+  for (double spent = 0; spent < max_ms; spent += 5) {
+    if (done()) return true;
+    burn_cpu_ms(5);
+  }
+  return done();
+}
+
 // A catch-all text offset: 32 KiB below burn_cpu_ms, so that with scale 2 every pc of the
 // burn loop lands in the first elements of a small buffer.
 inline uintptr_t catch_offset() {
