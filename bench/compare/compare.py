@@ -9,6 +9,7 @@ Prints markdown on stdout, progress on stderr. Every table names the exact comma
   RUNS       runs per configuration for overhead (default 5; QUICK 2)
   ACC_N      observations per accuracy run (default 5000; QUICK 1000)
   ACC_RUNS   accuracy runs per tool and workload (default 3; QUICK 1)
+  SECTIONS   comma-separated subset of overhead,floor,accuracy,large (default: all)
   LARGE_SECONDS  CPU seconds of the cmp-large run for the report-speed profiles (default 20)
 """
 import json
@@ -86,6 +87,7 @@ WORKLOADS = {
         "fns": ["burn4_alpha", "burn4_beta", "burn4_gamma", "burn4_delta"],
         "exe": os.path.join(BIN, "cmp-burn4"),
         "cpu": 1.0,
+        "fixed_work": True,  # overhead runs use --iters (calibrated to `cpu` seconds)
     },
     "demo": {
         # sprofil-demo burns 2 s of CPU (1.6 s main thread + 0.4 s worker) per unit of --scale.
@@ -362,32 +364,46 @@ def overhead(rates_out):
     for wl_name, wl in WORKLOADS.items():
         cpu_budget = wl["cpu"]
         cfgs = overhead_configs(wl_name)
+        argv_of = wl["argv"]
+        if wl.get("fixed_work"):
+            cal = os.path.join(WORK, "calibrate.truth")
+            run(wl["argv"](cpu_budget, cal))
+            iters = int(read_truth(cal)["iterations"])
+            argv_of = (lambda n: lambda cpu, truth: [wl["exe"], "--iters", str(n), "--truth",
+                                                     truth])(iters)
         res = {c.key(): {"wall": [], "cpu": [], "pcpu": [], "samples": []} for c in cfgs}
         shown = {}
         for r in range(RUNS):
             log(f"overhead {wl_name}: round {r + 1}/{RUNS}")
             for c in cfgs:
                 stem = os.path.join(WORK, f"ov-{wl_name}")
-                argv, env, f = c.command(wl["argv"](cpu_budget, stem + ".truth"), stem)
+                argv, env, f = c.command(argv_of(cpu_budget, stem + ".truth"), stem)
                 clean(f)
                 wall, cpu, err, _ = run(argv, env)
                 res[c.key()]["wall"].append(wall)
                 res[c.key()]["cpu"].append(cpu)
                 res[c.key()]["pcpu"].append(read_truth(stem + ".truth")["process_cpu"])
                 res[c.key()]["samples"].append(observations(c, f, err))
-                shown[c.key()] = c.shown(wl["argv"](cpu_budget, "T"), os.path.join(WORK, "P"))
+                shown[c.key()] = c.shown(argv_of(cpu_budget, "T"), os.path.join(WORK, "P"))
                 clean(f)
         sigs = {}
         for c in cfgs:
             if c.signals:
                 stem = os.path.join(WORK, f"sig-{wl_name}")
-                argv, env, f = c.command(wl["argv"](cpu_budget, stem + ".truth"), stem)
+                argv, env, f = c.command(argv_of(cpu_budget, stem + ".truth"), stem)
                 sigs[c.key()] = signal_count(argv, env)
                 clean(f)
         base = res[cfgs[0].key()]
         bw, bc, bp = med(base["wall"]), med(base["cpu"]), med(base["pcpu"])
         spread = max(base["pcpu"]) - min(base["pcpu"])
-        print(f"### {wl_name}: `{' '.join(rel(a) for a in wl['argv'](cpu_budget, 'T.truth'))}`\n")
+        print(f"### {wl_name}: `{' '.join(rel(a) for a in argv_of(cpu_budget, 'T.truth'))}`\n")
+        if not wl.get("fixed_work"):
+            print("sprofil-demo burns a fixed CPU-time budget per thread (examples/demo/burn.hpp): "
+                  "a profiler's cost inside its threads only means less work done, so its "
+                  "*process CPU* ratios are 1 by construction and its per-sample costs are not "
+                  "measurements; only the tree CPU (the tool's own process), wall time and the "
+                  "rates are. cmp-burn4 above runs a fixed amount of work (`--iters`, "
+                  "calibrated to about 1 s).\n")
         print(f"Baseline process CPU spread (max - min) over {RUNS} runs: {spread * 1000:.0f} ms "
               f"({100 * spread / bp:.1f}% of {bp * 1000:.0f} ms).\n")
         print("| tool | requested Hz | wall s | wall x | tree CPU s | tree CPU x | "
@@ -574,12 +590,17 @@ def report_speed_and_memory():
 
 def main():
     start = time.time()
+    sections = os.environ.get("SECTIONS", "overhead,floor,accuracy,large").split(",")
     machine()
     rates = {}
-    overhead(rates)
-    floor()
-    accuracy(rates)
-    report_speed_and_memory()
+    if "overhead" in sections or "accuracy" in sections:
+        overhead(rates)
+    if "floor" in sections:
+        floor()
+    if "accuracy" in sections:
+        accuracy(rates)
+    if "large" in sections:
+        report_speed_and_memory()
     print(f"(bench/compare/run.sh measurements took {time.time() - start:.0f} s)")
 
 
