@@ -1,11 +1,18 @@
 // Signal-safety audit of on_signal(), the profiling signal handler:
-// - It reads the siginfo and ucontext the kernel gave it, compares si_value against the
-//   address of a constant (g_cookie), and calls engine::global().sample(), whose own audit is
-//   at the top of engine/engine.cpp (atomics and immutable, safely published tables only).
-// - It saves and restores errno. It takes no lock, allocates nothing, calls no library
-//   function, and reads no runtime state guarded by g_mu.
-// - Samples that are not ours (kill(), sigqueue(), another timer with the same signal) are
-//   recognised by si_code / si_value and dropped, never counted.
+// - It reads the siginfo and ucontext the kernel gave it and decides whether the signal is
+//   ours: SI_TIMER with si_value == &g_cookie (our POSIX timers), POLL_IN/POLL_HUP from an fd
+//   in perf's bitmap (perf::is_ours: atomic loads), or SI_KERNEL (ITIMER_PROF). Anything else
+//   (kill(), sigqueue(), tgkill(), another timer on the same signal) is dropped uncounted.
+// - The weight: si_overrun (timers); for perf, perf::signal_weight(): read(2) of the event's
+//   counter and ioctl(PERF_EVENT_IOC_PERIOD) for jitter, plain system calls with no library
+//   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread
+//   state in initial-exec TLS and the period and generation in atomics; for ITIMER_PROF,
+//   itimer_weight(): clock_gettime(2) (async-signal-safe) and a CAS on an atomic.
+// - Then engine::global().sample(), whose own audit is at the top of engine/engine.cpp
+//   (atomics and immutable, safely published tables only).
+// - It saves and restores errno. It takes no lock, allocates nothing, and reads no runtime
+//   state guarded by g_mu: every value it reads is an atomic or was published before the
+//   signal was first armed (g_cookie is a constant).
 // Everything else in this file runs outside the handler under g_mu.
 #include "clock/runtime.hpp"
 
