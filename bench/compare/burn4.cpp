@@ -43,17 +43,6 @@ CMP_BURN(burn4_beta)
 CMP_BURN(burn4_gamma)
 CMP_BURN(burn4_delta)
 
-namespace {
-
-double process_cpu() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   double seconds = 1.0;
   long iters = 0;
@@ -96,7 +85,7 @@ int main(int argc, char** argv) {
       more = true;
     }
   }
-  const double total = process_cpu();
+  const double total = demo_process_cpu();
   printf("cmp-burn4: %.3f s CPU: alpha %.3f beta %.3f gamma %.3f delta %.3f (%g)\n", total,
          shares[0].used, shares[1].used, shares[2].used, shares[3].used, sink > 0 ? 1.0 : 0.0);
   if (truth) {

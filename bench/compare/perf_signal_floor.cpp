@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "../bench_util.hpp"
 #include "clock/runtime.hpp"
 
 extern "C" char __executable_start;
@@ -38,22 +39,8 @@ extern "C" char etext;
 
 namespace {
 
-uint64_t now_ns(clockid_t c) {
-  timespec ts;
-  clock_gettime(c, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-volatile uint64_t g_sink;
-
-__attribute__((noinline)) void work(uint64_t iters) {
-  uint64_t x = 1;
-  for (uint64_t i = 0; i < iters; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    asm volatile("" : "+r"(x));
-  }
-  g_sink = x;
-}
+using bench::now_ns;
+using bench::work;
 
 std::atomic<uint64_t> g_signals{0};
 

@@ -57,13 +57,6 @@ std::string default_plugin() {
   return dir + "/../lib/sprofil_demo_plugin.so";
 }
 
-double process_cpu() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,7 +109,7 @@ int main(int argc, char** argv) {
   pthread_join(tid, nullptr);
   dlclose(plugin);
 
-  const double total = process_cpu();
+  const double total = demo_process_cpu();
   printf("sprofil-demo: burned %.2f s of CPU: main %.2f, lib %.2f, plugin %.2f, worker %.2f\n",
          total, shares[0].used, shares[1].used, shares[2].used, g_worker_used);
   if (truth) {
