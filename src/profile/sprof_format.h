@@ -9,7 +9,9 @@
  *   ...           region record 1, 2, ... region_count - 1, one after another
  *
  * The runtime commits a region by writing its record in full and only then raising
- * header.region_count (a release store); a reader trusts only the first region_count records.
+ * header.region_count (a release store), after it has stored regions_end; so a reader that
+ * sees region_count = n also sees a regions_end at or past the end of record n - 1, and it
+ * trusts only the first region_count records.
  * Counters and the header's sample tallies are updated in place while the program runs. */
 #ifndef SPROFIL_SPROF_FORMAT_H
 #define SPROFIL_SPROF_FORMAT_H
@@ -61,7 +63,7 @@ struct sprof_header {
   uint64_t regions_end;            /* offset just past the last committed record */
   uint64_t overflow;               /* samples that fell in no region (weighted) */
   uint64_t delivered;              /* samples delivered to the handler (weighted) */
-  uint64_t lost;                   /* delivered but not added: counter at its limit */
+  uint64_t lost;                   /* delivered but not added: counter at its limit, or stopped */
   uint32_t cmdline_len;            /* bytes used in cmdline */
   uint32_t reserved0;              /* zero */
   uint64_t reserved1;              /* zero */
