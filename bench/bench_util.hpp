@@ -25,4 +25,12 @@ __attribute__((noinline)) inline void work(uint64_t iters) {
   g_sink = x;
 }
 
+// Iterations of work() that take about `seconds` of this thread's CPU time.
+inline uint64_t calibrate_iters(double seconds) {
+  const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+  work(50000000);
+  const uint64_t dt = now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+  return static_cast<uint64_t>(50000000.0 * seconds * 1e9 / static_cast<double>(dt ? dt : 1));
+}
+
 }  // namespace bench

@@ -178,12 +178,7 @@ struct Mode {
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, atoi(argv[1])) : 7;
   uint64_t iters = argc > 2 ? strtoull(argv[2], nullptr, 10) : 0;
-  if (iters == 0) {  // calibrate to about 0.4 s of CPU
-    const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-    work(50000000);
-    const uint64_t dt = now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
-    iters = static_cast<uint64_t>(50000000.0 * 0.4e9 / static_cast<double>(dt ? dt : 1));
-  }
+  if (iters == 0) iters = bench::calibrate_iters(0.4);
   sprofil_session* s1k = make_session(1000);
   sprofil_session* s10k = make_session(10000);
   std::vector<Mode> modes = {
