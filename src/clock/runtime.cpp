@@ -104,39 +104,28 @@ uint64_t itimer_weight() {
   }
 }
 
+// The weight of a signal if it is one of our samples, else 0 (not ours, or no whole period
+// elapsed since the last one: its time is credited to the next).
+uint64_t sample_weight(const siginfo_t* si) {
+  switch (si->si_code) {
+    case SI_TIMER:  // our POSIX timers
+      if (si->si_value.sival_ptr != &g_cookie) return 0;
+      // Each overrun is an expiry the kernel folded into this signal (its tick is coarser
+      // than our interval): weighting by them keeps count x interval equal to the time.
+      return 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
+    case POLL_IN:  // a perf event overflow (F_SETSIG)
+    case POLL_HUP:
+      return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd) : 0;
+    case SI_KERNEL:  // ITIMER_PROF
+      return itimer_weight();
+    default:  // kill(), sigqueue(), tgkill(): not ours
+      return 0;
+  }
+}
+
 void on_signal(int, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
-  uint64_t weight = 1;
-  if (si->si_code == SI_TIMER) {
-    if (si->si_value.sival_ptr != &g_cookie) {
-      errno = saved_errno;
-      return;
-    }
-    // Each overrun is an expiry the kernel folded into this signal (its tick is coarser
-    // than our interval): weighting by them keeps count x interval equal to the time.
-    if (si->si_overrun > 0) weight += static_cast<uint64_t>(si->si_overrun);
-  } else if (si->si_code == POLL_IN || si->si_code == POLL_HUP) {
-    // A perf event overflow (F_SETSIG), weighted by the periods that elapsed.
-    if (!perf::is_ours(si->si_fd)) {
-      errno = saved_errno;
-      return;
-    }
-    weight = perf::signal_weight(si->si_fd);
-    if (weight == 0) {  // no whole period since the last one: credited to the next
-      errno = saved_errno;
-      return;
-    }
-  } else if (si->si_code == SI_KERNEL) {  // ITIMER_PROF
-    weight = itimer_weight();
-    if (weight == 0) {
-      errno = saved_errno;
-      return;
-    }
-  } else {  // kill(), sigqueue(), tgkill(): not ours
-    errno = saved_errno;
-    return;
-  }
-  engine::global().sample(pc_of(uc), weight);
+  if (const uint64_t weight = sample_weight(si)) engine::global().sample(pc_of(uc), weight);
   errno = saved_errno;
 }
 

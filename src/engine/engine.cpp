@@ -202,22 +202,24 @@ namespace {
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_hint[kChannels];
 }  // namespace
 
-void Engine::sample(uintptr_t pc, uint64_t w) {
+// Runs f(table, channel) for every channel's table, holding the channel's reader count
+// around the access (see exchange()). Signal-safe.
+template <class F>
+void Engine::for_each_table(F f) {
   for (unsigned ch = 0; ch < kChannels; ++ch) {
     if (tables_[ch].load(std::memory_order_relaxed) == nullptr) continue;
     readers_[ch].fetch_add(1, std::memory_order_seq_cst);
-    if (Table* t = tables_[ch].load(std::memory_order_seq_cst)) t->record(pc, w, &t_hint[ch]);
+    if (Table* t = tables_[ch].load(std::memory_order_seq_cst)) f(t, ch);
     readers_[ch].fetch_sub(1, std::memory_order_release);
   }
 }
 
+void Engine::sample(uintptr_t pc, uint64_t w) {
+  for_each_table([&](Table* t, unsigned ch) { t->record(pc, w, &t_hint[ch]); });
+}
+
 void Engine::lost(uint64_t w) {
-  for (unsigned ch = 0; ch < kChannels; ++ch) {
-    if (tables_[ch].load(std::memory_order_relaxed) == nullptr) continue;
-    readers_[ch].fetch_add(1, std::memory_order_seq_cst);
-    if (Table* t = tables_[ch].load(std::memory_order_seq_cst)) t->record_lost(w);
-    readers_[ch].fetch_sub(1, std::memory_order_release);
-  }
+  for_each_table([&](Table* t, unsigned) { t->record_lost(w); });
 }
 
 Table* Engine::exchange(Channel ch, Table* next) {

@@ -148,6 +148,9 @@ class Engine {
   bool any() const;
 
  private:
+  template <class F>
+  void for_each_table(F f);
+
   std::atomic<Table*> tables_[kChannels] = {};
   std::atomic<uint32_t> readers_[kChannels] = {};
 };
