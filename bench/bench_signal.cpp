@@ -41,22 +41,11 @@ extern "C" char etext;
 
 namespace {
 
+using bench::g_overruns;
+using bench::g_signals;
+using bench::median;
 using bench::now_ns;
 using bench::work;
-
-std::atomic<uint64_t> g_signals{0}, g_overruns{0};
-
-void empty_handler(int, siginfo_t* si, void*) {
-  g_signals.fetch_add(1, std::memory_order_relaxed);
-  if (si->si_code == SI_TIMER && si->si_overrun > 0)
-    g_overruns.fetch_add(static_cast<uint64_t>(si->si_overrun), std::memory_order_relaxed);
-}
-
-void (*g_runtime_handler)(int, siginfo_t*, void*) = nullptr;
-void counting_wrapper(int sig, siginfo_t* si, void* uc) {
-  empty_handler(sig, si, uc);
-  g_runtime_handler(sig, si, uc);
-}
 
 struct Result {
   uint64_t cpu_ns, signals, overruns;
@@ -67,12 +56,7 @@ struct Result {
 Result run_raw(uint64_t iters, clockid_t clock, uint64_t interval_ns) {
   timer_t tm{};
   if (interval_ns) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = empty_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGPROF, &sa, nullptr);
+    bench::set_handler(SIGPROF, bench::empty_handler);
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
@@ -109,12 +93,7 @@ Result run_sprofil(uint64_t iters, sprofil_session* s) {
     std::exit(1);
   }
   const int sig = sprofil::rt::signal_number();
-  struct sigaction cur;
-  sigaction(sig, nullptr, &cur);
-  g_runtime_handler = cur.sa_sigaction;
-  struct sigaction wrap = cur;
-  wrap.sa_sigaction = counting_wrapper;
-  sigaction(sig, &wrap, nullptr);
+  const struct sigaction cur = bench::wrap_runtime_handler(sig);
   g_signals = 0;
   g_overruns = 0;
   const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -129,12 +108,7 @@ Result run_sprofil(uint64_t iters, sprofil_session* s) {
 // Delivery without a timer interrupt: this thread sends itself n SIGPROFs with tgkill (the
 // empty handler runs each time). Returns CPU ns per signal (syscall + delivery + sigreturn).
 double tgkill_ns_per_signal(int n) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = empty_handler;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGPROF, &sa, nullptr);
+  bench::set_handler(SIGPROF, bench::empty_handler);
   const pid_t pid = getpid(), tid = static_cast<pid_t>(syscall(SYS_gettid));
   g_signals = 0;
   const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -169,11 +143,6 @@ sprofil_session* make_session(unsigned hz, sprofil_clock clock, size_t nregions)
     }
   }
   return s;
-}
-
-uint64_t median(std::vector<uint64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct Mode {

@@ -2,9 +2,14 @@
 // whose cost per iteration does not depend on anything the profiler does.
 #pragma once
 
+#include <signal.h>
 #include <time.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace bench {
 
@@ -31,6 +36,53 @@ inline uint64_t calibrate_iters(double seconds) {
   work(50000000);
   const uint64_t dt = now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
   return static_cast<uint64_t>(50000000.0 * seconds * 1e9 / static_cast<double>(dt ? dt : 1));
+}
+
+inline uint64_t median(std::vector<uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Signals seen by the handlers below, and the timer overruns they carried.
+inline std::atomic<uint64_t> g_signals{0}, g_overruns{0};
+
+inline void count_signal(const siginfo_t* si) {
+  g_signals.fetch_add(1, std::memory_order_relaxed);
+  if (si->si_code == SI_TIMER && si->si_overrun > 0)
+    g_overruns.fetch_add(static_cast<uint64_t>(si->si_overrun), std::memory_order_relaxed);
+}
+
+// The floor: a handler that only counts.
+inline void empty_handler(int, siginfo_t* si, void*) {
+  count_signal(si);
+}
+
+inline void set_handler(int sig, void (*fn)(int, siginfo_t*, void*)) {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = fn;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, nullptr);
+}
+
+// Counts every signal, then runs the sprofil runtime's own handler.
+inline void (*g_runtime_handler)(int, siginfo_t*, void*) = nullptr;
+inline void counting_wrapper(int sig, siginfo_t* si, void* uc) {
+  count_signal(si);
+  g_runtime_handler(sig, si, uc);
+}
+
+// Puts counting_wrapper in front of the runtime's handler on sig; returns the runtime's
+// disposition, to be restored before profiling stops.
+inline struct sigaction wrap_runtime_handler(int sig) {
+  struct sigaction cur;
+  sigaction(sig, nullptr, &cur);
+  g_runtime_handler = cur.sa_sigaction;
+  struct sigaction wrap = cur;
+  wrap.sa_sigaction = counting_wrapper;
+  sigaction(sig, &wrap, nullptr);
+  return cur;
 }
 
 }  // namespace bench

@@ -39,20 +39,10 @@ extern "C" char etext;
 
 namespace {
 
+using bench::g_signals;
+using bench::median;
 using bench::now_ns;
 using bench::work;
-
-std::atomic<uint64_t> g_signals{0};
-
-void empty_handler(int, siginfo_t*, void*) {
-  g_signals.fetch_add(1, std::memory_order_relaxed);
-}
-
-void (*g_runtime_handler)(int, siginfo_t*, void*) = nullptr;
-void counting_wrapper(int sig, siginfo_t* si, void* uc) {
-  g_signals.fetch_add(1, std::memory_order_relaxed);
-  g_runtime_handler(sig, si, uc);
-}
 
 struct Result {
   uint64_t thread_ns, process_ns, samples;
@@ -62,12 +52,7 @@ struct Result {
 Result run_floor(uint64_t iters, uint64_t period_ns) {
   int fd = -1;
   if (period_ns) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = empty_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGPROF, &sa, nullptr);
+    bench::set_handler(SIGPROF, bench::empty_handler);
     perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.type = PERF_TYPE_SOFTWARE;
@@ -144,13 +129,7 @@ Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring, bool no_jitter
   }
   struct sigaction cur;
   const int sig = sprofil::rt::signal_number();
-  if (!ring) {
-    sigaction(sig, nullptr, &cur);
-    g_runtime_handler = cur.sa_sigaction;
-    struct sigaction wrap = cur;
-    wrap.sa_sigaction = counting_wrapper;
-    sigaction(sig, &wrap, nullptr);
-  }
+  if (!ring) cur = bench::wrap_runtime_handler(sig);
   g_signals = 0;
   const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID), p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
   work(iters);
@@ -158,11 +137,6 @@ Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring, bool no_jitter
   if (!ring) sigaction(sig, &cur, nullptr);
   sprofil_stop(s);
   return Result{t1 - t0, p1 - p0, ring ? delivered(s) : g_signals.load()};
-}
-
-uint64_t median(std::vector<uint64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct Mode {
