@@ -1,5 +1,7 @@
 #include "profile/profile.hpp"
 
+#include <iterator>
+
 #include "profile/sprof_format.h"
 
 namespace sprofil::profile {
@@ -11,18 +13,28 @@ uint64_t sat_add(uint64_t a, uint64_t b) {
 }
 }  // namespace
 
+namespace {
+struct ClockInfo {
+  const char* name;
+  const char* description;
+};
+#define SPROF_CLOCK_INFO_(NAME, id, name, description) {name, description},
+constexpr ClockInfo kClocks[] = {SPROF_CLOCKS(SPROF_CLOCK_INFO_)};
+#undef SPROF_CLOCK_INFO_
+static_assert(uint32_t(Clock::kCpu) == SPROF_CLOCK_CPU &&
+                  uint32_t(Clock::kItimer) == SPROF_CLOCK_ITIMER &&
+                  uint32_t(Clock::kPerf) == SPROF_CLOCK_PERF &&
+                  uint32_t(Clock::kWall) == SPROF_CLOCK_WALL,
+              "profile::Clock follows SPROF_CLOCKS");
+static_assert(std::size(kClocks) == SPROF_CLOCK_COUNT);
+}  // namespace
+
 const char* clock_name(Clock c) {
-  switch (c) {
-    case Clock::kCpu:
-      return "cpu";
-    case Clock::kItimer:
-      return "itimer";
-    case Clock::kPerf:
-      return "perf";
-    case Clock::kWall:
-      return "wall";
-  }
-  return "unknown";
+  return uint32_t(c) < SPROF_CLOCK_COUNT ? kClocks[uint32_t(c)].name : "unknown";
+}
+
+const char* clock_description(Clock c) {
+  return uint32_t(c) < SPROF_CLOCK_COUNT ? kClocks[uint32_t(c)].description : "unknown clock";
 }
 
 uint64_t Region::total() const {

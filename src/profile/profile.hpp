@@ -9,7 +9,8 @@
 namespace sprofil::profile {
 
 enum class Clock : uint32_t { kCpu = 0, kItimer = 1, kPerf = 2, kWall = 3 };
-const char* clock_name(Clock c);
+const char* clock_name(Clock c);         // "cpu"
+const char* clock_description(Clock c);  // "per-thread CPU-time timers"
 
 struct Region {
   std::string path;               // object path; "[vdso]" for the vDSO

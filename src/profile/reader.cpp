@@ -290,7 +290,7 @@ bool parse(Source& src, Profile* out, std::string* error) {
     *error = "bad header_size " + num(h.header_size) + " (expected " + num(SPROF_PAGE) + ")";
     return false;
   }
-  if (h.clock > SPROF_CLOCK_WALL) {
+  if (h.clock >= SPROF_CLOCK_COUNT) {
     *error = "bad clock value " + num(h.clock);
     return false;
   }

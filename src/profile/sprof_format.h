@@ -31,13 +31,19 @@
 #define SPROF_F_FINISHED 0x1u /* the end fields were written by a clean exit or stop */
 #define SPROF_F_CHILD 0x2u    /* written by a forked child (FILE.PID) */
 
-/* header.clock */
-enum sprof_clock {
-  SPROF_CLOCK_CPU = 0,    /* per-thread CPU-time timers */
-  SPROF_CLOCK_ITIMER = 1, /* process-wide ITIMER_PROF */
-  SPROF_CLOCK_PERF = 2,   /* per-thread perf_event task clock */
-  SPROF_CLOCK_WALL = 3    /* per-thread wall-clock timers */
-};
+/* header.clock: the one table of sampling clocks. Every layer (the runtime, the public API's
+ * sprofil_clock, the host tools) derives its ids, names and descriptions from this list; the
+ * numbers are on disk and in the public API and must never change.
+ *   X(NAME, id, "name", "description") */
+#define SPROF_CLOCKS(X)                                  \
+  X(CPU, 0, "cpu", "per-thread CPU-time timers")         \
+  X(ITIMER, 1, "itimer", "process-wide ITIMER_PROF")     \
+  X(PERF, 2, "perf", "per-thread perf_event task clock") \
+  X(WALL, 3, "wall", "per-thread wall-clock timers")
+
+#define SPROF_CLOCK_ENUM_(NAME, id, name, description) SPROF_CLOCK_##NAME = id,
+enum sprof_clock { SPROF_CLOCKS(SPROF_CLOCK_ENUM_) SPROF_CLOCK_COUNT };
+#undef SPROF_CLOCK_ENUM_
 
 /* region.flags */
 #define SPROF_R_MAIN 0x1u     /* the main executable */

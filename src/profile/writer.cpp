@@ -1,5 +1,7 @@
 #include "profile/writer.hpp"
 
+#include "profile/output.hpp"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -225,26 +227,8 @@ bool write_profile(const Profile& p, const std::string& path, std::string* error
   uint64_t total = 0;
   if (!plan(p, &layout, &total, error)) return false;
 
-  std::string tmp = path + ".tmp.XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) {
-    *error = std::string("cannot create a temporary file next to it: ") + std::strerror(errno);
-    return false;
-  }
-  // mkstemp makes the file 0600; a profile is as readable as any other output (best effort).
-  if (::fchmod(fd, 0644) != 0) {
-  }
-  bool ok = write_body(fd, p, layout, total, error);
-  if (::close(fd) != 0 && ok) {
-    *error = std::string("close failed: ") + std::strerror(errno);
-    ok = false;
-  }
-  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = std::string("cannot rename the temporary file into place: ") + std::strerror(errno);
-    ok = false;
-  }
-  if (!ok) ::unlink(tmp.c_str());
-  return ok;
+  return write_output(
+      path, [&](int fd, std::string* e) { return write_body(fd, p, layout, total, e); }, error);
 }
 
 }  // namespace sprofil::profile

@@ -2,13 +2,11 @@
 // 1) followed by GMON_TAG_TIME_HIST records covering the main executable's regions in its
 // link-time addresses. Counters are 16-bit; a count above 65535 is spread over several records
 // with the same range, which gprof sums.
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include "profile/sprof_format.h"
-#include "report/report.hpp"
+#include "report/exporter.hpp"
 
 namespace sprofil::report {
 namespace {
@@ -20,8 +18,9 @@ void put(std::string* out, T v) {
 
 }  // namespace
 
-bool write_gmon(const profile::Profile& p, const std::string& path, std::string* error) {
-  std::string out;
+bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* error) {
+  std::string& out = *bytes;
+  out.clear();
   out.append("gmon", 4);
   put<int32_t>(&out, 1);  // GMON_VERSION
   out.append(12, '\0');   // spare
@@ -54,10 +53,30 @@ bool write_gmon(const profile::Profile& p, const std::string& path, std::string*
     }
   }
   if (!any) {
-    if (error != nullptr) *error = path + ": the profile has no main-executable region for gmon";
+    if (error != nullptr) *error = "the profile has no main-executable region for gmon";
     return false;
   }
-  return write_file(path, out, error);
+  return true;
+}
+
+namespace {
+class GmonExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "gmon"; }
+  std::string_view description() const override {
+    return "gmon.out of the main executable for gprof (default file gmon.out)";
+  }
+  std::string_view default_path() const override { return "gmon.out"; }
+  bool needs_table() const override { return false; }
+  bool render(const ExportInput& in, std::string* bytes, std::string* error) const override {
+    return gmon_bytes(in.profile, bytes, error);
+  }
+};
+}  // namespace
+
+const Exporter& gmon_exporter() {
+  static const GmonExporter e;
+  return e;
 }
 
 }  // namespace sprofil::report

@@ -12,7 +12,7 @@
 #include <tuple>
 
 #include "profile.pb.h"
-#include "report/report.hpp"
+#include "report/exporter.hpp"
 
 namespace sprofil::report {
 namespace {
@@ -70,7 +70,7 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
   for (const std::string& a : p.argv) cmd += (cmd.empty() ? "" : " ") + a;
   if (!cmd.empty()) out.add_comment(str.id("command: " + cmd));
 
-  std::vector<Piece> pieces = attribute(p, symbolizer, true);
+  std::vector<Piece> pieces = attribute(p, symbolizer);
 
   // Mappings: one per region with counts.
   std::map<size_t, uint64_t> mapping_of;
@@ -169,15 +169,26 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
   return gz;
 }
 
-bool write_pprof(const profile::Profile& p, symbolize::Symbolizer& symbolizer,
-                 const std::string& path, std::string* error, std::vector<std::string>* warnings) {
-  std::string data = pprof_bytes(p, symbolizer);
-  if (warnings != nullptr) *warnings = symbolizer.take_warnings();
-  if (data.empty()) {
-    if (error != nullptr) *error = path + ": cannot compress the pprof profile";
-    return false;
+namespace {
+class PprofExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "pprof"; }
+  std::string_view description() const override {
+    return "gzipped profile.proto for go tool pprof (default file sprofil.pb.gz)";
   }
-  return write_file(path, data, error);
+  std::string_view default_path() const override { return "sprofil.pb.gz"; }
+  bool needs_table() const override { return false; }
+  bool render(const ExportInput& in, std::string* bytes, std::string* error) const override {
+    *bytes = pprof_bytes(in.profile, in.symbolizer);
+    if (bytes->empty()) *error = "cannot compress the pprof profile";
+    return !bytes->empty();
+  }
+};
+}  // namespace
+
+const Exporter& pprof_exporter() {
+  static const PprofExporter e;
+  return e;
 }
 
 }  // namespace sprofil::report

@@ -8,7 +8,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <string_view>
@@ -20,10 +20,8 @@
 namespace sprofil::report {
 
 enum class By { kFunction, kLine, kObject, kAddress };
-enum class Format { kText, kJson, kCsv, kPprof, kGmon, kFolded };
 
 bool parse_by(const std::string& s, By* out);
-bool parse_format(const std::string& s, Format* out);
 const char* by_name(By by);
 
 struct Options {
@@ -32,8 +30,9 @@ struct Options {
   std::string object;          // keep rows whose object basename contains this; "" = all
   size_t limit = 0;            // at most this many rows; 0 = all
   double min_percent = 0;      // drop rows below this percentage
-  bool progress = true;        // progress on stderr when it is a terminal
-  std::string source;          // the profile's file name, for headers and errors
+  // Called as symbolization proceeds: objects done, objects in all, the current object.
+  std::function<void(size_t done, size_t total, const std::string& object)> progress;
+  std::string source;  // the profile's file name, for headers and errors
 };
 
 // The 95% (z = 1.96) Wilson score interval of x successes in n trials, as fractions 0..1.
@@ -55,7 +54,7 @@ struct Piece {
 // Splits every non-zero bin over the functions it covers. The overflow is one piece with
 // region == SIZE_MAX. Opens only objects with non-zero counts.
 std::vector<Piece> attribute(const profile::Profile& p, symbolize::Symbolizer& sym,
-                             bool progress = false);
+                             const Options& opts = {});
 
 struct Row {
   std::string name;         // function (demangled), object basename, or "[outside any object]"
@@ -81,33 +80,26 @@ struct Table {
 
 Table aggregate(const profile::Profile& p, symbolize::Symbolizer& sym, const Options& opts);
 
+// The formats' writers, also used directly by tests (exporter.hpp lists the formats).
 void write_text(const profile::Profile& p, const Table& t, const Options& opts, std::ostream& out);
 void write_json(const profile::Profile& p, const Table& t, const Options& opts, std::ostream& out);
 void write_csv(const Table& t, std::ostream& out);
 // `object;function count` lines (integer counts, rounded so that they sum to the total of
 // the rows shown); with --by line, `object;function;file:line count`.
 void write_folded(const Table& t, std::ostream& out);
-
-// Gzipped perftools.profiles.Profile (go tool pprof).
-bool write_pprof(const profile::Profile& p, symbolize::Symbolizer& sym, const std::string& path,
-                 std::string* error, std::vector<std::string>* warnings = nullptr);
-std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym);  // gzipped
-
+// Gzipped perftools.profiles.Profile (go tool pprof); empty if compression failed.
+std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym);
 // gmon.out (GNU gprof) of the main executable's regions: link-time addresses, several
-// identical-range histogram records when a count exceeds 65535.
-bool write_gmon(const profile::Profile& p, const std::string& path, std::string* error);
+// identical-range histogram records when a count exceeds 65535. False if there is nothing.
+bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* error);
 
-// Writes bytes to path (truncating it); on failure sets *error to "PATH: cannot write: why".
-bool write_file(const std::string& path, std::string_view bytes, std::string* error);
-
-// Everything `sprofil report` does after reading: aggregates and writes `format` to
-// `out_path` ("" or "-" = stdout; pprof defaults to sprofil.pb.gz and gmon to gmon.out).
-// Warnings go to stderr. Errors name the file.
-bool write_report(const profile::Profile& p, Format format, const Options& opts,
-                  const std::string& out_path, std::string* error);
-
-// A text flat profile of `p` on `out` (what `sprofil record` prints at the end).
-bool print_report(const profile::Profile& p, std::FILE* out, const Options& opts = {},
-                  std::string* error = nullptr);
+class Exporter;
+// Everything `sprofil report` does after reading: aggregates if the format needs rows, renders
+// and writes to `out_path` ("" = the format's default: stdout, or a file for pprof and gmon;
+// "-" = stdout) through profile::write_output. Warnings (symbolization) are returned, not
+// printed. Errors name the file.
+bool write_report(const profile::Profile& p, const Exporter& format, const Options& opts,
+                  const std::string& out_path, std::vector<std::string>* warnings,
+                  std::string* error);
 
 }  // namespace sprofil::report

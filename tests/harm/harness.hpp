@@ -23,7 +23,7 @@ struct Outcome {
   int status = -1;
   std::string out, err;
   std::map<std::string, std::string> files;  // name -> contents ("<dir>", "-> target" for links)
-  std::string profile;                        // the profile written ("" for a native run)
+  std::string profile;                       // the profile written ("" for a native run)
 };
 
 // stderr without the lines sprofil itself writes (the tool's and the agent's).
@@ -88,8 +88,10 @@ inline Outcome run_once(const std::string& clock, const Args& argv,
     // Keep the profile past the scratch directory's end: copy it into memory as a path check.
     profile::Profile p;
     std::string why;
-    if (!profile::read_profile(o.profile, &p, &why)) o.profile = "unreadable: " + why;
-    else o.profile = "ok";
+    if (!profile::read_profile(o.profile, &p, &why))
+      o.profile = "unreadable: " + why;
+    else
+      o.profile = "ok";
   }
   return o;
 }

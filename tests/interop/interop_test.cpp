@@ -12,7 +12,7 @@
 #include <regex>
 #include <sstream>
 
-#include "report/report.hpp"
+#include "report/exporter.hpp"
 #include "test_util.hpp"
 
 #ifdef SPROFIL_HAVE_WRITER
@@ -98,7 +98,7 @@ void check_gprof(const std::string& prog) {
   std::string dir = temp_dir("gprof");
   std::string gmon = dir + "/gmon.out";
   std::string err;
-  ASSERT_TRUE(report::write_gmon(p, gmon, &err)) << err;
+  ASSERT_TRUE(report::write_report(p, report::gmon_exporter(), {}, gmon, nullptr, &err)) << err;
   int status = 0;
   std::string out = testing::run("gprof -b -p '" + prog + "' '" + gmon + "' 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
@@ -138,9 +138,8 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
   profile::Profile p = make_profile(PROG_PIE);
   std::string dir = temp_dir("pprof");
   std::string file = dir + "/profile.pb.gz";
-  symbolize::Symbolizer sym;
   std::string err;
-  ASSERT_TRUE(report::write_pprof(p, sym, file, &err)) << err;
+  ASSERT_TRUE(report::write_report(p, report::pprof_exporter(), {}, file, nullptr, &err)) << err;
   std::string env = "HOME='" + dir + "' GOPATH='" + dir + "/gopath' GOCACHE='" + dir +
                     "/gocache' GOFLAGS=-mod=mod PPROF_TMPDIR='" + dir + "' ";
   int status = 0;

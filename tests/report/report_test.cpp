@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "report/report.hpp"
+#include "report/exporter.hpp"
 #include "symbolize/symbolize.hpp"
 #include "test_util.hpp"
 
@@ -455,7 +455,7 @@ TEST(Report, GmonRecordsSplitLargeCounts) {
   p.regions.push_back(r);
   std::string path = ::testing::TempDir() + "/report_gmon.out";
   std::string err;
-  ASSERT_TRUE(report::write_gmon(p, path, &err)) << err;
+  ASSERT_TRUE(report::write_report(p, report::gmon_exporter(), {}, path, nullptr, &err)) << err;
   std::string g = testing::read_file(path);
   ASSERT_GE(g.size(), 20u);
   EXPECT_EQ(g.substr(0, 4), "gmon");
@@ -489,7 +489,7 @@ TEST(Report, GmonRecordsSplitLargeCounts) {
   EXPECT_EQ(sum, 70000u);
   std::string none_err;
   profile::Profile empty = testing::base_profile(kTick);
-  EXPECT_FALSE(report::write_gmon(empty, path, &none_err));
+  EXPECT_FALSE(report::write_report(empty, report::gmon_exporter(), {}, path, nullptr, &none_err));
   EXPECT_NE(none_err.find(path), std::string::npos);
 }
 

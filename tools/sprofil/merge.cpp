@@ -19,43 +19,39 @@ struct MergeOptions {
   std::vector<std::string> inputs;
 };
 
-void fail(const std::string& file, const std::string& problem) {
+int fail(const std::string& file, const std::string& problem) {
   std::fprintf(stderr, "sprofil merge: %s: %s\n", file.c_str(), problem.c_str());
-  set_exit_code(1);
+  return 1;
 }
 
-void run_merge(const MergeOptions& o) {
+int run_merge(const MergeOptions& o) {
   std::vector<profile::Profile> profiles(o.inputs.size());
   bool ok = true;
   for (size_t i = 0; i < o.inputs.size(); ++i) {
     std::string error;
-    if (!profile::read_profile(o.inputs[i], &profiles[i], &error)) {
-      fail(o.inputs[i], error);
-      ok = false;
-    }
+    if (!profile::read_profile(o.inputs[i], &profiles[i], &error))
+      ok = fail(o.inputs[i], error) == 0;
   }
-  if (!ok) return;
+  if (!ok) return 1;
   profile::Profile merged;
   std::string error;
   size_t bad = 0;
   if (!profile::merge_profiles(profiles, &merged, &error, &bad)) {
-    fail(bad < o.inputs.size() ? o.inputs[bad] : o.output, error);
-    return;
+    return fail(bad < o.inputs.size() ? o.inputs[bad] : o.output, error);
   }
-  if (!profile::write_profile(merged, o.output, &error)) fail(o.output, error);
+  if (!profile::write_profile(merged, o.output, &error)) return fail(o.output, error);
+  return 0;
 }
 
 }  // namespace
 
-void register_merge(CLI::App& app) {
+Run setup_merge(CLI::App& sub) {
   auto opt = std::make_shared<MergeOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "merge", "Sum profiles of the same program (runs, fork children) into one file");
-  sub->add_option("-o,--output", opt->output, "The merged profile to write")->required();
-  sub->add_option("profiles", opt->inputs, "Profiles to merge (.sprof)")
+  sub.add_option("-o,--output", opt->output, "The merged profile to write")->required();
+  sub.add_option("profiles", opt->inputs, "Profiles to merge (.sprof)")
       ->required()
       ->expected(1, -1);
-  sub->callback([opt] { run_merge(*opt); });
+  return [opt] { return run_merge(*opt); };
 }
 
 }  // namespace sprofil::tool

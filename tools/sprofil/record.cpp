@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "profile/profile.hpp"
 #include "profile/sprof_format.h"
 #include "subcommands.hpp"
 
@@ -28,11 +29,6 @@ struct RecordOptions {
   std::string output = "sprofil.data";
   std::vector<std::string> command;
 };
-
-const char* clock_name(uint32_t c) {
-  static const char* const names[] = {"cpu", "itimer", "perf", "wall"};
-  return c < 4 ? names[c] : "unknown";
-}
 
 bool file_exists(const std::string& p) {
   return access(p.c_str(), R_OK) == 0;
@@ -160,8 +156,8 @@ int run(const RecordOptions& o) {
   }
   if (read_tallies(out, &h)) {
     fprintf(stderr, "sprofil record: wrote %s: %llu samples (%s clock, %u Hz requested)\n",
-            out.c_str(), static_cast<unsigned long long>(h.delivered), clock_name(h.clock),
-            h.requested_hz);
+            out.c_str(), static_cast<unsigned long long>(h.delivered),
+            profile::clock_name(profile::Clock(h.clock)), h.requested_hz);
   } else if (code != 127) {
     fprintf(stderr, "sprofil record: no profile was written to %s\n", out.c_str());
   }
@@ -170,23 +166,20 @@ int run(const RecordOptions& o) {
 
 }  // namespace
 
-void register_record(CLI::App& app) {
-  static RecordOptions opts;
-  CLI::App* sub = app.add_subcommand("record",
-                                     "Run a command and profile it (all threads, "
-                                     "shared libraries, dlopen'd code)");
-  sub->add_option("-F,--frequency", opts.hz, "Samples per second and thread")
+Run setup_record(CLI::App& sub) {
+  auto opts = std::make_shared<RecordOptions>();
+  sub.add_option("-F,--frequency", opts->hz, "Samples per second and thread")
       ->check(CLI::Range(1u, 1000000u));
-  sub->add_option("--clock", opts.clock,
-                  "Sampling clock: auto (perf where allowed, else cpu), perf (per-thread perf "
-                  "event on the task clock), cpu (per-thread CPU-time timers), itimer (process "
-                  "ITIMER_PROF) or wall (per-thread wall clock: on- and off-CPU time)")
+  sub.add_option("--clock", opts->clock,
+                 "Sampling clock: auto (perf where allowed, else cpu), perf (per-thread perf "
+                 "event on the task clock), cpu (per-thread CPU-time timers), itimer (process "
+                 "ITIMER_PROF) or wall (per-thread wall clock: on- and off-CPU time)")
       ->check(CLI::IsMember({"auto", "perf", "cpu", "itimer", "wall"}))
       ->capture_default_str();
-  sub->add_option("-o,--output", opts.output, "Profile file to write")->capture_default_str();
-  sub->add_option("command", opts.command, "The command and its arguments")->required();
-  sub->prefix_command();
-  sub->callback([] { set_exit_code(run(opts)); });
+  sub.add_option("-o,--output", opts->output, "Profile file to write")->capture_default_str();
+  sub.add_option("command", opts->command, "The command and its arguments")->required();
+  sub.prefix_command();
+  return [opts] { return run(*opts); };
 }
 
 }  // namespace sprofil::tool

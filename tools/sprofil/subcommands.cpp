@@ -1,26 +1,16 @@
 #include "subcommands.hpp"
 
 namespace sprofil::tool {
-namespace {
-int g_exit_code = 0;
-}
 
-// Subcommands register through these hooks; each is defined in its own file when present.
-void register_record(CLI::App& app) __attribute__((weak));
-void register_report(CLI::App& app) __attribute__((weak));
-void register_merge(CLI::App& app) __attribute__((weak));
-
-void register_subcommands(CLI::App& app) {
-  if (register_record) register_record(app);
-  if (register_report) register_report(app);
-  if (register_merge) register_merge(app);
-}
-
-int exit_code() {
-  return g_exit_code;
-}
-void set_exit_code(int code) {
-  g_exit_code = code;
+std::span<const Subcommand> subcommands() {
+  static const Subcommand kAll[] = {
+      {"record", "Run a command and profile it (all threads, shared libraries, dlopen'd code)",
+       setup_record},
+      {"report", "Print or export a report of a .sprof profile", setup_report},
+      {"merge", "Sum profiles of the same program (runs, fork children) into one file",
+       setup_merge},
+  };
+  return kAll;
 }
 
 }  // namespace sprofil::tool

@@ -1,15 +1,27 @@
-// Subcommand registry for the sprofil tool. Each subcommand file defines a registrar.
+// The subcommands of the sprofil tool. Each lives in a file of its own and is one row of the
+// table in subcommands.cpp: its setup function declares its options on the CLI11 subcommand
+// and returns the function that runs it and returns the exit status.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
+#include <span>
 
 namespace sprofil::tool {
 
-// Adds every subcommand to the app.
-void register_subcommands(CLI::App& app);
+using Run = std::function<int()>;
 
-// The exit status the chosen subcommand set (0 unless it failed).
-int exit_code();
-void set_exit_code(int code);
+struct Subcommand {
+  const char* name;
+  const char* help;
+  Run (*setup)(CLI::App& sub);
+};
+
+// Every subcommand, in the order `sprofil --help` lists them.
+std::span<const Subcommand> subcommands();
+
+Run setup_record(CLI::App& sub);
+Run setup_report(CLI::App& sub);
+Run setup_merge(CLI::App& sub);
 
 }  // namespace sprofil::tool

@@ -1,0 +1,99 @@
+#include "profile/output.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace sprofil::profile {
+namespace {
+
+std::string why(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+mode_t private_mode() {
+  const mode_t mask = ::umask(077);
+  ::umask(mask);
+  return 0600 & ~mask;
+}
+
+bool write_in_place(const std::string& path, const std::function<bool(int, std::string*)>& body,
+                    std::string* error) {
+  // O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of blocking forever.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    *error = errno == ENXIO ? "nobody reads this FIFO" : why("cannot open");
+    return false;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  bool ok = body(fd, error);
+  if (::close(fd) != 0 && ok) {
+    *error = why("close failed");
+    ok = false;
+  }
+  return ok;
+}
+
+}  // namespace
+
+bool write_all(int fd, std::string_view bytes, std::string* error) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *error = why("cannot write");
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+bool write_output(const std::string& path, const std::function<bool(int fd, std::string*)>& body,
+                  std::string* error) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  std::string problem;
+  bool ok;
+  struct stat st;
+  if (path == "-") {
+    ok = body(STDOUT_FILENO, &problem);
+  } else if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      problem = "is a directory";
+      ok = false;
+    } else {
+      ok = write_in_place(path, body, &problem);
+    }
+  } else {
+    std::string tmp = path + ".tmp.XXXXXX";
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0) {
+      *error = path + ": cannot create a temporary file next to it: " + std::strerror(errno);
+      return false;
+    }
+    ok = ::fchmod(fd, private_mode()) == 0 || (problem = why("cannot set its mode"), false);
+    ok = ok && body(fd, &problem);
+    if (::close(fd) != 0 && ok) {
+      problem = why("close failed");
+      ok = false;
+    }
+    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
+      problem = why("cannot rename the new file into place");
+      ok = false;
+    }
+    if (!ok) ::unlink(tmp.c_str());
+  }
+  if (!ok) *error = (path == "-" ? std::string("standard output") : path) + ": " + problem;
+  return ok;
+}
+
+bool write_output(const std::string& path, std::string_view bytes, std::string* error) {
+  return write_output(
+      path, [bytes](int fd, std::string* e) { return write_all(fd, bytes, e); }, error);
+}
+
+}  // namespace sprofil::profile

@@ -1,0 +1,55 @@
+// The CSV report: one line per row, RFC 4180 quoting.
+#include <cstdio>
+#include <sstream>
+
+#include "report/exporter.hpp"
+#include "report/labels.hpp"
+
+namespace sprofil::report {
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void write_csv(const Table& t, std::ostream& out) {
+  out << "samples,percent,ci95_low,ci95_high,seconds,name,object,file,line,address\n";
+  char buf[256];
+  for (const Row& r : t.rows) {
+    std::snprintf(buf, sizeof buf, "%.6g,%.6f,%.6f,%.6f,%.9g,", r.samples, r.percent, r.ci95_lo,
+                  r.ci95_hi, r.seconds);
+    out << buf << csv_field(r.name) << "," << csv_field(r.object) << "," << csv_field(r.file) << ","
+        << (r.line != 0 ? std::to_string(r.line) : std::string()) << ","
+        << (r.address != 0 ? hex_addr(r.address) : std::string()) << "\n";
+  }
+}
+
+namespace {
+class CsvExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "csv"; }
+  std::string_view description() const override { return "one line per row, for spreadsheets"; }
+  bool render(const ExportInput& in, std::string* bytes, std::string*) const override {
+    std::ostringstream s;
+    write_csv(*in.table, s);
+    *bytes = s.str();
+    return true;
+  }
+};
+}  // namespace
+
+const Exporter& csv_exporter() {
+  static const CsvExporter e;
+  return e;
+}
+
+}  // namespace sprofil::report

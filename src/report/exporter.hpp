@@ -1,0 +1,49 @@
+// The output formats of `sprofil report --format NAME`. Each format is one Exporter in a file
+// of its own (text.cpp, json.cpp, csv.cpp, folded.cpp, pprof.cpp, gmon.cpp); exporters.cpp
+// holds the one list of them. A new format is one file and one line in that list.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "report/report.hpp"
+
+namespace sprofil::report {
+
+// What an exporter renders: the profile, a symbolizer, the options, and the aggregated rows
+// when it asked for them.
+struct ExportInput {
+  const profile::Profile& profile;
+  symbolize::Symbolizer& symbolizer;
+  const Options& options;
+  const Table* table;  // null unless needs_table()
+};
+
+class Exporter {
+ public:
+  virtual ~Exporter() = default;
+  virtual std::string_view name() const = 0;         // the --format value
+  virtual std::string_view description() const = 0;  // for --help
+  // Where the output goes when no -o is given; "" = standard output.
+  virtual std::string_view default_path() const { return {}; }
+  // Whether render() needs the rows aggregated by Options::by (ExportInput::table).
+  virtual bool needs_table() const { return true; }
+  // The whole output into *bytes; false with *error naming the problem.
+  virtual bool render(const ExportInput& in, std::string* bytes, std::string* error) const = 0;
+};
+
+// Every format, in the order --help lists them; find_exporter("") is null.
+std::span<const Exporter* const> exporters();
+const Exporter* find_exporter(std::string_view name);
+
+// Each format's exporter, defined in its own file.
+const Exporter& text_exporter();
+const Exporter& json_exporter();
+const Exporter& csv_exporter();
+const Exporter& folded_exporter();
+const Exporter& pprof_exporter();
+const Exporter& gmon_exporter();
+
+}  // namespace sprofil::report

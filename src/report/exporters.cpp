@@ -1,0 +1,43 @@
+// The list of output formats, and write_report(): aggregate if the format needs rows, render,
+// write the output safely.
+#include "profile/output.hpp"
+#include "report/exporter.hpp"
+
+namespace sprofil::report {
+
+std::span<const Exporter* const> exporters() {
+  static const Exporter* const kAll[] = {&text_exporter(),   &json_exporter(),  &csv_exporter(),
+                                         &folded_exporter(), &pprof_exporter(), &gmon_exporter()};
+  return kAll;
+}
+
+const Exporter* find_exporter(std::string_view name) {
+  for (const Exporter* e : exporters())
+    if (e->name() == name) return e;
+  return nullptr;
+}
+
+bool write_report(const profile::Profile& p, const Exporter& format, const Options& opts,
+                  const std::string& out_path, std::vector<std::string>* warnings,
+                  std::string* error) {
+  symbolize::Symbolizer symbolizer;
+  Table table;
+  if (format.needs_table()) table = aggregate(p, symbolizer, opts);
+  std::string bytes;
+  const ExportInput in{p, symbolizer, opts, format.needs_table() ? &table : nullptr};
+  std::string problem;
+  const bool rendered = format.render(in, &bytes, &problem);
+  if (warnings != nullptr) {
+    *warnings = format.needs_table() ? table.warnings : std::vector<std::string>();
+    for (std::string& w : symbolizer.take_warnings()) warnings->push_back(std::move(w));
+  }
+  std::string path = out_path;
+  if (path.empty()) path = format.default_path().empty() ? "-" : std::string(format.default_path());
+  if (!rendered) {
+    if (error != nullptr) *error = (path == "-" ? "standard output" : path) + ": " + problem;
+    return false;
+  }
+  return profile::write_output(path, bytes, error);
+}
+
+}  // namespace sprofil::report

@@ -1,0 +1,70 @@
+// Folded stacks (`object;function count`), the input of flame graph tools.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "report/exporter.hpp"
+#include "report/labels.hpp"
+
+namespace sprofil::report {
+
+void write_folded(const Table& t, std::ostream& out) {
+  // Largest-remainder rounding keeps the sum equal to the rows' (integral) total.
+  std::vector<uint64_t> n(t.rows.size());
+  std::vector<std::pair<double, size_t>> rem;
+  double sum = 0;
+  uint64_t floor_sum = 0;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    double s = t.rows[i].samples;
+    sum += s;
+    n[i] = uint64_t(std::floor(s + 1e-9));
+    floor_sum += n[i];
+    rem.emplace_back(s - double(n[i]), i);
+  }
+  uint64_t target = uint64_t(std::llround(sum));
+  std::stable_sort(rem.begin(), rem.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (size_t k = 0; floor_sum < target && k < rem.size(); ++k, ++floor_sum) ++n[rem[k].second];
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    if (n[i] == 0) continue;
+    const Row& r = t.rows[i];
+    std::string stack;
+    if (r.object.empty()) {
+      stack = r.name;
+    } else if (t.by == By::kObject) {
+      stack = r.object;
+    } else {
+      stack = r.object + ";" + r.name;
+      if (t.by == By::kLine) {
+        for (size_t k = r.frames.size(); k-- > 1;)
+          if (!r.frames[k - 1].function.empty()) stack += ";" + r.frames[k - 1].function;
+        stack += ";" + basename_of(r.file) + ":" + std::to_string(r.line);
+      } else if (t.by == By::kAddress) {
+        stack = r.object + ";" + r.name;
+      }
+    }
+    for (char& c : stack)
+      if (c == '\n') c = '_';
+    out << stack << " " << n[i] << "\n";
+  }
+}
+
+namespace {
+class FoldedExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "folded"; }
+  std::string_view description() const override { return "folded stacks for flame graphs"; }
+  bool render(const ExportInput& in, std::string* bytes, std::string*) const override {
+    std::ostringstream s;
+    write_folded(*in.table, s);
+    *bytes = s.str();
+    return true;
+  }
+};
+}  // namespace
+
+const Exporter& folded_exporter() {
+  static const FoldedExporter e;
+  return e;
+}
+
+}  // namespace sprofil::report
