@@ -3,7 +3,7 @@
 # Idempotent: runs apt-get only when something is missing.
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkgconf g++-12 clang-format
-      libdw-dev libelf-dev zlib1g-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+      libdw-dev libelf-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
       libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
       binutils golang-go linux-perf google-perftools libgoogle-perftools-dev hyperfine)
 missing=()
