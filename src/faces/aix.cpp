@@ -56,8 +56,10 @@ int form2(const aix_prof* p) {
     if (scale == 0 || scale == 1) continue;  // this entry is off
     if (scale == 2) scale = 0;               // every pc of the range onto one counter
     if (e.p_bufsize < 2) continue;
-    if (!faces::scaled_region(lo, scale, 0, 1, e.p_buff, static_cast<uint64_t>(e.p_bufsize) / 2, 2,
-                              engine::Policy::kSaturate, 0, lo, hi, &regs[nregs]))
+    if (!faces::scaled_region(
+            {lo, scale, 0, 1},
+            {e.p_buff, static_cast<uint64_t>(e.p_bufsize) / 2, 2, engine::Policy::kSaturate, 0},
+            &regs[nregs], lo, hi))
       continue;
     ++nregs;
   }
@@ -77,9 +79,9 @@ int form1(unsigned short* buf, int bufsize, uintptr_t offset, unsigned int scale
   if (!util::mapped(buf, static_cast<size_t>(bufsize), true)) return EFAULT;
   engine::Region r;
   const bool one = scale == 2;
-  if (!faces::scaled_region(one ? 0 : offset, one ? 0 : scale, 0, 1, buf,
-                            static_cast<uint64_t>(bufsize) / 2, 2, engine::Policy::kSaturate, 0, 0,
-                            UINTPTR_MAX, &r))
+  if (!faces::scaled_region(
+          {one ? 0 : offset, one ? 0 : scale, 0, 1},
+          {buf, static_cast<uint64_t>(bufsize) / 2, 2, engine::Policy::kSaturate, 0}, &r))
     return 0;
   return faces::apply(faces::Owner::kAix1, &r, 1, nullptr, faces::default_clock());
 }

@@ -22,8 +22,8 @@ extern "C" int bsd_profil(char* samples, size_t size, unsigned long offset, unsi
   // bin = ((pc - offset) / 2) * scale / 65536: halve first (pre_shift 1). 16-bit bins that
   // wrap like the BSD kernel's addupc().
   engine::Region r;
-  if (!faces::scaled_region(offset, scale, 1, 0, samples, size / 2, 2, engine::Policy::kWrap, 0, 0,
-                            UINTPTR_MAX, &r))
+  if (!faces::scaled_region({offset, scale, 1, 0}, {samples, size / 2, 2, engine::Policy::kWrap, 0},
+                            &r))
     return faces::fail(EINVAL);
   if (int e = faces::apply(faces::Owner::kBsd, &r, 1, nullptr, faces::default_clock()))
     return faces::fail(e);

@@ -59,21 +59,23 @@ void disable() {
   g_owner = Owner::kNone;
 }
 
-bool scaled_region(uintptr_t offset, uint64_t scale, uint8_t pre_shift, uint8_t post_shift,
-                   void* base, uint64_t nelems, uint8_t width, engine::Policy policy,
-                   uint64_t limit, uintptr_t clip_lo, uintptr_t clip_hi, engine::Region* out) {
+bool scaled_region(const engine::BinMap& map, const engine::Counters& counters, engine::Region* out,
+                   uintptr_t clip_lo, uintptr_t clip_hi) {
   __extension__ using u128 = unsigned __int128;
   engine::Region r;
-  r.counters = engine::Counters{base, nelems, width, policy, limit};
-  r.map = engine::BinMap{offset, scale, pre_shift, post_shift};
+  r.counters = counters;
+  r.map = map;
+  const uintptr_t offset = map.base;
+  const uint64_t scale = map.scale;
+  const uint64_t nelems = counters.nelems;
   if (nelems == 0 || clip_hi <= clip_lo) return false;
   uintptr_t lo = clip_lo > offset ? clip_lo : offset;
   u128 end = static_cast<u128>(clip_hi);  // exclusive
   if (scale != 0) {
     // index < nelems  <=>  (pc - offset) >> pre_shift <= q, with q below.
-    const u128 bound = (static_cast<u128>(nelems) << post_shift) << 16;
+    const u128 bound = (static_cast<u128>(nelems) << map.post_shift) << 16;
     const u128 q = (bound - 1) / scale;
-    const u128 span = (q + 1) << pre_shift;
+    const u128 span = (q + 1) << map.pre_shift;
     const u128 span_end = static_cast<u128>(offset) + span;
     if (span_end < end) end = span_end;
   }

@@ -43,12 +43,11 @@ int apply(Owner who, const engine::Region* regions, size_t n, const engine::Coun
 // Turns face profiling off (the counters keep their values).
 void disable();
 
-// A region for the seeds' scaled formula: element = ((((pc - offset) >> pre_shift) * scale)
-// >> 16) >> post_shift over `nelems` counters of `width` bytes at `base`, clipped to
-// [clip_lo, clip_hi). scale 0 maps every pc of the clip range to element 0. Returns false
-// when no pc maps into the buffer.
-bool scaled_region(uintptr_t offset, uint64_t scale, uint8_t pre_shift, uint8_t post_shift,
-                   void* base, uint64_t nelems, uint8_t width, engine::Policy policy,
-                   uint64_t limit, uintptr_t clip_lo, uintptr_t clip_hi, engine::Region* out);
+// A region for the seeds' scaled formula: element = ((((pc - map.base) >> map.pre_shift) *
+// map.scale) >> 16) >> map.post_shift over `counters`, clipped to [clip_lo, clip_hi) (the
+// whole address space by default). Scale 0 maps every pc of the clip range to element 0.
+// Returns false when no pc maps into the buffer.
+bool scaled_region(const engine::BinMap& map, const engine::Counters& counters, engine::Region* out,
+                   uintptr_t clip_lo = 0, uintptr_t clip_hi = UINTPTR_MAX);
 
 }  // namespace sprofil::faces

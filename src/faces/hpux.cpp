@@ -82,8 +82,9 @@ extern "C" int hpux_sprofil(struct hpux_prof* profp, int profcnt, struct timeval
     have_prev = true;
     if (!util::mapped(p.pr_base, p.pr_size, true)) return faces::fail(EFAULT);
     const uint8_t post = width == 2 ? 1 : width == 4 ? 2 : 3;
-    if (!faces::scaled_region(off, p.pr_scale, 0, post, p.pr_base, p.pr_size / width, width,
-                              engine::Policy::kSaturate, 0, 0, UINTPTR_MAX, &regs[nregs]))
+    if (!faces::scaled_region({off, p.pr_scale, 0, post},
+                              {p.pr_base, p.pr_size / width, width, engine::Policy::kSaturate, 0},
+                              &regs[nregs]))
       continue;
     if (nregs > 0 && regs[nregs].lo <= regs[nregs - 1].last) return faces::fail(EINVAL);
     ++nregs;

@@ -20,8 +20,8 @@ extern "C" int sysv_profil(unsigned short* buff, size_t bufsiz, unsigned long of
   // Counter index = (((pc - offset) * scale) >> 16) / 2. Once a count reaches 32767 the
   // whole profile stops (Policy::kStopAll with limit 32767).
   engine::Region r;
-  if (!faces::scaled_region(offset, scale, 0, 1, buff, bufsiz / 2, 2, engine::Policy::kStopAll,
-                            32767, 0, UINTPTR_MAX, &r))
+  if (!faces::scaled_region({offset, scale, 0, 1},
+                            {buff, bufsiz / 2, 2, engine::Policy::kStopAll, 32767}, &r))
     return faces::fail(EINVAL);
   if (int e = faces::apply(faces::Owner::kSysv, &r, 1, nullptr, faces::default_clock()))
     return faces::fail(e);

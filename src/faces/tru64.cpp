@@ -46,8 +46,9 @@ int extended(const tru64_profil_args* args, unsigned int n, unsigned long flags)
     if (reinterpret_cast<uintptr_t>(p.buffer) % alignof(unsigned int)) return EINVAL;
     if (!p.buffer || nelems > SIZE_MAX / 4 || !util::mapped(p.buffer, nelems * 4, true))
       return EFAULT;
-    if (!faces::scaled_region(off, scale, 0, 2, p.buffer, nelems, 4, engine::Policy::kSaturate, 0,
-                              lo, hi, &regs[nregs]))
+    if (!faces::scaled_region({off, scale, 0, 2},
+                              {p.buffer, nelems, 4, engine::Policy::kSaturate, 0}, &regs[nregs], lo,
+                              hi))
       continue;
     ++nregs;
   }
@@ -64,8 +65,8 @@ int traditional(unsigned short* buf, unsigned int size, uintptr_t offset, unsign
   if (!buf || !util::mapped(buf, size, true)) return EFAULT;
   engine::Region r;
   const bool all_to_first = scale == 2;  // "a non-interrupting clock"
-  if (!faces::scaled_region(all_to_first ? 0 : offset, all_to_first ? 0 : scale, 0, 1, buf,
-                            size / 2, 2, engine::Policy::kSaturate, 0, 0, UINTPTR_MAX, &r))
+  if (!faces::scaled_region({all_to_first ? 0 : offset, all_to_first ? 0 : scale, 0, 1},
+                            {buf, size / 2, 2, engine::Policy::kSaturate, 0}, &r))
     return EINVAL;
   return faces::apply(faces::Owner::kTru64, &r, 1, nullptr, faces::default_clock());
 }
