@@ -189,10 +189,10 @@ TEST_P(ExecdShell, IsNeverKilledByAProfilingSignal) {
   TempDir dir;
   const std::string shell_work =
       "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; '" + kProg + "' burn 0.05; exit 3";
-  for (int k = 0; k < 3; ++k) {
-    Result r = record(dir / ("x" + std::to_string(k) + ".sprof"), {"--clock", clock, "-F", "10000"},
+  for (const char* name : {"x0.sprof", "x1.sprof", "x2.sprof"}) {
+    Result r = record(dir / name, {"--clock", clock, "-F", "10000"},
                       {kProg, "burnexec", "0.05", "sh", "-c", shell_work});
-    EXPECT_EQ(r.status, 3) << "run " << k << ": " << describe(r);
+    EXPECT_EQ(r.status, 3) << name << ": " << describe(r);
   }
 }
 
