@@ -151,7 +151,8 @@ Coverage coverage_of(const profile::Profile& p, uint64_t total_samples) {
 
 std::string label_of(const Row& r, By by, bool short_names) {
   auto shown = [&](const std::string& name) {
-    return printable(short_names ? symbolize::short_name(name) : name);
+    return printable(short_names && name.size() > kShortNameAbove ? symbolize::short_name(name)
+                                                                  : name);
   };
   switch (by) {
     case By::kFunction:

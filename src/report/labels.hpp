@@ -18,9 +18,12 @@ std::string hex_addr(uint64_t a);
 std::string clock_label(profile::Clock c);
 // Whole numbers without decimals, fractional ones (split bins) with two.
 std::string format_samples(double s);
+// With short names (the text report's default), names longer than this lose their parameter
+// lists and template arguments (symbolize::short_name); shorter ones fit a line and are kept.
+constexpr size_t kShortNameAbove = 64;
 // The label of a row in text output: function, object, file:line function, or address (the
-// runtime address, then the object-relative one that addr2line -e OBJECT takes). With
-// `short_names`, C++ names lose parameter lists and template arguments (symbolize::short_name).
+// runtime address, then the object-relative one that addr2line -e OBJECT takes); with
+// `short_names`, names longer than kShortNameAbove are shortened.
 std::string label_of(const Row& r, By by, bool short_names = false);
 
 // For a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8 as \xNN, so

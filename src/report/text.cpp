@@ -54,10 +54,16 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   Coverage cov = coverage_of(p, t.total_samples);
   if (!cov.warning.empty()) out << "warning: " << cov.warning << "\n";
   for (const std::string& w : t.warnings) out << "warning: " << printable(w) << "\n";
+  bool shortened = false;
+  if (opts.short_names && t.by != By::kObject)
+    for (const Row& r : t.rows) {
+      shortened |= r.name.size() > kShortNameAbove;
+      for (const symbolize::Frame& f : r.frames) shortened |= f.function.size() > kShortNameAbove;
+    }
   out << "by " << by_name(t.by) << "; percent and ci95 are % of total samples"
-      << (opts.short_names && t.by != By::kObject
-              ? "; C++ names without parameters and template arguments (--full-names keeps them)"
-              : "")
+      << (shortened ? "; long C++ names without parameters and template arguments (--full-names "
+                      "keeps them)"
+                    : "")
       << "\n\n";
   std::snprintf(buf, sizeof buf, "%12s %7s %17s %10s  %s  %s\n", "samples", "percent",
                 "ci95 low-high", "self s", t.by == By::kObject ? "object" : "function",

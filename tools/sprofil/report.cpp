@@ -74,7 +74,8 @@ Run setup_report(CLI::App& sub) {
   sub.add_flag("--inline", args->inline_frames,
                "With --by line: one row per inline chain, showing the inlined frames' lines");
   sub.add_flag("--full-names", args->full_names,
-               "Text: keep C++ parameter lists and template arguments (JSON/CSV always do)");
+               "Text: keep the parameter lists and template arguments of long C++ names (JSON/CSV "
+               "always do)");
   sub.add_option("--limit", args->limit, "Show at most N rows (0 = all)");
   sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent");
   sub.add_option("--object", args->object, "Only rows of objects whose file name contains NAME");
