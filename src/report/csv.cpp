@@ -21,15 +21,21 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
+// With --by address a last column, vaddr, gives the object-relative (link-time) address that
+// `addr2line -e OBJECT` and objdump take; address is the run-time one (ASLR).
 void write_csv(const Table& t, std::ostream& out) {
-  out << "samples,percent,ci95_low,ci95_high,seconds,name,object,file,line,address\n";
+  const bool by_address = t.by == By::kAddress;
+  out << "samples,percent,ci95_low,ci95_high,seconds,name,object,file,line,address"
+      << (by_address ? ",vaddr" : "") << "\n";
   char buf[256];
   for (const Row& r : t.rows) {
     std::snprintf(buf, sizeof buf, "%.6g,%.6f,%.6f,%.6f,%.9g,", r.samples, r.percent, r.ci95_lo,
                   r.ci95_hi, r.seconds);
     out << buf << csv_field(r.name) << "," << csv_field(r.object) << "," << csv_field(r.file) << ","
         << (r.line != 0 ? std::to_string(r.line) : std::string()) << ","
-        << (r.address != 0 ? hex_addr(r.address) : std::string()) << "\n";
+        << (r.address != 0 ? hex_addr(r.address) : std::string());
+    if (by_address) out << "," << (r.object.empty() ? std::string() : hex_addr(r.vaddr));
+    out << "\n";
   }
 }
 

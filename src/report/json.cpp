@@ -10,38 +10,62 @@ namespace sprofil::report {
 
 using profile::Profile;
 
+namespace {
+
+nlohmann::json strings(const std::vector<std::string>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const std::string& s : v) a.push_back(valid_utf8(s));
+  return a;
+}
+
+}  // namespace
+
+// Strings are made valid UTF-8 (invalid bytes become U+FFFD); numbers are rounded to what the
+// data supports, dropping the binary noise of the last digits: samples (fractional when a bin
+// is split) to 1e-6, rates to 1e-3 Hz, other reals to 12 significant digits.
 void write_json(const Profile& p, const Table& t, const Options& opts, std::ostream& out) {
   nlohmann::json j;
+  const bool wall = p.clock == profile::Clock::kWall;
   j["total_samples"] = t.total_samples;
-  j["tick_seconds"] = t.tick_seconds;
+  j["tick_seconds"] = significant(t.tick_seconds, 12);
   j["units"] =
       "percent and ci95 are percentages (0-100) of total_samples; seconds = samples * "
       "tick_seconds";
+  j["seconds_meaning"] =
+      wall ? "wall-clock seconds of all threads, on- and off-CPU" : "CPU seconds estimated";
+  j["effective_hz_meaning"] = "delivered samples per CPU-second of the process";
   j["by"] = by_name(t.by);
-  j["file"] = opts.source;
-  j["command"] = p.argv;
+  j["file"] = valid_utf8(opts.source);
+  j["command"] = strings(p.argv);
   j["clock"] = profile::clock_name(p.clock);
   j["requested_hz"] = p.requested_hz;
-  j["effective_hz"] = p.effective_hz;
+  j["effective_hz"] = rounded(p.effective_hz, 3);
   j["tick_ns"] = p.tick_ns;
   j["overflow"] = p.overflow;
   j["delivered"] = p.delivered;
   j["lost"] = p.lost;
-  j["cpu_seconds"] = double(p.cpu_ns) / 1e9;
+  j["cpu_seconds"] = significant(double(p.cpu_ns) / 1e9, 12);
   j["finished"] = (p.flags & SPROF_F_FINISHED) != 0;
-  j["warnings"] = t.warnings;
+  // samples x tick / cpu_seconds for CPU clocks (null for the wall clock or without cpu_ns);
+  // coverage_warning is set when the samples fall far below the process's CPU time.
+  Coverage cov = coverage_of(p, t.total_samples);
+  j["coverage"] = cov.known ? nlohmann::json(rounded(cov.ratio, 4)) : nlohmann::json(nullptr);
+  if (!cov.warning.empty()) j["coverage_warning"] = cov.warning;
+  j["warnings"] = strings(t.warnings);
   nlohmann::json rows = nlohmann::json::array();
   for (const Row& r : t.rows) {
     nlohmann::json row;
-    row["name"] = r.name;
-    row["object"] = r.object;
-    row["samples"] = r.samples;
-    row["percent"] = r.percent;
-    row["ci95"] = {r.ci95_lo, r.ci95_hi};
-    row["seconds"] = r.seconds;
-    if (!r.object_path.empty()) row["object_path"] = r.object_path;
+    row["name"] = valid_utf8(r.name);
+    if (!r.aliases.empty()) row["aliases"] = strings(r.aliases);
+    row["object"] = valid_utf8(r.object);
+    const double samples = rounded(r.samples, 6);
+    row["samples"] = samples;
+    row["percent"] = significant(r.percent, 12);
+    row["ci95"] = {significant(r.ci95_lo, 12), significant(r.ci95_hi, 12)};
+    row["seconds"] = significant(samples * t.tick_seconds, 12);
+    if (!r.object_path.empty()) row["object_path"] = valid_utf8(r.object_path);
     if (t.by == By::kLine || t.by == By::kAddress) {
-      row["file"] = r.file;
+      row["file"] = valid_utf8(r.file);
       row["line"] = r.line;
     }
     if (t.by == By::kAddress) {
@@ -51,13 +75,15 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
     if (!r.frames.empty()) {
       nlohmann::json frames = nlohmann::json::array();
       for (const symbolize::Frame& f : r.frames)
-        frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}});
+        frames.push_back(
+            {{"function", valid_utf8(f.function)}, {"file", valid_utf8(f.file)}, {"line", f.line}});
       row["inlined"] = frames;
     }
     rows.push_back(std::move(row));
   }
   j["rows"] = std::move(rows);
-  out << j.dump(2) << "\n";
+  // Every string is valid UTF-8 already; `replace` is the last guard against an exception.
+  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 namespace {

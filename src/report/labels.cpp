@@ -3,6 +3,9 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+
+#include "symbolize/symbolize.hpp"
 
 namespace sprofil::report {
 
@@ -39,26 +42,140 @@ std::string format_samples(double s) {
   return buf;
 }
 
-std::string label_of(const Row& r, By by) {
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i], or 0 (overlong forms, surrogates and code
+// points above U+10FFFF are invalid).
+size_t utf8_length(const std::string& s, size_t i) {
+  auto b = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+  unsigned c = b(i);
+  auto cont = [&](size_t k) { return (b(k) & 0xC0) == 0x80; };
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    unsigned c1 = b(i + 1);
+    if (c == 0xE0 && c1 < 0xA0) return 0;
+    if (c == 0xED && c1 > 0x9F) return 0;
+    return cont(i + 1) && cont(i + 2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    unsigned c1 = b(i + 1);
+    if (c == 0xF0 && c1 < 0x90) return 0;
+    if (c == 0xF4 && c1 > 0x8F) return 0;
+    return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
+std::string escaped_byte(unsigned char c) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02x", c);
+  return buf;
+}
+
+}  // namespace
+
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_length(s, i);
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    bool c1 = n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0;
+    if (n == 0 || c < 0x20 || c == 0x7F || c1) {
+      out += escaped_byte(c);
+      if (c1) out += escaped_byte(static_cast<unsigned char>(s[i + 1]));
+      i += c1 ? 2 : 1;
+      continue;
+    }
+    out.append(s, i, n);
+    i += n;
+  }
+  return out;
+}
+
+std::string valid_utf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_length(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+      continue;
+    }
+    out.append(s, i, n);
+    i += n;
+  }
+  return out;
+}
+
+std::string count_of(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+double rounded(double x, int digits) {
+  if (!std::isfinite(x)) return x;
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return std::strtod(buf, nullptr);
+}
+
+double significant(double x, int digits) {
+  if (!std::isfinite(x)) return x;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+  return std::strtod(buf, nullptr);
+}
+
+Coverage coverage_of(const profile::Profile& p, uint64_t total_samples) {
+  Coverage c;
+  if (p.clock == profile::Clock::kWall || p.cpu_ns == 0 || p.tick_ns == 0) return c;
+  c.known = true;
+  double sampled_ns = double(total_samples) * double(p.tick_ns);
+  c.ratio = sampled_ns / double(p.cpu_ns);
+  // Far below: under half the CPU time, and enough CPU time for 20 ticks, so that the few
+  // ticks of a short run (and a tick's quantisation) do not warn.
+  if (c.ratio < 0.5 && double(p.cpu_ns) >= 20.0 * double(p.tick_ns)) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "the samples cover only %.1f%% of the process CPU time (%s x %.6g ms = %.3f s "
+                  "of %.3f s): threads that block the profiling signal, or a program that "
+                  "took over the signal or the clock, were not sampled",
+                  100.0 * c.ratio, count_of(total_samples, "sample", "samples").c_str(),
+                  double(p.tick_ns) / 1e6, sampled_ns / 1e9, double(p.cpu_ns) / 1e9);
+    c.warning = buf;
+  }
+  return c;
+}
+
+std::string label_of(const Row& r, By by, bool short_names) {
+  auto shown = [&](const std::string& name) {
+    return printable(short_names && name.size() > kShortNameAbove ? symbolize::short_name(name)
+                                                                  : name);
+  };
   switch (by) {
     case By::kFunction:
+      return shown(r.name);
     case By::kObject:
-      return r.name;
+      return printable(r.name);
     case By::kLine: {
       std::string s =
-          (r.file.empty() ? std::string("??") : basename_of(r.file)) + ":" +
+          printable(r.file.empty() ? std::string("??") : basename_of(r.file)) + ":" +
           std::to_string(r.line) + " " +
-          (!r.frames.empty() && !r.frames[0].function.empty() ? r.frames[0].function : r.name);
+          shown(!r.frames.empty() && !r.frames[0].function.empty() ? r.frames[0].function : r.name);
       for (size_t i = 1; i < r.frames.size(); ++i) {
         s += " <- " +
-             (r.frames[i].file.empty() ? std::string("??") : basename_of(r.frames[i].file)) + ":" +
-             std::to_string(r.frames[i].line);
-        if (!r.frames[i].function.empty()) s += " " + r.frames[i].function;
+             printable(r.frames[i].file.empty() ? std::string("??")
+                                                : basename_of(r.frames[i].file)) +
+             ":" + std::to_string(r.frames[i].line);
+        if (!r.frames[i].function.empty()) s += " " + shown(r.frames[i].function);
       }
       return s;
     }
     case By::kAddress:
-      return hex_addr(r.address) + " " + r.name;
+      if (r.object.empty()) return hex_addr(r.address) + " " + shown(r.name);
+      return hex_addr(r.address) + " (" + hex_addr(r.vaddr) + " in object) " + shown(r.name);
   }
   return r.name;
 }

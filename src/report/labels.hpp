@@ -18,7 +18,34 @@ std::string hex_addr(uint64_t a);
 std::string clock_label(profile::Clock c);
 // Whole numbers without decimals, fractional ones (split bins) with two.
 std::string format_samples(double s);
-// The label of a row in text output: function, object, file:line function, or address.
-std::string label_of(const Row& r, By by);
+// With short names (the text report's default), names longer than this lose their parameter
+// lists and template arguments (symbolize::short_name); shorter ones fit a line and are kept.
+constexpr size_t kShortNameAbove = 64;
+// The label of a row in text output: function, object, file:line function, or address (the
+// runtime address, then the object-relative one that addr2line -e OBJECT takes); with
+// `short_names`, names longer than kShortNameAbove are shortened.
+std::string label_of(const Row& r, By by, bool short_names = false);
+
+// For a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8 as \xNN, so
+// that a command line, path or symbol cannot move the cursor or recolour the screen.
+std::string printable(const std::string& s);
+// Valid UTF-8 for JSON and protobuf strings: every byte that is not part of a valid UTF-8
+// sequence becomes U+FFFD.
+std::string valid_utf8(const std::string& s);
+// "1 sample", "2 samples".
+std::string count_of(uint64_t n, const char* one, const char* many);
+// `x` rounded to `digits` decimals, or to `digits` significant digits, so that JSON prints
+// 0.576 and not 0.5760000000000001.
+double rounded(double x, int digits);
+double significant(double x, int digits);
+
+// Whether the samples account for the process's CPU time (CPU clocks only; the wall clock
+// also samples time off the CPU). ratio = samples x tick / cpu_ns.
+struct Coverage {
+  bool known = false;  // a CPU clock with cpu_ns recorded
+  double ratio = 0;
+  std::string warning;  // non-empty when the samples fall far below the CPU time
+};
+Coverage coverage_of(const profile::Profile& p, uint64_t total_samples);
 
 }  // namespace sprofil::report

@@ -13,6 +13,7 @@
 
 #include "profile.pb.h"
 #include "report/exporter.hpp"
+#include "report/labels.hpp"
 
 namespace sprofil::report {
 namespace {
@@ -22,7 +23,9 @@ namespace pb = perftools::profiles;
 class Strings {
  public:
   explicit Strings(pb::Profile* p) : p_(p) { id(""); }
-  int64_t id(const std::string& s) {
+  // Protobuf strings must be UTF-8: invalid bytes become U+FFFD.
+  int64_t id(const std::string& raw) {
+    std::string s = valid_utf8(raw);
     auto [it, inserted] = ids_.emplace(s, int64_t(ids_.size()));
     if (inserted) p_->add_string_table(s);
     return it->second;

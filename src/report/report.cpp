@@ -176,6 +176,7 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
       }
     }
     auto [it, inserted] = index.emplace(key, t.rows.size());
+    if (inserted && pc.sym != nullptr && opts.by != By::kObject) row.aliases = pc.sym->aliases;
     if (inserted) t.rows.push_back(std::move(row));
     t.rows[it->second].samples += pc.samples;
   }

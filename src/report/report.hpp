@@ -29,6 +29,7 @@ struct Options {
   bool inline_frames = false;  // --by line: one row per inline chain, listing every frame
   std::string object;          // keep rows whose object basename contains this; "" = all
   size_t limit = 0;            // at most this many rows; 0 = all
+  bool short_names = false;    // text: C++ names without parameters and template arguments
   double min_percent = 0;      // drop rows below this percentage
   // Called as symbolization proceeds: objects done, objects in all, the current object.
   std::function<void(size_t done, size_t total, const std::string& object)> progress;
@@ -57,10 +58,11 @@ std::vector<Piece> attribute(const profile::Profile& p, symbolize::Symbolizer& s
                              const Options& opts = {});
 
 struct Row {
-  std::string name;         // function (demangled), object basename, or "[outside any object]"
-  std::string object;       // object basename ("" for the overflow)
-  std::string object_path;  // full path
-  std::string file;         // --by line / address: innermost frame's source file
+  std::string name;  // function (demangled), object basename, or "[outside any object]"
+  std::vector<std::string> aliases;  // the function's other names at its address (JSON)
+  std::string object;                // object basename ("" for the overflow)
+  std::string object_path;           // full path
+  std::string file;                  // --by line / address: innermost frame's source file
   int line = 0;
   uint64_t address = 0;                  // --by address: runtime address; 0 otherwise
   uint64_t vaddr = 0;                    // --by address: link-time address

@@ -14,12 +14,19 @@ using profile::Profile;
 
 void write_text(const Profile& p, const Table& t, const Options& opts, std::ostream& out) {
   char buf[512];
-  out << "sprofil flat profile" << (opts.source.empty() ? "" : " of " + opts.source) << "\n";
-  out << "command:        " << command_of(p) << "\n";
+  const bool wall = p.clock == profile::Clock::kWall;
+  out << "sprofil flat profile" << (opts.source.empty() ? "" : " of " + printable(opts.source))
+      << "\n";
+  out << "command:        " << printable(command_of(p)) << "\n";
   out << "clock:          " << clock_label(p.clock) << "\n";
   std::string effective = "unknown";
   if (p.effective_hz > 0) {
-    std::snprintf(buf, sizeof buf, "%.1f Hz", p.effective_hz);
+    // The rate is delivered samples per CPU-second; the wall clock is requested per
+    // thread-second, on and off the CPU, so its rate per CPU-second exceeds the request.
+    std::snprintf(buf, sizeof buf, "%.1f Hz per CPU-second%s", p.effective_hz,
+                  wall ? " (the wall clock ticks per thread-second, on- and off-CPU, so this "
+                         "exceeds the request when threads wait)"
+                       : "");
     effective = buf;
   }
   std::snprintf(buf, sizeof buf, "rate:           requested %u Hz, effective %s\n", p.requested_hz,
@@ -27,12 +34,12 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   out << buf;
   std::snprintf(buf, sizeof buf, "tick:           %.6g ms per sample\n", double(p.tick_ns) / 1e6);
   out << buf;
-  std::snprintf(buf, sizeof buf, "total samples:  %" PRIu64 " (%.3f CPU seconds estimated)\n",
-                t.total_samples, double(t.total_samples) * t.tick_seconds);
+  std::snprintf(
+      buf, sizeof buf, "total samples:  %" PRIu64 " (%.3f %s)\n", t.total_samples,
+      double(t.total_samples) * t.tick_seconds,
+      wall ? "wall-clock seconds of all threads, on- and off-CPU" : "CPU seconds estimated");
   out << buf;
-  std::snprintf(buf, sizeof buf, "overflow:       %" PRIu64 " samples outside any object\n",
-                p.overflow);
-  out << buf;
+  out << "overflow:       " << count_of(p.overflow, "sample", "samples") << " outside any object\n";
   std::snprintf(buf, sizeof buf,
                 "delivered:      %" PRIu64 " delivered, %" PRIu64 " counted, %" PRIu64 " lost\n",
                 p.delivered, p.delivered >= p.lost ? p.delivered - p.lost : 0, p.lost);
@@ -44,8 +51,20 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   if ((p.flags & SPROF_F_FINISHED) == 0)
     out << "warning: the profile did not finish cleanly (crash, kill or still running); "
            "the counts are partial\n";
-  for (const std::string& w : t.warnings) out << "warning: " << w << "\n";
-  out << "by " << by_name(t.by) << "; percent and ci95 are % of total samples\n\n";
+  Coverage cov = coverage_of(p, t.total_samples);
+  if (!cov.warning.empty()) out << "warning: " << cov.warning << "\n";
+  for (const std::string& w : t.warnings) out << "warning: " << printable(w) << "\n";
+  bool shortened = false;
+  if (opts.short_names && t.by != By::kObject)
+    for (const Row& r : t.rows) {
+      shortened |= r.name.size() > kShortNameAbove;
+      for (const symbolize::Frame& f : r.frames) shortened |= f.function.size() > kShortNameAbove;
+    }
+  out << "by " << by_name(t.by) << "; percent and ci95 are % of total samples"
+      << (shortened ? "; long C++ names without parameters and template arguments (--full-names "
+                      "keeps them)"
+                    : "")
+      << "\n\n";
   std::snprintf(buf, sizeof buf, "%12s %7s %17s %10s  %s  %s\n", "samples", "percent",
                 "ci95 low-high", "self s", t.by == By::kObject ? "object" : "function",
                 t.by == By::kObject ? "" : "object");
@@ -55,8 +74,8 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
     std::snprintf(ci, sizeof ci, "%.2f-%.2f", r.ci95_lo, r.ci95_hi);
     std::snprintf(buf, sizeof buf, "%12s %7.2f %17s %10.3f  ", format_samples(r.samples).c_str(),
                   r.percent, ci, r.seconds);
-    out << buf << label_of(r, t.by);
-    if (t.by != By::kObject && !r.object.empty()) out << "  " << r.object;
+    out << buf << label_of(r, t.by, opts.short_names);
+    if (t.by != By::kObject && !r.object.empty()) out << "  " << printable(r.object);
     out << "\n";
   }
 }

@@ -2,15 +2,23 @@
 
 #include <cxxabi.h>
 #include <dwarf.h>
+#include <elf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <link.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 
 #ifdef SPROFIL_HAVE_DEBUGINFOD
 #include <elfutils/debuginfod.h>
@@ -47,7 +55,253 @@ int binding_rank(unsigned char bind) {
   }
 }
 
+size_t leading_underscores(const std::string& s) {
+  size_t n = 0;
+  while (n < s.size() && s[n] == '_') ++n;
+  return n;
+}
+
+// A symbol as read, before aliases are merged.
+struct RawSym {
+  std::string raw;
+  uint64_t start = 0, size = 0;
+  uint64_t section_end = 0;  // 0 = unknown
+  int rank = 2;
+};
+
+// perf's choice among symbols at one address (tools/perf/util/symbol.c choose_best_symbol):
+// true if `a` is the better name.
+// 0: a plain name or the default version (name@@VER), 1: a compatibility version (name@VER).
+int version_rank(const std::string& raw) {
+  size_t at = raw.find('@');
+  return at == std::string::npos || raw.compare(at, 2, "@@") == 0 ? 0 : 1;
+}
+
+// The name users call: without a default version suffix (clock_gettime@@GLIBC_2.17).
+std::string without_default_version(const std::string& raw) {
+  size_t at = raw.find("@@");
+  return at == std::string::npos || at == 0 ? raw : raw.substr(0, at);
+}
+
+bool better_name(const RawSym& a, const RawSym& b) {
+  if ((a.size != 0) != (b.size != 0)) return a.size != 0;
+  if (a.rank != b.rank) return a.rank < b.rank;
+  // Unlike perf, the current version over a compatibility one: free, not cfree@GLIBC_2.2.5.
+  int va = version_rank(a.raw), vb = version_rank(b.raw);
+  if (va != vb) return va < vb;
+  size_t ua = leading_underscores(a.raw), ub = leading_underscores(b.raw);
+  if (ua != ub) return ua < ub;
+  size_t la = without_default_version(a.raw).size(), lb = without_default_version(b.raw).size();
+  if (la != lb) return la > lb;
+  return a.raw < b.raw;
+}
+
+const char* section_name(Elf* elf, size_t shstrndx, Elf_Scn* scn, GElf_Shdr* sh) {
+  if (gelf_getshdr(scn, sh) == nullptr) return nullptr;
+  return elf_strptr(elf, shstrndx, sh->sh_name);
+}
+
+// Synthetic `callee@plt` symbols for the PLT entries of `elf` (link-time addresses), named by
+// the relocation of the GOT slot each entry jumps through (.rela.plt / .rela.dyn), as perf does.
+// x86-64: every entry of .plt (after PLT0), .plt.sec and .plt.got is decoded for its
+// `jmp *disp(%rip)`; elsewhere the entries of .plt after PLT0 follow .rela.plt in order.
+void plt_symbols(Elf* elf, std::vector<RawSym>* out) {
+  GElf_Ehdr eh;
+  size_t shstrndx = 0;
+  if (elf == nullptr || gelf_getehdr(elf, &eh) == nullptr || elf_getshdrstrndx(elf, &shstrndx) != 0)
+    return;
+  std::map<uint64_t, std::string> slot_name;  // GOT slot -> symbol
+  std::vector<std::string> plt_order;         // .rela.plt's symbols in order
+  struct Plt {
+    std::string name;
+    uint64_t addr, size, entsize;
+    Elf_Data* data;
+  };
+  std::vector<Plt> plts;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    const char* name = section_name(elf, shstrndx, scn, &sh);
+    if (name == nullptr || sh.sh_type == SHT_NOBITS) continue;
+    if (sh.sh_type == SHT_RELA || sh.sh_type == SHT_REL) {
+      Elf_Scn* symscn = elf_getscn(elf, sh.sh_link);
+      GElf_Shdr symsh;
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      Elf_Data* syms = symscn != nullptr ? elf_getdata(symscn, nullptr) : nullptr;
+      if (data == nullptr || syms == nullptr || gelf_getshdr(symscn, &symsh) == nullptr) continue;
+      bool is_plt = std::strcmp(name, ".rela.plt") == 0 || std::strcmp(name, ".rel.plt") == 0;
+      size_t n = sh.sh_entsize != 0 ? sh.sh_size / sh.sh_entsize : 0;
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t offset = 0, info = 0;
+        if (sh.sh_type == SHT_RELA) {
+          GElf_Rela r;
+          if (gelf_getrela(data, int(i), &r) == nullptr) break;
+          offset = r.r_offset;
+          info = r.r_info;
+        } else {
+          GElf_Rel r;
+          if (gelf_getrel(data, int(i), &r) == nullptr) break;
+          offset = r.r_offset;
+          info = r.r_info;
+        }
+        size_t symi = eh.e_ident[EI_CLASS] == ELFCLASS64 ? GELF_R_SYM(info) : ELF32_R_SYM(info);
+        std::string sym;
+        GElf_Sym s;
+        if (symi != 0 && gelf_getsym(syms, int(symi), &s) != nullptr) {
+          const char* sn = elf_strptr(elf, symsh.sh_link, s.st_name);
+          if (sn != nullptr) sym = sn;
+        }
+        if (is_plt) plt_order.push_back(sym);
+        if (!sym.empty()) slot_name.emplace(offset, sym);
+      }
+      continue;
+    }
+    if (std::strcmp(name, ".plt") == 0 || std::strcmp(name, ".plt.sec") == 0 ||
+        std::strcmp(name, ".plt.got") == 0) {
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      if (data == nullptr || data->d_buf == nullptr) continue;
+      uint64_t ent = sh.sh_entsize != 0 ? sh.sh_entsize : 16;
+      plts.push_back(
+          Plt{name, sh.sh_addr, std::min<uint64_t>(sh.sh_size, data->d_size), ent, data});
+    }
+  }
+  auto add = [&](const std::string& callee, uint64_t addr, uint64_t size) {
+    RawSym r;
+    r.raw = callee + "@plt";
+    r.start = addr;
+    r.size = size;
+    r.rank = 0;
+    out->push_back(std::move(r));
+  };
+  for (const Plt& p : plts) {
+    const auto* bytes = static_cast<const unsigned char*>(p.data->d_buf);
+    uint64_t first = p.name == ".plt" ? (eh.e_machine == EM_AARCH64 ? 32 : p.entsize) : 0;
+    for (uint64_t off = first, k = 0; off + p.entsize <= p.size; off += p.entsize, ++k) {
+      std::string callee;
+      if (eh.e_machine == EM_X86_64) {
+        // jmp *disp32(%rip): ff 25, possibly after endbr64 (f3 0f 1e fa) and bnd (f2).
+        for (uint64_t i = off; i + 6 <= off + p.entsize && callee.empty(); ++i) {
+          if (bytes[i] != 0xff || bytes[i + 1] != 0x25) continue;
+          int32_t disp;
+          std::memcpy(&disp, bytes + i + 2, 4);
+          uint64_t slot = p.addr + i + 6 + uint64_t(int64_t(disp));
+          auto it = slot_name.find(slot);
+          if (it != slot_name.end()) callee = it->second;
+          break;
+        }
+      } else if (p.name == ".plt" && k < plt_order.size()) {
+        callee = plt_order[k];
+      }
+      if (!callee.empty()) add(callee, p.addr + off, p.entsize);
+    }
+  }
+}
+
+// This process's vDSO image copied into a memfd (libdwfl reads ELF files from descriptors), or
+// -1 with *why set.
+int vdso_image_fd(std::string* why) {
+  uintptr_t base = getauxval(AT_SYSINFO_EHDR);
+  if (base == 0) {
+    *why = "this process has no vDSO";
+    return -1;
+  }
+  const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(base);
+  if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) {
+    *why = "this process's vDSO is not an ELF image";
+    return -1;
+  }
+  // The image ends with its section headers; its loaded segments are inside it too.
+  uint64_t size = uint64_t(eh->e_shoff) + uint64_t(eh->e_shnum) * eh->e_shentsize;
+  const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(base + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i)
+    if (ph[i].p_type == PT_LOAD) size = std::max<uint64_t>(size, ph[i].p_offset + ph[i].p_filesz);
+  int fd = memfd_create("sprofil-vdso", MFD_CLOEXEC);
+  if (fd < 0) {
+    *why = std::string("memfd_create: ") + std::strerror(errno);
+    return -1;
+  }
+  const char* p = reinterpret_cast<const char*>(base);
+  for (uint64_t done = 0; done < size;) {
+    ssize_t n = ::write(fd, p + done, size - done);
+    if (n <= 0) {
+      *why = std::string("cannot copy the vDSO image: ") + std::strerror(errno);
+      ::close(fd);
+      return -1;
+    }
+    done += uint64_t(n);
+  }
+  return fd;
+}
+
 }  // namespace
+
+std::string short_name(const std::string& name) {
+  if (name.find_first_of("(<") == std::string::npos) return name;
+  static const char kAnon[] = "(anonymous namespace)";
+  std::string out;
+  bool params_seen = false;
+  size_t i = 0;
+  auto skip_balanced = [&](size_t at) {
+    int depth = 0;
+    for (size_t k = at; k < name.size(); ++k) {
+      char c = name[k];
+      if (c == '(' || c == '<' || c == '[' || c == '{') ++depth;
+      if (c == ')' || c == '>' || c == ']' || c == '}') --depth;
+      if (depth == 0) return k + 1;
+    }
+    return name.size();
+  };
+  while (i < name.size()) {
+    char c = name[i];
+    if (name.compare(i, sizeof kAnon - 1, kAnon) == 0) {
+      out += kAnon;
+      i += sizeof kAnon - 1;
+      continue;
+    }
+    if (c == '{') {  // {lambda(int)#1}: kept whole
+      size_t e = skip_balanced(i);
+      out.append(name, i, e - i);
+      i = e;
+      continue;
+    }
+    if (name.compare(i, 8, "operator") == 0 &&
+        (i == 0 || name[i - 1] == ':' || name[i - 1] == ' ')) {
+      size_t k = i + 8;
+      if (name.compare(k, 2, "()") == 0) {
+        k += 2;
+      } else if (k < name.size() && name[k] == ' ') {  // operator new, operator bool
+        ++k;
+        while (k < name.size() &&
+               (std::isalnum(static_cast<unsigned char>(name[k])) || name[k] == '_'))
+          ++k;
+        if (name.compare(k, 2, "[]") == 0) k += 2;
+      } else {
+        while (k < name.size() && std::strchr("<>=!+-*/%^&|~[],", name[k]) != nullptr) ++k;
+      }
+      out.append(name, i, k - i);
+      i = k;
+      continue;
+    }
+    if (c == '(' || c == '<') {
+      if (c == '(') params_seen = true;
+      i = skip_balanced(i);
+      continue;
+    }
+    if (c == ' ') {
+      if (params_seen) {
+        // After the parameters: " const", " &", " [clone .cold]": keep only clone suffixes.
+        size_t clone = name.find(" [clone ", i);
+        if (clone != std::string::npos) out += name.substr(clone);
+        break;
+      }
+      out.clear();  // a return type before the name
+      ++i;
+      continue;
+    }
+    out += c;
+    ++i;
+  }
+  return out.empty() ? name : out;
+}
 
 std::string demangle(const std::string& name) {
   if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
@@ -85,12 +339,7 @@ const Symbol* Object::function_at(uint64_t vaddr) const {
 }
 
 void Object::load_symbols() {
-  struct Entry {
-    Symbol sym;
-    uint64_t size;
-    int rank;
-  };
-  std::vector<Entry> entries;
+  std::vector<RawSym> entries;
   int n = dwfl_module_getsymtab(mod_);
   for (int i = 1; i < n; ++i) {
     GElf_Sym sym;
@@ -103,32 +352,52 @@ void Object::load_symbols() {
     int type = GELF_ST_TYPE(sym.st_info);
     if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
     if (shndx == SHN_UNDEF || addr == 0) continue;
-    Entry e;
-    e.sym.raw = name;
-    e.sym.start = addr;
+    RawSym e;
+    e.raw = name;
+    e.start = addr;
     e.size = sym.st_size;
     e.rank = binding_rank(GELF_ST_BIND(sym.st_info));
+    GElf_Shdr sh;
+    Elf_Scn* scn = elf != nullptr && shndx < SHN_LORESERVE ? elf_getscn(elf, shndx) : nullptr;
+    if (scn != nullptr && gelf_getshdr(scn, &sh) != nullptr && sh.sh_addr + bias <= addr)
+      e.section_end = sh.sh_addr + bias + sh.sh_size;
     entries.push_back(std::move(e));
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    if (a.sym.start != b.sym.start) return a.sym.start < b.sym.start;
-    if (a.size != b.size) return a.size > b.size;
-    if (a.rank != b.rank) return a.rank < b.rank;
-    return a.sym.raw < b.sym.raw;
+  Dwarf_Addr main_bias = 0;
+  plt_symbols(dwfl_module_getelf(mod_, &main_bias), &entries);
+  std::sort(entries.begin(), entries.end(), [](const RawSym& a, const RawSym& b) {
+    if (a.start != b.start) return a.start < b.start;
+    return better_name(a, b);
   });
   functions_.clear();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (!functions_.empty() && functions_.back().start == entries[i].sym.start) continue;
-    Symbol s = std::move(entries[i].sym);
-    s.end = s.start + entries[i].size;
+  std::vector<uint64_t> section_end;
+  for (size_t i = 0; i < entries.size();) {
+    size_t j = i;
+    Symbol s;
+    s.raw = entries[i].raw;
+    s.start = entries[i].start;
+    uint64_t size = 0, sec_end = 0;
+    std::set<std::string> seen{without_default_version(s.raw)};
+    for (; j < entries.size() && entries[j].start == s.start; ++j) {
+      size = std::max(size, entries[j].size);
+      sec_end = std::max(sec_end, entries[j].section_end);
+      std::string alias = without_default_version(entries[j].raw);
+      if (seen.insert(alias).second) s.aliases.push_back(demangle(alias));
+    }
+    s.end = s.start + size;
     functions_.push_back(std::move(s));
+    section_end.push_back(sec_end);
+    i = j;
   }
   for (size_t i = 0; i < functions_.size(); ++i) {
     Symbol& s = functions_[i];
     uint64_t next = i + 1 < functions_.size() ? functions_[i + 1].start : UINT64_MAX;
-    if (s.end == s.start) s.end = next == UINT64_MAX ? s.start + 1 : next;  // unsized symbol
+    if (s.end == s.start) {  // unsized: up to the next symbol or the end of its section
+      s.end = next == UINT64_MAX ? s.start + 1 : next;
+      if (section_end[i] > s.start) s.end = std::min(s.end, section_end[i]);
+    }
     if (s.end > next) s.end = next;
-    s.name = demangle(s.raw);
+    s.name = demangle(without_default_version(s.raw));
   }
 }
 
@@ -205,15 +474,17 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
   if (it != objects_.end()) return it->second.get();
   std::unique_ptr<Object> obj(new Object());
   obj->path_ = path;
-  if (path.empty() || path == "[vdso]" || path[0] == '[') {
+  const bool vdso = path == "[vdso]";
+  if (path.empty() || (path[0] == '[' && !vdso)) {
     return objects_.emplace(key, std::move(obj)).first->second.get();
   }
 
-  // Candidates: the path itself, then by build-id: debuginfod's executable and the local
-  // debug file (symbols and lines, no code, which is all we need).
+  // Candidates: the path itself (for the vDSO: this process's image), then by build-id:
+  // debuginfod's executable and the local debug file (symbols and lines, no code, which is all
+  // we need).
   std::vector<std::string> candidates{path};
   std::string why;
-  if (!build_id.empty()) {
+  if (!build_id.empty() && !vdso) {
     std::string h = hex(build_id);
     candidates.push_back("/usr/lib/debug/.build-id/" + h.substr(0, 2) + "/" + h.substr(2) +
                          ".debug");
@@ -223,13 +494,19 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
     int fd = -1;
     if (ci < candidates.size()) {
       file = candidates[ci];
-      fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      if (vdso) {
+        fd = vdso_image_fd(&why);
+        if (fd < 0) break;
+      } else {
+        fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      }
       if (fd < 0) {
         if (ci == 0) why = std::string(std::strerror(errno));
         continue;
       }
     } else {
 #ifdef SPROFIL_HAVE_DEBUGINFOD
+      if (vdso) break;
       const char* urls = std::getenv("DEBUGINFOD_URLS");
       if (build_id.empty() || urls == nullptr || *urls == '\0') break;
       debuginfod_client* client = debuginfod_begin();
@@ -262,6 +539,12 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
     obj->dwfl_ = dwfl;
     obj->mod_ = mod;
   }
+  if (obj->mod_ == nullptr && vdso) {
+    obj->warning_ = "[vdso]: cannot read this process's vDSO (" + why +
+                    "); its samples are reported as [unknown]";
+    warnings_.push_back(obj->warning_);
+    return objects_.emplace(key, std::move(obj)).first->second.get();
+  }
   if (obj->mod_ == nullptr) {
     obj->warning_ = path + ": cannot open (" + (why.empty() ? "not found" : why) +
                     "); its samples are reported as [unknown]";
@@ -272,7 +555,28 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
   const unsigned char* bits = nullptr;
   GElf_Addr vaddr = 0;
   int len = dwfl_module_build_id(obj->mod_, &bits, &vaddr);
-  if (len > 0 && !build_id.empty()) {
+  if (vdso) {
+    // Another kernel's vDSO has other code at other addresses: unnamed rather than misnamed.
+    std::vector<uint8_t> own =
+        len > 0 ? std::vector<uint8_t>(bits, bits + len) : std::vector<uint8_t>();
+    if (build_id.empty() || own != build_id) {
+      obj->ok_ = false;
+      if (build_id.empty()) {
+        // Nothing to compare with: no names rather than perhaps wrong ones. Kept in
+        // Object::warning() only (profiles from the agent always carry the vDSO's build-id).
+        obj->warning_ =
+            "[vdso]: the profile has no build-id for the vDSO; its samples are "
+            "reported as [unknown]";
+      } else {
+        obj->warning_ = "[vdso]: the profile's vDSO (build-id " + hex(build_id) +
+                        ") is not this kernel's (" + hex(own) +
+                        "); its samples are reported as [unknown] (report on the machine and "
+                        "kernel that recorded the profile)";
+        warnings_.push_back(obj->warning_);
+      }
+      return objects_.emplace(key, std::move(obj)).first->second.get();
+    }
+  } else if (len > 0 && !build_id.empty()) {
     std::vector<uint8_t> file_id(bits, bits + len);
     if (file_id != build_id) {
       obj->warning_ = path + ": build-id mismatch (profile " + hex(build_id) + ", file " +
@@ -294,6 +598,7 @@ Resolved Symbolizer::resolve(const std::string& path, const std::vector<uint8_t>
     r.known = true;
     r.function = s->name;
     r.raw_function = s->raw;
+    r.aliases = s->aliases;
     r.symbol_start = s->start + load_bias;
     r.symbol_size = s->size();
   }

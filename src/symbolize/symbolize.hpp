@@ -22,11 +22,18 @@ namespace sprofil::symbolize {
 std::string demangle(const std::string& name);
 
 // An ELF function symbol. start/end are link-time addresses; [start, end) is the extent used
-// for attribution (the symbol's size, clipped at the next symbol).
+// for attribution (the symbol's size, clipped at the next symbol; an unsized symbol ends at the
+// next symbol or the end of its section). Of several symbols at one address the public name is
+// chosen, as perf does: sized over unsized, global over weak over local, (unlike perf) the
+// current symbol version over a compatibility one (free, not cfree@GLIBC_2.2.5), fewer leading
+// underscores, then the longer name (malloc, not __libc_malloc); the others are `aliases`. A
+// default version suffix is not part of `name` (clock_gettime, not clock_gettime@@GLIBC_2.17).
+// PLT entries get synthetic symbols named `callee@plt` from their relocations.
 struct Symbol {
   std::string name;  // demangled
   std::string raw;   // as in the symbol table
   uint64_t start = 0, end = 0;
+  std::vector<std::string> aliases;  // the other names at `start`, demangled
   uint64_t size() const { return end - start; }
 };
 
@@ -46,7 +53,9 @@ class Object {
   Object& operator=(const Object&) = delete;
 
   const std::string& path() const { return path_; }
-  // False for "[vdso]" and files that could not be opened: every address is "[unknown]".
+  // False for files that could not be opened (and a "[vdso]" that is not this kernel's): every
+  // address is "[unknown]". A "[vdso]" region is read from this process's own vDSO image
+  // (getauxval(AT_SYSINFO_EHDR)) when its build-id matches the profile's.
   bool ok() const { return ok_; }
   // Why the object could not be opened, or a build-id mismatch; empty otherwise.
   const std::string& warning() const { return warning_; }
@@ -75,6 +84,7 @@ struct Resolved {
   bool known = false;                          // a function symbol covers the address
   std::string function;                        // demangled ELF symbol name, or "[unknown]"
   std::string raw_function;                    // symbol name as in the ELF symbol table
+  std::vector<std::string> aliases;            // other names of the function (Symbol::aliases)
   uint64_t symbol_start = 0, symbol_size = 0;  // runtime addresses
   std::string file;                            // innermost frame's source file
   int line = 0;
@@ -106,5 +116,10 @@ class Symbolizer {
 };
 
 std::string hex(const std::vector<uint8_t>& bytes);
+
+// A demangled C++ name without parameter lists, template arguments, return type and cv/ref
+// qualifiers, as pprof shortens them: "long ns::f<int>(int const*) const" -> "ns::f". Names that
+// are not C++ are returned unchanged; "(anonymous namespace)", lambdas and operators are kept.
+std::string short_name(const std::string& name);
 
 }  // namespace sprofil::symbolize

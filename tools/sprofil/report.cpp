@@ -22,6 +22,7 @@ struct ReportArgs {
   size_t limit = 0;
   double min_percent = 0;
   bool inline_frames = false;
+  bool full_names = false;
 };
 
 // "sprofil: symbolizing 3/12 libc.so.6" on a terminal, erased when done.
@@ -38,6 +39,7 @@ int run_report(const ReportArgs& args) {
   report::parse_by(args.by, &opts.by);
   const report::Exporter* format = report::find_exporter(args.format);
   opts.inline_frames = args.inline_frames;
+  opts.short_names = !args.full_names && format == &report::text_exporter();
   opts.limit = args.limit;
   opts.min_percent = args.min_percent;
   opts.object = args.object;
@@ -53,7 +55,7 @@ int run_report(const ReportArgs& args) {
   const bool ok = report::write_report(p, *format, opts, args.out, &warnings, &err);
   if (format != &report::text_exporter())
     for (const std::string& w : warnings)
-      std::fprintf(stderr, "sprofil report: warning: %s\n", w.c_str());
+      std::fprintf(stderr, "sprofil report: warning: %s\n", report::printable(w).c_str());
   if (!ok) {
     std::fprintf(stderr, "sprofil report: %s\n", err.c_str());
     return 1;
@@ -71,6 +73,9 @@ Run setup_report(CLI::App& sub) {
       ->capture_default_str();
   sub.add_flag("--inline", args->inline_frames,
                "With --by line: one row per inline chain, showing the inlined frames' lines");
+  sub.add_flag("--full-names", args->full_names,
+               "Text: keep the parameter lists and template arguments of long C++ names (JSON/CSV "
+               "always do)");
   sub.add_option("--limit", args->limit, "Show at most N rows (0 = all)");
   sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent");
   sub.add_option("--object", args->object, "Only rows of objects whose file name contains NAME");

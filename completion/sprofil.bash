@@ -1,0 +1,93 @@
+# bash completion for sprofil(1): subcommands, their options and option values.
+# Installed as share/bash-completion/completions/sprofil; plain bash (no bash-completion helpers).
+
+# Completions, one a line (file names with spaces stay whole).
+_sprofil_reply() {
+  mapfile -t COMPREPLY < <(compgen "$@")
+}
+
+_sprofil() {
+  local cur=${COMP_WORDS[COMP_CWORD]} prev=""
+  ((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
+  local sub="" i
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    case ${COMP_WORDS[i]} in
+      record | report | merge)
+        sub=${COMP_WORDS[i]}
+        break
+        ;;
+    esac
+  done
+  COMPREPLY=()
+  if [[ -z $sub ]]; then
+    _sprofil_reply -W "record report merge -h --help" -- "$cur"
+    return 0
+  fi
+  case $sub in
+    record)
+      # The program (after the options or "--"), then its own arguments: files.
+      local j program=0 dashdash=0
+      for ((j = i + 1; j < COMP_CWORD; j++)); do
+        if ((dashdash)); then
+          program=1
+          break
+        fi
+        case ${COMP_WORDS[j]} in
+          --) dashdash=1 ;;
+          -F | --frequency | --clock | -o | --output) ((j++)) ;;
+          -*) ;;
+          *)
+            program=1
+            break
+            ;;
+        esac
+      done
+      if ((program)); then
+        _sprofil_reply -f -- "$cur"
+        return 0
+      fi
+      if ((dashdash)); then
+        mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
+        return 0
+      fi
+      case $prev in
+        --clock) _sprofil_reply -W "auto perf cpu itimer wall" -- "$cur" ;;
+        -F | --frequency) ;;
+        -o | --output) _sprofil_reply -f -- "$cur" ;;
+        *)
+          if [[ $cur == -* ]]; then
+            _sprofil_reply -W "-F --frequency --clock -o --output -h --help --" -- "$cur"
+          else
+            mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
+          fi
+          ;;
+      esac
+      ;;
+    report)
+      case $prev in
+        --by) _sprofil_reply -W "function line object address" -- "$cur" ;;
+        --format) _sprofil_reply -W "text json csv folded pprof gmon" -- "$cur" ;;
+        --limit | --min-percent | --object) ;;
+        -o | --output) _sprofil_reply -f -- "$cur" ;;
+        *)
+          if [[ $cur == -* ]]; then
+            _sprofil_reply -W "--by --inline --full-names --limit --min-percent --object
+              --format -o --output -h --help" -- "$cur"
+          else
+            _sprofil_reply -f -- "$cur"
+          fi
+          ;;
+      esac
+      ;;
+    merge)
+      if [[ $cur == -* ]]; then
+        _sprofil_reply -W "-o --output -h --help" -- "$cur"
+      else
+        _sprofil_reply -f -- "$cur"
+      fi
+      ;;
+  esac
+  return 0
+}
+
+complete -o filenames -F _sprofil sprofil

@@ -1,0 +1,460 @@
+// Names as users and perf expect them, on a program recorded with the real tool
+// (names_prog.cpp): public alias names (malloc, not __libc_malloc), PLT stubs as callee@plt,
+// vDSO functions named, object-relative addresses that addr2line resolves, shortened C++ names in
+// text and full ones in JSON. And the report's header and escaping on written profiles: the
+// wall clock's labels, the coverage warning, plurals, rounded JSON, hostile command lines and
+// paths (invalid UTF-8, terminal escapes) in JSON, pprof and text.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "profile/writer.hpp"
+#include "symbolize/symbolize.hpp"
+#include "test_util.hpp"
+
+namespace sprofil {
+namespace {
+
+using Json = nlohmann::json;
+using testing::run;
+
+const std::string kTool = SPROFIL_TOOL;
+const std::string kProg = NAMES_PROG;
+
+std::string q(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+std::string temp_dir() {
+  static std::string dir;
+  if (dir.empty()) {
+    dir = ::testing::TempDir() + "/sprofil_names_" + std::to_string(::getpid());
+    ::mkdir(dir.c_str(), 0755);
+  }
+  return dir;
+}
+
+// `sprofil record` of one phase of the program (bounded iterations); the profile's path.
+const std::string& recorded(const std::string& phase, const std::string& iterations) {
+  static std::map<std::string, std::string> done;
+  auto it = done.find(phase);
+  if (it != done.end()) return it->second;
+  std::string out = temp_dir() + "/" + phase + ".sprof";
+  int status = 0;
+  std::string log = run(q(kTool) + " record -o " + q(out) + " -- " + q(kProg) + " " + phase + " " +
+                            iterations + " 2>&1",
+                        &status);
+  EXPECT_EQ(status, 0) << log;
+  return done[phase] = out;
+}
+
+const std::string& plt_profile() {
+  return recorded("plt", "40000000");  // ~0.2 s
+}
+const std::string& malloc_profile() {
+  return recorded("malloc", "15000000");  // ~0.35 s
+}
+const std::string& vdso_profile() {
+  return recorded("vdso", "8000000");  // ~0.4 s
+}
+const std::string& long_profile() {
+  return recorded("long", "60000000");  // ~0.12 s
+}
+
+std::string report(const std::string& file, const std::string& args, int* status = nullptr) {
+  return run(q(kTool) + " report " + q(file) + " " + args + " 2>/dev/null", status);
+}
+
+Json report_json(const std::string& file, const std::string& args = "") {
+  int status = 0;
+  std::string out = report(file, "--format json " + args, &status);
+  EXPECT_EQ(status, 0) << out;
+  return Json::parse(out);
+}
+
+const Json* row_named(const Json& j, const std::string& name) {
+  for (const Json& r : j["rows"])
+    if (r["name"] == name) return &r;
+  return nullptr;
+}
+
+double samples_named(const Json& j, const std::string& name) {
+  const Json* r = row_named(j, name);
+  return r != nullptr ? (*r)["samples"].get<double>() : 0;
+}
+
+// perf's names (`perf report --sort symbol`) for the same phase, or "" where perf is unusable.
+std::string perf_symbols(const std::string& phase, const std::string& iterations,
+                         std::string* why) {
+  if (run("command -v perf").empty()) {
+    *why = "no perf";
+    return "";
+  }
+  std::string data = temp_dir() + "/perf_" + phase + ".data";
+  int status = 0;
+  std::string log = run("timeout 120 perf record -q -o " + q(data) + " -e cpu-clock:u -F 999 -- " +
+                            q(kProg) + " " + phase + " " + iterations + " 2>&1 >/dev/null",
+                        &status);
+  if (status != 0) {
+    *why = "perf record is denied or failed here: " + log;
+    return "";
+  }
+  std::string out =
+      run("timeout 120 perf report -i " + q(data) + " --stdio --sort symbol 2>/dev/null", &status);
+  if (status != 0 || out.find("[.]") == std::string::npos) {
+    *why = "perf report failed: " + out;
+    return "";
+  }
+  return out;
+}
+
+// Each of `names` is a row of perf's report too (perf's `[.] name` lines), or the comparison
+// is skipped with the reason.
+void expect_perf_agrees(const std::string& phase, const std::string& iterations,
+                        const std::vector<std::string>& names) {
+  std::string why;
+  std::string perf = perf_symbols(phase, iterations, &why);
+  if (perf.empty()) {
+    std::cout << "note: skipping the comparison with perf for " << phase << ": " << why << "\n";
+    return;
+  }
+  for (const std::string& n : names)
+    EXPECT_NE(perf.find("[.] " + n + " "), std::string::npos)
+        << "perf names it otherwise: " << n << "\n"
+        << perf;
+}
+
+// Item 8: the PLT stub is names_tiny@plt (not _init+0x...), in text and JSON, as perf says.
+TEST(Names, PltStubIsCalleeAtPlt) {
+  Json j = report_json(plt_profile());
+  // ~40% of ~200 samples are in the stub (perf agrees); 5 is far below any plausible count.
+  const Json* stub = row_named(j, "names_tiny@plt");
+  ASSERT_NE(stub, nullptr) << j.dump(1);
+  EXPECT_GE((*stub)["samples"].get<double>(), 5);
+  EXPECT_EQ((*stub)["object"], "report_names_prog");
+  for (const Json& r : j["rows"])
+    EXPECT_EQ(r["name"].get<std::string>().rfind("_init", 0), std::string::npos) << r.dump();
+  std::string text = report(plt_profile(), "");
+  EXPECT_NE(text.find("names_tiny@plt  report_names_prog"), std::string::npos) << text;
+  expect_perf_agrees("plt", "40000000", {"names_tiny@plt", "names_tiny"});
+}
+
+// Item 7: malloc, not __libc_malloc; the other names are listed as aliases.
+TEST(Names, MallocByItsPublicName) {
+  Json j = report_json(malloc_profile());
+  const Json* m = row_named(j, "malloc");
+  ASSERT_NE(m, nullptr) << j.dump(1);
+  EXPECT_GE((*m)["samples"].get<double>(), 10);  // ~40% of ~350 samples
+  EXPECT_EQ((*m)["object"], "libc.so.6");
+  EXPECT_EQ(row_named(j, "__libc_malloc"), nullptr);
+  bool alias = false;
+  for (const Json& a : (*m).value("aliases", Json::array())) alias |= a == "__libc_malloc";
+  EXPECT_TRUE(alias) << m->dump();
+  // free by its current name, not the compatibility symbol cfree@GLIBC_2.2.5 (perf's choice).
+  EXPECT_GT(samples_named(j, "free"), 0) << j.dump(1);
+  EXPECT_EQ(row_named(j, "cfree@GLIBC_2.2.5"), nullptr);
+  expect_perf_agrees("malloc", "15000000", {"malloc", "malloc@plt"});
+}
+
+// Item 9: the vDSO's clock_gettime is named as perf names it (the vDSO's global symbol).
+TEST(Names, VdsoFunctionIsNamed) {
+  Json j = report_json(vdso_profile());
+  double vdso = 0, unknown = 0;
+  for (const Json& r : j["rows"]) {
+    if (r["object"] != "[vdso]") continue;
+    (r["name"] == "[unknown]" ? unknown : vdso) += r["samples"].get<double>();
+  }
+  EXPECT_GE(samples_named(j, "__vdso_clock_gettime"), 10) << j.dump(1);  // ~90% of ~400
+  EXPECT_LE(unknown, 0.05 * (vdso + unknown)) << j.dump(1);
+  std::string text = report(vdso_profile(), "");
+  EXPECT_NE(text.find("__vdso_clock_gettime  [vdso]"), std::string::npos) << text;
+  expect_perf_agrees("vdso", "8000000", {"__vdso_clock_gettime"});
+}
+
+// A [vdso] region from another kernel (another build-id) is not named, and the report says why.
+TEST(Names, ForeignVdsoIsUnnamedWithAReason) {
+  symbolize::Symbolizer sym;
+  symbolize::Object* obj = sym.open("[vdso]", std::vector<uint8_t>(20, 0x5a));
+  EXPECT_FALSE(obj->ok());
+  std::vector<std::string> w = sym.take_warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("not this kernel's"), std::string::npos) << w[0];
+}
+
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// RFC 4180 (quoted fields with commas and doubled quotes).
+Csv parse_csv(const std::string& text) {
+  Csv csv;
+  std::istringstream in(text);
+  std::string line;
+  bool first = true;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f(1);
+    bool quoted = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      char c = line[i];
+      if (quoted) {
+        if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+          f.back() += '"';
+          ++i;
+        } else if (c == '"') {
+          quoted = false;
+        } else {
+          f.back() += c;
+        }
+      } else if (c == '"') {
+        quoted = true;
+      } else if (c == ',') {
+        f.emplace_back();
+      } else {
+        f.back() += c;
+      }
+    }
+    (first ? csv.header : csv.rows.emplace_back()) = f;
+    if (first) first = false;
+  }
+  return csv;
+}
+
+// Item 10: --by address gives the object-relative address, which addr2line -e OBJECT resolves
+// to the same function, in CSV (vaddr column) and text ("(0x... in object)").
+TEST(Names, ByAddressGivesAddr2lineAddresses) {
+  const std::string& file = plt_profile();
+  Csv csv = parse_csv(report(file, "--by address --format csv"));
+  ASSERT_FALSE(csv.header.empty());
+  ASSERT_EQ(csv.header.back(), "vaddr");
+  size_t name = 0, vaddr = csv.header.size() - 1, address = 0;
+  for (size_t i = 0; i < csv.header.size(); ++i) {
+    if (csv.header[i] == "name") name = i;
+    if (csv.header[i] == "address") address = i;
+  }
+  Json j = report_json(file, "--by address");
+  std::string text = report(file, "--by address");
+  int checked = 0;
+  for (const std::vector<std::string>& r : csv.rows) {
+    if (r.size() != csv.header.size()) continue;
+    std::string fn = r[name].substr(0, r[name].find('+'));
+    if (fn != "main" && fn != "names_tiny") continue;
+    // The object's path from the JSON row at the same runtime address.
+    std::string path;
+    for (const Json& jr : j["rows"]) {
+      char a[32];
+      std::snprintf(a, sizeof a, "0x%llx",
+                    static_cast<unsigned long long>(jr["address"].get<uint64_t>()));
+      if (a == r[address]) path = jr.value("object_path", "");
+    }
+    ASSERT_FALSE(path.empty()) << r[address];
+    std::string a2l = run("addr2line -f -e " + q(path) + " " + r[vaddr]);
+    EXPECT_EQ(a2l.substr(0, a2l.find('\n')), fn) << path << " " << r[vaddr] << "\n" << a2l;
+    EXPECT_NE(text.find(r[address] + " (" + r[vaddr] + " in object) " + r[name]), std::string::npos)
+        << r[address] << " " << r[vaddr] << "\n"
+        << text;
+    if (++checked == 6) break;
+  }
+  EXPECT_GE(checked, 2) << text;  // main and names_tiny each have samples
+}
+
+// Item 11: long C++ names are shortened in the text report, full with --full-names and in JSON.
+TEST(Names, LongNamesShortInTextFullInJson) {
+  const std::string& file = long_profile();
+  Json j = report_json(file);
+  std::string full;
+  for (const Json& r : j["rows"]) {
+    std::string n = r["name"];
+    if (n.find("names_demo::very_long_name_worker<") != std::string::npos) full = n;
+  }
+  ASSERT_GT(full.size(), 200u) << j.dump(1);
+  EXPECT_NE(full.find('('), std::string::npos);
+  std::string text = report(file, "");
+  EXPECT_NE(text.find("  names_demo::very_long_name_worker  report_names_prog"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("very_long_name_worker<"), std::string::npos) << text;
+  std::string kept = report(file, "--full-names");
+  EXPECT_NE(kept.find(full), std::string::npos) << kept;
+  Csv csv = parse_csv(report(file, "--format csv"));
+  bool in_csv = false;
+  for (const auto& r : csv.rows)
+    for (const auto& f : r) in_csv |= f == full;
+  EXPECT_TRUE(in_csv);
+}
+
+TEST(Names, ShortNameRules) {
+  using symbolize::short_name;
+  EXPECT_EQ(short_name("long ns::f<int>(int const*) const"), "ns::f");
+  EXPECT_EQ(short_name("(anonymous namespace)::g(int)"), "(anonymous namespace)::g");
+  EXPECT_EQ(short_name("std::vector<int, std::allocator<int> >::operator[](unsigned long)"),
+            "std::vector::operator[]");
+  EXPECT_EQ(short_name("ns::X::operator()(int) const"), "ns::X::operator()");
+  EXPECT_EQ(short_name("ns::operator<<(std::ostream&, ns::X const&)"), "ns::operator<<");
+  EXPECT_EQ(short_name("ns::f(int) [clone .cold]"), "ns::f [clone .cold]");
+  EXPECT_EQ(short_name("ns::h()::{lambda(int)#1}::operator()(int) const"),
+            "ns::h::{lambda(int)#1}::operator()");
+  EXPECT_EQ(short_name("malloc"), "malloc");
+  EXPECT_EQ(short_name("names_tiny@plt"), "names_tiny@plt");
+}
+
+// A written profile (src/profile/writer.hpp) with the report's tool run on it.
+std::string write(const profile::Profile& p, const std::string& name) {
+  std::string path = temp_dir() + "/" + name + ".sprof";
+  std::string err;
+  EXPECT_TRUE(profile::write_profile(p, path, &err)) << err;
+  return path;
+}
+
+profile::Profile program_profile(uint64_t tick_ns, uint64_t samples) {
+  profile::Profile p = testing::base_profile(tick_ns);
+  p.regions.push_back(testing::text_region(kProg, 0x555555554000ull, 4));
+  auto fns = testing::nm_functions(kProg);
+  uint64_t lo = fns.at("main").addr + 0x555555554000ull, hi = lo + fns.at("main").size;
+  uint64_t main_addr = lo;
+  while (!testing::bin_inside(p.regions[0], main_addr, lo, hi)) ++main_addr;  // one row, main
+  testing::add_at(&p.regions[0], main_addr, samples);
+  p.delivered = samples;
+  return p;
+}
+
+// Item 12: the wall clock's quantities are wall-clock seconds and a rate per CPU-second that
+// is said to exceed the request; CPU clocks keep "CPU seconds".
+TEST(Header, WallClockLabels) {
+  profile::Profile p = program_profile(1000000, 576);  // 576 x 1 ms
+  p.clock = profile::Clock::kWall;
+  p.effective_hz = 2211.8;
+  p.cpu_ns = 260000000;
+  std::string wall = write(p, "wall");
+  std::string text = report(wall, "");
+  EXPECT_NE(text.find("total samples:  576 (0.576 wall-clock seconds of all threads, on- and "
+                      "off-CPU)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("CPU seconds estimated"), std::string::npos) << text;
+  EXPECT_NE(text.find("effective 2211.8 Hz per CPU-second (the wall clock ticks per "
+                      "thread-second"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("warning: the samples cover"), std::string::npos) << text;  // not for wall
+  std::string raw = report(wall, "--format json");
+  Json j = Json::parse(raw);
+  EXPECT_EQ(j["seconds_meaning"], "wall-clock seconds of all threads, on- and off-CPU");
+  EXPECT_TRUE(j["coverage"].is_null());
+  // Item 14: 576 x 0.001 is 0.5760000000000001 in binary; JSON says 0.576.
+  EXPECT_NE(raw.find("\"seconds\": 0.576"), std::string::npos) << raw;
+  EXPECT_EQ(raw.find("0.5760000000"), std::string::npos) << raw;
+
+  p.clock = profile::Clock::kCpu;
+  p.cpu_ns = 576000000;
+  text = report(write(p, "cpu"), "");
+  EXPECT_NE(text.find("total samples:  576 (0.576 CPU seconds estimated)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("effective 2211.8 Hz per CPU-second\n"), std::string::npos) << text;
+}
+
+// Item 13: samples x tick far below the process's CPU time is a warning with the ratio.
+TEST(Header, CoverageWarning) {
+  profile::Profile p = program_profile(10000000, 14);  // 14 x 10 ms = 0.14 s
+  p.cpu_ns = 14600000000ull;                           // of 14.6 s (xz -T2)
+  std::string file = write(p, "low");
+  std::string text = report(file, "");
+  EXPECT_NE(text.find("warning: the samples cover only 1.0% of the process CPU time (14 samples x "
+                      "10 ms = 0.140 s of 14.600 s)"),
+            std::string::npos)
+      << text;
+  Json j = report_json(file);
+  EXPECT_NEAR(j["coverage"].get<double>(), 0.14 / 14.6, 1e-4);
+  EXPECT_TRUE(j["coverage_warning"].is_string());
+
+  p.cpu_ns = 150000000;  // 0.15 s: 93% covered (a tick's quantisation), no warning
+  file = write(p, "ok");
+  text = report(file, "");
+  EXPECT_EQ(text.find("warning: the samples cover"), std::string::npos) << text;
+  j = report_json(file);
+  EXPECT_NEAR(j["coverage"].get<double>(), 0.14 / 0.15, 1e-4);
+  EXPECT_FALSE(j.contains("coverage_warning"));
+}
+
+// Item 14: "1 sample".
+TEST(Header, SingularSample) {
+  profile::Profile p = program_profile(1000000, 3);
+  p.overflow = 1;
+  std::string text = report(write(p, "one"), "");
+  EXPECT_NE(text.find("overflow:       1 sample outside any object\n"), std::string::npos) << text;
+}
+
+// Issue 7 item 13: a command line and a path with invalid UTF-8 and terminal escapes give valid
+// JSON, a pprof profile go tool pprof reads, and text without control characters.
+TEST(Escaping, HostileCommandLineAndPath) {
+  profile::Profile p = program_profile(1000000, 40);
+  p.argv = {"prog\xff\xfe", "\x1b[31mred\x1b[0m", "caf\xc3\xa9", "\xc0\xaf"};
+  profile::Region r;
+  r.path = "/nonexistent/lib\xff\x1b]0;pwned\x07.so";
+  r.start = 0x7f0000000000ull;
+  r.end = r.start + 4096;
+  r.bin_size = 16;
+  r.counter_width = 8;
+  r.counts.assign(256, 0);
+  r.counts[3] = 7;
+  p.regions.push_back(r);
+  std::string file = write(p, "hostile");
+
+  int status = 0;
+  std::string raw = report(file, "--format json", &status);
+  ASSERT_EQ(status, 0) << raw;
+  Json j;
+  ASSERT_NO_THROW(j = Json::parse(raw)) << raw;
+  EXPECT_EQ(j["command"][0], "prog\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(j["command"][1], "\x1b[31mred\x1b[0m");  // valid UTF-8; JSON escapes it as \u001b
+  EXPECT_EQ(j["command"][2], "caf\xc3\xa9");
+  EXPECT_EQ(raw.find('\x1b'), std::string::npos);
+  bool path_row = false;
+  for (const Json& row : j["rows"])
+    path_row |= row["object"] == "lib\xef\xbf\xbd\x1b]0;pwned\x07.so";
+  EXPECT_TRUE(path_row) << raw;
+
+  std::string text = report(file, "", &status);
+  ASSERT_EQ(status, 0);
+  for (char c : text)
+    EXPECT_TRUE(c == '\n' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f))
+        << "control character " << int(static_cast<unsigned char>(c)) << " in\n"
+        << text;
+  EXPECT_NE(text.find("command:        prog\\xff\\xfe \\x1b[31mred\\x1b[0m caf\xc3\xa9 \\xc0\\xaf"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("lib\\xff\\x1b]0;pwned\\x07.so"), std::string::npos) << text;
+
+  std::string pb = temp_dir() + "/hostile.pb.gz";
+  std::string log =
+      run(q(kTool) + " report " + q(file) + " --format pprof -o " + q(pb) + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;  // warnings on stderr escaped too
+  if (run("command -v go").empty()) GTEST_SKIP() << "no go toolchain: go tool pprof not run";
+  std::string dir = temp_dir();
+  std::string env = "HOME=" + q(dir) + " GOPATH=" + q(dir + "/gopath") +
+                    " GOCACHE=" + q(dir + "/gocache") + " GOFLAGS=-mod=mod PPROF_TMPDIR=" + q(dir) +
+                    " ";
+  std::string out = run(env + "go tool pprof -raw " + q(pb) + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_EQ(out.find("invalid UTF-8"), std::string::npos) << out;
+  EXPECT_NE(out.find("samples/count"), std::string::npos) << out;
+  EXPECT_NE(out.find("main"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace sprofil
