@@ -608,11 +608,37 @@ void complete_file() {
   }
 }
 
+// At a clean exit, with sampling stopped for good: gives back the disk space reserved for
+// counter pages that no sample touched (to the filesystem they are holes again, as untouched
+// reserved space reads: SEEK_HOLE reports reserved space with no data as a hole).
+void release_untouched() {
+  if (g_nfile == 0) return;
+  const int fd = reopen_output();
+  if (fd < 0) return;
+  for (size_t k = 0; k < g_nfile; ++k) {
+    const uint64_t lo = g_regs[k].record_offset + SPROF_PAGE, hi = lo + g_regs[k].counters_bytes;
+    uint64_t off = lo;
+    while (off < hi) {
+      const off_t h = lseek(fd, static_cast<off_t>(off), SEEK_HOLE);
+      if (h < 0 || static_cast<uint64_t>(h) >= hi) break;
+      off_t d = lseek(fd, h, SEEK_DATA);
+      const uint64_t end = d < 0 ? hi : std::min<uint64_t>(static_cast<uint64_t>(d), hi);
+      if (end > static_cast<uint64_t>(h) &&
+          fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, h,
+                    static_cast<off_t>(end - static_cast<uint64_t>(h))) != 0)
+        break;
+      off = end;
+    }
+  }
+  close(fd);
+}
+
 void agent_exit() {
   Lock lock;
   if (!g_on) return;
   stop_sampling();
   complete_file();
+  if (!g_detached) release_untouched();
   g_on = false;
 }
 
