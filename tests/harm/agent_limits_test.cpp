@@ -92,6 +92,13 @@ TEST(AgentLimits, FilesystemTooSmallForTheCounters) {
     EXPECT_FALSE(agent_test::lines_with(o.err, "cannot grow").empty()) << o.err;
     const profile::Profile p = agent_test::read(prof);
     EXPECT_TRUE(p.finished());
+    // The counters kept in memory were written at exit (only their non-zero pages: they fit):
+    // every counted sample is in a region or the overflow, libc's (spilled) included.
+    uint64_t kept = p.overflow;
+    for (const auto& r : p.regions) kept += r.total();
+    EXPECT_EQ(kept, p.counted());
+    EXPECT_GE(p.delivered, 100u);  // ~300 ms of CPU at 1000 Hz
+    EXPECT_GE(regions_named(p, "libc.so.6"), 1);
     unlink(prof.c_str());
   }
 }
