@@ -236,11 +236,15 @@ int reopen_output() {
   if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == g_dev &&
       st.st_ino == g_ino)
     return fd;
+  const int err = fd >= 0 ? 0 : errno;
   if (fd >= 0) close(fd);
   g_detached = true;
-  say("sprofil: %s is no longer the profile this process created: objects loaded from now on "
-      "are not counted (their samples count as outside any object)%s\n",
-      g_path, "");
+  // The name is gone or names another file (ENOENT, ELOOP for a link, or a mismatch); or the
+  // process may not open it any more (it dropped privileges, say).
+  const bool gone = err == 0 || err == ENOENT || err == ELOOP;
+  say("sprofil: %s %s: objects loaded from now on are not counted (their samples count as "
+      "outside any object)\n",
+      g_path, gone ? "is no longer the profile this process created" : strerror(err));
   return -1;
 }
 
