@@ -512,13 +512,10 @@ bool merge(const FoundList& list, bool dlopened) {
   return changed;
 }
 
-// Writes the records kept in anonymous memory into the file after the mapped ones, as far as
-// they fit (RLIMIT_FSIZE, disk space): the record page and the counter pages that are not
+// Writes the records kept in anonymous memory into the file (fd) after the mapped ones, as far
+// as they fit (RLIMIT_FSIZE, disk space): the record page and the counter pages that are not
 // zero (the rest stays a hole). Used at a clean exit and before an exec.
-void write_spilled() {
-  if (g_nfile == g_nregs) return;
-  const int fd = reopen_output();
-  if (fd < 0) return;
+void write_spilled(int fd) {
   uint32_t committed = std::atomic_ref<uint32_t>(g_hdr->region_count).load();
   uint64_t end = std::atomic_ref<uint64_t>(g_hdr->regions_end).load();
   size_t k = g_nfile;
@@ -548,7 +545,6 @@ void write_spilled() {
     say("sprofil: %s: the counts of %s objects kept in memory did not fit and are lost\n", g_path,
         n);
   }
-  close(fd);
 }
 
 void fill_header(sprof_header* h, uint32_t flags) {
@@ -605,27 +601,17 @@ void stop_sampling() {
   engine::Table::destroy(old);
 }
 
-void complete_file() {
-  if (!drop_empty_child_file()) {
-    write_spilled();
-    finish_header();
-  }
-}
-
 // At a clean exit, with sampling stopped for good: gives back the disk space reserved for
 // counter pages that no sample touched (to the filesystem they are holes again, as untouched
 // reserved space reads: SEEK_HOLE reports reserved space with no data as a hole).
-void release_untouched() {
-  if (g_nfile == 0) return;
-  const int fd = reopen_output();
-  if (fd < 0) return;
+void release_untouched(int fd) {
   for (size_t k = 0; k < g_nfile; ++k) {
     const uint64_t lo = g_regs[k].record_offset + SPROF_PAGE, hi = lo + g_regs[k].counters_bytes;
     uint64_t off = lo;
     while (off < hi) {
       const off_t h = lseek(fd, static_cast<off_t>(off), SEEK_HOLE);
       if (h < 0 || static_cast<uint64_t>(h) >= hi) break;
-      off_t d = lseek(fd, h, SEEK_DATA);
+      const off_t d = lseek(fd, h, SEEK_DATA);
       const uint64_t end = d < 0 ? hi : std::min<uint64_t>(static_cast<uint64_t>(d), hi);
       if (end > static_cast<uint64_t>(h) &&
           fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, h,
@@ -634,15 +620,26 @@ void release_untouched() {
       off = end;
     }
   }
-  close(fd);
+}
+
+// The end of this image (sampling stopped): drops an empty child's file, else writes the
+// counters kept in memory and the end fields, and at an exit releases untouched space. One
+// re-open of the file, only when it is needed.
+void complete_file(bool at_exit) {
+  if (drop_empty_child_file()) return;
+  const bool spilled = g_nfile < g_nregs;
+  const int fd = spilled || (at_exit && g_nfile > 0) ? reopen_output() : -1;
+  if (fd >= 0 && spilled) write_spilled(fd);
+  finish_header();
+  if (fd >= 0 && at_exit) release_untouched(fd);
+  if (fd >= 0) close(fd);
 }
 
 void agent_exit() {
   Lock lock;
   if (!g_on) return;
   stop_sampling();
-  complete_file();
-  if (!g_detached) release_untouched();
+  complete_file(true);
   g_on = false;
 }
 
@@ -719,7 +716,7 @@ void after_fork_child() {
 
 void before_exec() {
   if (!g_on) return;
-  complete_file();
+  complete_file(false);  // no release: a failed exec resumes sampling into the same pages
 }
 
 void after_failed_exec() {
