@@ -73,7 +73,8 @@ struct AgentRegion {
   uint64_t record_offset;  // where the record is (or goes) in the file
   uintptr_t obj_base;      // dlpi_addr, with start: identifies the object across rescans
   bool live;
-  bool in_file;  // a shared mapping of reserved file space; else anonymous memory
+  bool in_file;         // a shared mapping of reserved file space; else anonymous memory
+  uint64_t written_at;  // !in_file: where the record was written into the file (0: not yet)
 };
 
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -400,8 +401,8 @@ bool add_region(int fd, const Found& f, bool dlopened) {
   r->path_len = static_cast<uint32_t>(strnlen(f.path, SPROF_PATH_MAX));
   memcpy(r->path, f.path, r->path_len);
   g_next_off = off + len;
-  g_regs[g_nregs++] =
-      AgentRegion{r, static_cast<char*>(rec) + SPROF_PAGE, cbytes, off, f.obj_base, true, in_file};
+  g_regs[g_nregs++] = AgentRegion{
+      r, static_cast<char*>(rec) + SPROF_PAGE, cbytes, off, f.obj_base, true, in_file, 0};
   if (in_file) {
     g_nfile = g_nregs;
     g_file_end = g_next_off;
@@ -512,36 +513,62 @@ bool merge(const FoundList& list, bool dlopened) {
   return changed;
 }
 
-// Writes the records kept in anonymous memory into the file (fd) after the mapped ones, as far
-// as they fit (RLIMIT_FSIZE, disk space): the record page and the counter pages that are not
-// zero (the rest stays a hole). Used at a clean exit and before an exec.
+bool all_zero(const void* p, size_t n) {
+  static const uint64_t zero[SPROF_PAGE / 8] = {};
+  for (size_t off = 0; off < n; off += SPROF_PAGE)
+    if (memcmp(static_cast<const char*>(p) + off, zero, SPROF_PAGE) != 0) return false;
+  return true;
+}
+
+// Writes one record kept in memory at file offset `at` (its counters_offset set to match):
+// the record page and the counter pages that are not zero (the rest stays a hole).
+bool write_record(int fd, const AgentRegion& a, uint64_t at) {
+  const uint64_t len = SPROF_PAGE + a.counters_bytes;
+  sprof_region rec = *a.rec;
+  rec.counters_offset = at + SPROF_PAGE;
+  bool ok = fits_fsize(at + len) && ftruncate(fd, static_cast<off_t>(at + len)) == 0 &&
+            pwrite(fd, &rec, SPROF_PAGE, static_cast<off_t>(at)) == SPROF_PAGE;
+  for (uint64_t p = 0; p < a.counters_bytes && ok; p += SPROF_PAGE) {
+    const char* page = static_cast<const char*>(a.counters) + p;
+    if (!all_zero(page, SPROF_PAGE))
+      ok = pwrite(fd, page, SPROF_PAGE, static_cast<off_t>(at + SPROF_PAGE + p)) == SPROF_PAGE;
+  }
+  return ok;
+}
+
+// Writes the records kept in anonymous memory into the file (fd) after the committed ones, as
+// far as they fit (RLIMIT_FSIZE, disk space): first those with counts, then the others, each
+// placed at the end of the file if it fits there (a small object is kept even when a large one
+// before it is not). A record written once (before an exec that failed) is rewritten in place.
+// Used at a clean exit and before an exec.
 void write_spilled(int fd) {
   uint32_t committed = std::atomic_ref<uint32_t>(g_hdr->region_count).load();
   uint64_t end = std::atomic_ref<uint64_t>(g_hdr->regions_end).load();
-  size_t k = g_nfile;
-  for (; k < g_nregs; ++k) {
-    const AgentRegion& a = g_regs[k];
-    const uint64_t len = SPROF_PAGE + a.counters_bytes;
-    bool ok = fits_fsize(a.record_offset + len) &&
-              ftruncate(fd, static_cast<off_t>(a.record_offset + len)) == 0 &&
-              pwrite(fd, a.rec, SPROF_PAGE, static_cast<off_t>(a.record_offset)) == SPROF_PAGE;
-    static const uint64_t zero[SPROF_PAGE / 8] = {};
-    for (uint64_t p = 0; p < a.counters_bytes && ok; p += SPROF_PAGE) {
-      const char* page = static_cast<const char*>(a.counters) + p;
-      if (memcmp(page, zero, SPROF_PAGE) != 0)
-        ok = pwrite(fd, page, SPROF_PAGE, static_cast<off_t>(a.record_offset + SPROF_PAGE + p)) ==
-             SPROF_PAGE;
+  size_t lost = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = g_nfile; k < g_nregs; ++k) {
+      AgentRegion& a = g_regs[k];
+      const bool counted = !all_zero(a.counters, a.counters_bytes);
+      if (counted != (pass == 0)) continue;
+      if (a.written_at != 0) {
+        if (!write_record(fd, a, a.written_at)) lost += counted;
+        continue;
+      }
+      if (!write_record(fd, a, end)) {
+        (void)!ftruncate(fd, static_cast<off_t>(end));  // keep no partial record behind
+        lost += counted;
+        continue;
+      }
+      a.written_at = end;
+      end += SPROF_PAGE + a.counters_bytes;
+      ++committed;
+      std::atomic_ref<uint64_t>(g_hdr->regions_end).store(end, std::memory_order_release);
+      std::atomic_ref<uint32_t>(g_hdr->region_count).store(committed, std::memory_order_release);
     }
-    if (!ok) break;
-    end = a.record_offset + len;
-    if (k + 1 > committed) committed = static_cast<uint32_t>(k + 1);
-    std::atomic_ref<uint64_t>(g_hdr->regions_end).store(end, std::memory_order_release);
-    std::atomic_ref<uint32_t>(g_hdr->region_count).store(committed, std::memory_order_release);
   }
-  if (k < g_nregs) {
-    (void)!ftruncate(fd, static_cast<off_t>(end));  // keep no partial record behind
+  if (lost > 0) {
     char n[32];
-    snprintf(n, sizeof n, "%zu", g_nregs - k);
+    snprintf(n, sizeof n, "%zu", lost);
     say("sprofil: %s: the counts of %s objects kept in memory did not fit and are lost\n", g_path,
         n);
   }
@@ -699,6 +726,7 @@ void after_fork_child() {
     }
     madvise(at, len, MADV_RANDOM);
     a.in_file = !g_spilled;
+    a.written_at = 0;
     if (a.in_file) {
       g_nfile = i + 1;
       g_file_end = a.record_offset + len;

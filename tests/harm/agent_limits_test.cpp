@@ -76,6 +76,35 @@ TEST(AgentLimits, FileSizeLimitAroundRecord) {
   }
 }
 
+// Under a 512 KB limit libc's counters (1.4 MB) cannot be in the file; a plugin dlopen'd later
+// is kept in memory too (it comes after libc) and written at exit where it fits: its samples
+// (~150 ms of CPU in it, cpu clock at 1000 Hz: 100 at least) are in the profile. The program
+// also forks a child (its own file, under the same limit) and runs as natively.
+TEST(AgentLimits, PluginCountsSurviveTheLimit) {
+  const Args cmd = with_limit("1024", {kFds, kPlugin});
+  const Outcome native = run_once("", cmd);
+  ASSERT_EQ(native.status, 0) << native.err;
+  TempDir out;
+  const std::string prof = out / "p.sprof";
+  // The agent in the program only (not in the shell that sets the limit).
+  const Outcome o = run_once("", {"/bin/sh", "-c",
+                                  "ulimit -f 1024 && exec env LD_PRELOAD=\"$1\" "
+                                  "SPROFIL_OUTPUT=\"$2\" SPROFIL_CLOCK=cpu \"$3\" \"$4\"",
+                                  "sh", agent_test::kRuntime, prof, kFds, kPlugin});
+  EXPECT_EQ(o.status, native.status) << o.err;
+  EXPECT_EQ(o.out, native.out);
+  EXPECT_EQ(program_stderr(o.err), native.err);
+  EXPECT_EQ(o.files, native.files);
+  struct stat st;
+  ASSERT_EQ(stat(prof.c_str(), &st), 0);
+  EXPECT_LE(static_cast<uint64_t>(st.st_size), fsize_limit_bytes("1024"));
+  const profile::Profile p = agent_test::read(prof);
+  uint64_t in_plugin = 0;
+  for (const auto& r : p.regions)
+    if (r.path.find("agent_plugin.so") != std::string::npos) in_plugin += r.total();
+  EXPECT_GE(in_plugin, 100u) << o.err;
+}
+
 // A filesystem too small for all the counters: the program runs to its end, the profile
 // reads back, the agent says what it could not keep.
 TEST(AgentLimits, FilesystemTooSmallForTheCounters) {
