@@ -31,8 +31,7 @@ void as_nobody(const Args& cmd) {
 
 TEST(AgentFiles, ProfilesAreCreatedPrivate) {
   TempDir out;
-  // The agent alone, a forked child's FILE.PID (agent_fds forks one that writes: it has no
-  // sample, so check the parent's), and the tool's.
+  // The agent alone and the tool's (a later image's FILE.PID.N: LaterImageNeverReplacesAName).
   const std::string prof = out / "p.sprof";
   Outcome o = run_once("", {kBusy, "50"}, {}, agent_env(prof));
   ASSERT_EQ(o.status, 0) << o.err;
