@@ -195,7 +195,7 @@ int create_output(bool first) {
   char final_name[NAME_MAX + 1];
   if (err == 0) {
     err = EEXIST;
-    for (int k = 0; k < 1000 && err == EEXIST; ++k) {
+    for (int k = 0; k < (first ? 1 : 1000) && err == EEXIST; ++k) {
       int n;
       if (first)
         n = snprintf(final_name, sizeof final_name, "%s", name);
@@ -278,6 +278,7 @@ struct FoundList {
   size_t n, cap;
   uint64_t stamp;  // the loader's adds + subs when it was taken
   bool has_stamp;  // false on a libc without dlpi_adds: every scan is merged
+  bool partial;    // out of memory: not everything loaded is listed (not merged)
 };
 
 void read_build_id(const dl_phdr_info* info, Found* f) {
@@ -323,7 +324,7 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
     if (list->n == list->cap) {
       const size_t cap = list->cap ? list->cap * 2 : 32;
       auto* v = static_cast<Found*>(realloc(list->v, cap * sizeof(Found)));
-      if (!v) return 1;
+      if (!v) return list->partial = true, 1;
       list->v = v;
       list->cap = cap;
     }
@@ -341,7 +342,7 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
 
 // What is loaded now. Needs no agent lock (the loader's own lock keeps it consistent).
 FoundList scan() {
-  FoundList list{nullptr, 0, 0, 0, false};
+  FoundList list{nullptr, 0, 0, 0, false, false};
   dl_iterate_phdr(collect, &list);
   return list;
 }
@@ -861,7 +862,7 @@ void refresh_after_loader(bool opened) {
   FoundList list = scan();
   {
     Lock lock;
-    if (g_on && (!list.has_stamp || list.stamp > g_stamp)) {
+    if (g_on && !list.partial && (!list.has_stamp || list.stamp > g_stamp)) {
       g_stamp = list.stamp;
       if (merge(list, opened)) publish();
     }
