@@ -27,6 +27,8 @@ void as_nobody(const Args& cmd) {
     if (geteuid() != 0)                                                                    \
       GTEST_SKIP() << "needs root: it plays an unprivileged user (nobody) against a root " \
                       "run";                                                               \
+    if (agent_test::run({"setpriv", "--version"}).status != 0)                             \
+      GTEST_SKIP() << "needs setpriv (util-linux) to run commands as another user";        \
   } while (0)
 
 TEST(AgentFiles, ProfilesAreCreatedPrivate) {
