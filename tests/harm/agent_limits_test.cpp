@@ -1,0 +1,181 @@
+// Finding 3 of issue 7: a file-size limit (RLIMIT_FSIZE) or a full filesystem never kills the
+// program (SIGXFSZ, SIGBUS). The agent checks the limit before it grows the file, reserves the
+// counter space (fallocate), and keeps the counters that do not fit in anonymous memory,
+// written at a clean exit when they fit.
+#include "agent_common.hpp"
+
+namespace sprofil::harm_test {
+namespace {
+
+// /bin/sh counts `ulimit -f` in 512-byte blocks (dash); bash in 1024: both are checked below
+// through the numbers the profile has to fit in.
+Args with_limit(const std::string& blocks, const Args& cmd) {
+  Args a{"/bin/sh", "-c", "ulimit -f " + blocks + " && exec \"$0\" \"$@\""};
+  a.insert(a.end(), cmd.begin(), cmd.end());
+  return a;
+}
+
+uint64_t fsize_limit_bytes(const std::string& blocks) {
+  Result r = agent_test::run({"/bin/sh", "-c", "ulimit -f " + blocks + " && ulimit -f"});
+  // dash prints blocks of 512 bytes, bash of 1024: ask the kernel through /proc instead.
+  Result lim = agent_test::run(
+      {"/bin/sh", "-c", "ulimit -f " + blocks + " && grep 'Max file size' /proc/self/limits"});
+  std::istringstream in(lim.out);
+  std::string w;
+  uint64_t v = 0;
+  while (in >> w)
+    if (std::isdigit(static_cast<unsigned char>(w[0]))) {
+      v = std::stoull(w);
+      break;
+    }
+  EXPECT_GT(v, 0u) << lim.out << r.out;
+  return v;
+}
+
+// The program and its exec'd image under a limit, natively and under every clock: same
+// status and output, and the profile (the shell's, which execs the program) reads back.
+TEST(AgentLimits, FileSizeLimitInsideTheRun) {
+  for (const std::string blocks : {"16", "1024"}) {
+    SCOPED_TRACE("ulimit -f " + blocks);
+    expect_no_harm(with_limit(blocks, {kBusy, "300"}));
+  }
+}
+
+// `ulimit -f N; sprofil record -- prog`: the limit applies to the tool and everything it runs.
+TEST(AgentLimits, FileSizeLimitAroundRecord) {
+  const Outcome native = run_once("", with_limit("1024", {kBusy, "300"}));
+  ASSERT_EQ(native.status, 0) << native.err;
+  const uint64_t limit = fsize_limit_bytes("1024");
+  for (const std::string blocks : {"4", "16", "1024"}) {
+    SCOPED_TRACE("ulimit -f " + blocks);
+    TempDir out;
+    const std::string prof = out / "p.sprof";
+    Result r = agent_test::run(
+        with_limit(blocks, {agent_test::kTool, "record", "--clock", agent_test::precise_clock(),
+                            "-o", prof, "--", kBusy, "300"}));
+    EXPECT_EQ(r.status, 0) << agent_test::describe(r);
+    EXPECT_EQ(r.out, native.out);
+    EXPECT_EQ(r.err.find("killed by signal"), std::string::npos) << r.err;
+    struct stat st;
+    if (blocks == "4") {
+      // Not even the 4096-byte header fits (2048 or 4096 bytes): no profile, said clearly.
+      EXPECT_FALSE(agent_test::lines_with(r.err, "not profiling").empty()) << r.err;
+      continue;
+    }
+    ASSERT_EQ(stat(prof.c_str(), &st), 0) << r.err;
+    const profile::Profile p = agent_test::read(prof);
+    EXPECT_TRUE(p.finished());
+    EXPECT_GT(p.delivered, 0u);
+    if (blocks == "1024") {
+      EXPECT_LE(static_cast<uint64_t>(st.st_size), limit);
+      // libc's counters (1.4 MB of text) cannot fit in 512 KB: they were kept in memory,
+      // and the agent said so.
+      EXPECT_FALSE(agent_test::lines_with(r.err, "cannot grow").empty()) << r.err;
+      EXPECT_GE(regions_named(p, "agent_busy"), 1);  // the main program's fit
+    }
+  }
+}
+
+// Under a 512 KB limit libc's counters (1.4 MB) cannot be in the file; a plugin dlopen'd later
+// is kept in memory too (it comes after libc) and written at exit where it fits: its samples
+// (~150 ms of CPU in it, cpu clock at 1000 Hz: 100 at least) are in the profile. The program
+// also forks a child (its own file, under the same limit) and runs as natively.
+TEST(AgentLimits, PluginCountsSurviveTheLimit) {
+  const Args cmd = with_limit("1024", {kFds, kPlugin});
+  const Outcome native = run_once("", cmd);
+  ASSERT_EQ(native.status, 0) << native.err;
+  TempDir out;
+  const std::string prof = out / "p.sprof";
+  // The agent in the program only (not in the shell that sets the limit).
+  const Outcome o = run_once("", {"/bin/sh", "-c",
+                                  "ulimit -f 1024 && exec env LD_PRELOAD=\"$1\" "
+                                  "SPROFIL_OUTPUT=\"$2\" SPROFIL_CLOCK=cpu \"$3\" \"$4\"",
+                                  "sh", agent_test::kRuntime, prof, kFds, kPlugin});
+  EXPECT_EQ(o.status, native.status) << o.err;
+  EXPECT_EQ(o.out, native.out);
+  EXPECT_EQ(program_stderr(o.err), native.err);
+  EXPECT_EQ(o.files, native.files);
+  struct stat st;
+  ASSERT_EQ(stat(prof.c_str(), &st), 0);
+  EXPECT_LE(static_cast<uint64_t>(st.st_size), fsize_limit_bytes("1024"));
+  const profile::Profile p = agent_test::read(prof);
+  uint64_t in_plugin = 0;
+  for (const auto& r : p.regions)
+    if (r.path.find("agent_plugin.so") != std::string::npos) in_plugin += r.total();
+  EXPECT_GE(in_plugin, 100u) << o.err;
+}
+
+// A filesystem too small for all the counters: the program runs to its end, the profile
+// reads back, the agent says what it could not keep.
+TEST(AgentLimits, FilesystemTooSmallForTheCounters) {
+  SmallFs fs("640k");
+  if (!fs.ok()) GTEST_SKIP() << fs.why() << "; the test needs to mount a small tmpfs (root)";
+  const Outcome native = run_once("", {kBusy, "300"});
+  for (const std::string& clock : clocks()) {
+    SCOPED_TRACE("clock " + clock);
+    const std::string prof = fs.dir() + "/p-" + clock + ".sprof";
+    const Outcome o = run_once("", {kBusy, "300"}, {}, agent_env(prof, clock));
+    EXPECT_EQ(o.status, native.status) << o.err;
+    EXPECT_EQ(o.out, native.out);
+    EXPECT_EQ(program_stderr(o.err), native.err);
+    EXPECT_FALSE(agent_test::lines_with(o.err, "cannot grow").empty()) << o.err;
+    const profile::Profile p = agent_test::read(prof);
+    EXPECT_TRUE(p.finished());
+    // The counters kept in memory were written at exit (only their non-zero pages: they fit):
+    // every counted sample is in a region or the overflow, libc's (spilled) included.
+    uint64_t kept = p.overflow;
+    for (const auto& r : p.regions) kept += r.total();
+    EXPECT_EQ(kept, p.counted());
+    EXPECT_GE(p.delivered, 100u);  // ~300 ms of CPU at 1000 Hz
+    EXPECT_GE(regions_named(p, "libc.so.6"), 1);
+    unlink(prof.c_str());
+  }
+}
+
+// The program itself fills the filesystem that holds the profile, then keeps running: every
+// sample lands in counter space reserved when the region was added, so nothing faults.
+TEST(AgentLimits, FilesystemFilledByTheProgram) {
+  SmallFs fs("24m");
+  if (!fs.ok()) GTEST_SKIP() << fs.why() << "; the test needs to mount a small tmpfs (root)";
+  const Outcome native = run_once("", {kBusy, "400", fs.dir()});
+  ASSERT_EQ(native.status, 0) << native.err;
+  ASSERT_NE(native.out.find("filled: ENOSPC"), std::string::npos) << native.out;
+  for (const std::string& clock : clocks()) {
+    SCOPED_TRACE("clock " + clock);
+    const std::string prof = fs.dir() + "/p.sprof";
+    // Under the tool too: the profile is on the filesystem the program fills.
+    Result r = agent_test::run(
+        {agent_test::kTool, "record", "--clock", clock, "-o", prof, "--", kBusy, "400", fs.dir()});
+    EXPECT_EQ(r.status, 0) << agent_test::describe(r);
+    EXPECT_EQ(r.out, native.out);
+    EXPECT_TRUE(agent_test::lines_with(r.err, "cannot grow").empty()) << r.err;
+    const profile::Profile p = agent_test::read(prof);
+    EXPECT_TRUE(p.finished());
+    // ~400 ms of CPU at 1000 Hz, most of it after the disk was full.
+    EXPECT_GE(p.delivered, 100u);
+    unlink(prof.c_str());
+  }
+}
+
+// The reservation is for the run only: at a clean exit the space of counter pages no sample
+// touched is given back, so a finished profile is sparse again. agent_busy's counters cover
+// its own text, libc's, libstdc++'s and libm's (about 3 MB); a 300 ms run touches a few pages.
+// Bound: at most a quarter of the file's size stays allocated (all of it before the release).
+TEST(AgentLimits, UntouchedReservationIsReleasedAtExit) {
+  TempDir out;
+  const std::string prof = out / "p.sprof";
+  const Outcome o = run_once("", {kBusy, "300"}, {}, agent_env(prof, "cpu"));
+  ASSERT_EQ(o.status, 0) << o.err;
+  struct stat st;
+  ASSERT_EQ(stat(prof.c_str(), &st), 0);
+  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, static_cast<uint64_t>(st.st_size) / 4)
+      << st.st_size;
+  const profile::Profile p = agent_test::read(prof);
+  uint64_t counted = p.overflow;
+  for (const auto& r : p.regions) counted += r.total();
+  EXPECT_EQ(counted, p.counted());  // no count was lost with the space
+  EXPECT_GE(p.delivered, 100u);
+}
+
+}  // namespace
+}  // namespace sprofil::harm_test
