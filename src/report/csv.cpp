@@ -22,14 +22,16 @@ std::string csv_field(const std::string& s) {
 }  // namespace
 
 void write_csv(const Table& t, std::ostream& out) {
-  out << "samples,percent,ci95_low,ci95_high,seconds,name,object,file,line,address\n";
+  out << "samples,percent,ci95_low,ci95_high,seconds,name,object,file,line,address"
+      << (t.per_process ? ",comm\n" : "\n");
   char buf[256];
   for (const Row& r : t.rows) {
     std::snprintf(buf, sizeof buf, "%.6g,%.6f,%.6f,%.6f,%.9g,", r.samples, r.percent, r.ci95_lo,
                   r.ci95_hi, r.seconds);
     out << buf << csv_field(r.name) << "," << csv_field(r.object) << "," << csv_field(r.file) << ","
         << (r.line != 0 ? std::to_string(r.line) : std::string()) << ","
-        << (r.address != 0 ? hex_addr(r.address) : std::string()) << "\n";
+        << (r.address != 0 ? hex_addr(r.address) : std::string())
+        << (t.per_process ? "," + csv_field(r.comm) : std::string()) << "\n";
   }
 }
 

@@ -30,11 +30,20 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["cpu_seconds"] = double(p.cpu_ns) / 1e9;
   j["finished"] = (p.flags & SPROF_F_FINISHED) != 0;
   j["warnings"] = t.warnings;
+  nlohmann::json procs = nlohmann::json::array();
+  for (const profile::Process& pr : p.processes)
+    procs.push_back({{"pid", pr.pid}, {"ppid", pr.ppid}, {"comm", pr.comm}, {"argv", pr.argv},
+                     {"delivered", pr.delivered}, {"cpu_seconds", double(pr.cpu_ns) / 1e9}});
+  j["processes"] = std::move(procs);
+  j["dropped_processes"] = p.dropped_processes;
+  j["run_cpu_seconds"] = double(p.run_cpu_ns) / 1e9;
+  j["uncovered_cpu_seconds"] = double(profile::uncovered_cpu_ns(p)) / 1e9;
   nlohmann::json rows = nlohmann::json::array();
   for (const Row& r : t.rows) {
     nlohmann::json row;
     row["name"] = r.name;
     row["object"] = r.object;
+    if (t.per_process) row["comm"] = r.comm;
     row["samples"] = r.samples;
     row["percent"] = r.percent;
     row["ci95"] = {r.ci95_lo, r.ci95_hi};
