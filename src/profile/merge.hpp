@@ -20,8 +20,8 @@ bool same_object(const Region& a, const Region& b);
 // some inputs are kept. overflow, delivered and lost are summed. tick_ns must agree; clock,
 // requested_hz, pid, ppid and argv come from the first input; FINISHED is set only if every
 // input finished. Run profiles merge too: every process's regions are summed into one
-// single-process result (the per-process split is not kept). If `bad_input` is given it receives the index of the input that caused the
-// error (or in.size() when no single input is at fault).
+// single-process result (the per-process split is not kept). If `bad_input` is given it receives
+// the index of the input that caused the error (or in.size() when no single input is at fault).
 bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error);
 bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error,
                     size_t* bad_input);

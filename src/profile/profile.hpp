@@ -68,9 +68,9 @@ struct Profile {
   // Every process (a v1 file has one, from its header). The fields above describe the whole
   // profile: sums of the processes' tallies and CPU, the root's (first) argv, clock and rate.
   std::vector<Process> processes;
-  bool run = false;               // read from (or to be written as) a run profile
-  uint64_t run_cpu_ns = 0;        // CPU of the whole run (every process); 0 = unknown
-  uint64_t dropped_processes = 0; // processes of the run that took no sample
+  bool run = false;                // read from (or to be written as) a run profile
+  uint64_t run_cpu_ns = 0;         // CPU of the whole run (every process); 0 = unknown
+  uint64_t dropped_processes = 0;  // processes of the run that took no sample
   uint64_t run_start_ns = 0, run_end_ns = 0;
   int32_t exit_status = 0;  // the recorded command's exit status (run profiles)
 

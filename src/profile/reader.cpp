@@ -314,10 +314,10 @@ bool parse(Source& src, Profile* out, std::string* error) {
     case Kind::kNone:
       break;
   }
-  *error = "not a sprofil profile (bad magic: no SPROFIL or SPRFRUN at offset 0";
+  *error = "bad magic: not a sprofil profile (no SPROFIL or SPRFRUN at offset 0";
   if (src.size() < sizeof(sprof_header))
-    *error += "; " + num(src.size()) + " bytes, shorter than the header of " +
-              num(sizeof(sprof_header));
+    *error +=
+        "; " + num(src.size()) + " bytes, shorter than the header of " + num(sizeof(sprof_header));
   *error += ")";
   return false;
 }
@@ -481,9 +481,8 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
     e.ppid = from_le(e.ppid);
     e.image_offset = from_le(e.image_offset);
     e.image_size = from_le(e.image_size);
-    if (e.image_offset % SPROF_PAGE != 0 || e.image_offset < table_end ||
-        e.image_offset > size || e.image_size > size - e.image_offset ||
-        e.image_size < 2 * SPROF_PAGE) {
+    if (e.image_offset % SPROF_PAGE != 0 || e.image_offset < table_end || e.image_offset > size ||
+        e.image_size > size - e.image_offset || e.image_size < 2 * SPROF_PAGE) {
       *error = where + ": bad image at offset " + num(e.image_offset) + ", size " +
                num(e.image_size) + " (file has " + num(size) + " bytes)";
       return false;
@@ -543,10 +542,9 @@ bool read_profile(const std::string& path, Profile* out, std::string* error) {
     return false;
   }
   if (!S_ISREG(st.st_mode)) {
-    *error = S_ISDIR(st.st_mode) ? "is a directory, not a profile"
-             : S_ISFIFO(st.st_mode)
-                 ? "is a FIFO, not a profile (profiles are regular files)"
-                 : "not a regular file (profiles are regular files)";
+    *error = S_ISDIR(st.st_mode)    ? "not a regular file (a directory)"
+             : S_ISFIFO(st.st_mode) ? "not a regular file (a FIFO; profiles are regular files)"
+                                    : "not a regular file (profiles are regular files)";
     ::close(fd);
     return false;
   }

@@ -4,12 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "profile/sprof_format.h"
 
@@ -227,6 +229,33 @@ void copy_name(char* dst, size_t cap, const std::string& s) {
   std::memcpy(dst, s.data(), std::min(cap - 1, s.size()));
 }
 
+// Runs `body` on fd if it is a regular file; else (a device such as /dev/null, a FIFO) on a
+// private memory file whose bytes are then written to fd in order: the layout needs pwrite.
+bool seekable(int fd, const std::function<bool(int, std::string*)>& body, std::string* error) {
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return body(fd, error);
+  const int mem = ::memfd_create("sprofil-profile", MFD_CLOEXEC);
+  if (mem < 0) {
+    *error = std::string("memfd_create: ") + std::strerror(errno);
+    return false;
+  }
+  bool ok = body(mem, error);
+  std::vector<char> buf(1 << 16);
+  for (off_t off = 0; ok;) {
+    const ssize_t n = ::pread(mem, buf.data(), buf.size(), off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = std::string("read back: ") + std::strerror(errno);
+      ok = false;
+    }
+    if (n <= 0) break;
+    ok = write_all(fd, std::string_view(buf.data(), static_cast<size_t>(n)), error);
+    off += n;
+  }
+  ::close(mem);
+  return ok;
+}
+
 bool write_run(const Profile& p, const std::string& path, std::string* error) {
   if (p.processes.empty()) {
     *error = "a run profile needs at least one process";
@@ -294,17 +323,16 @@ bool write_run(const Profile& p, const std::string& path, std::string* error) {
     copy_name(e.comm, sizeof e.comm, pr.comm);
     copy_name(e.name, sizeof e.name, pr.name);
   }
+  auto body = [&](int fd, std::string* err) {
+    if (!pwrite_all(fd, &h, sizeof h, 0, err) ||
+        !pwrite_all(fd, table.data(), table.size() * sizeof table[0], SPROF_PAGE, err))
+      return false;
+    for (const Image& im : images)
+      if (!write_body(fd, im.profile, im.layout, im.size, im.offset, err)) return false;
+    return set_size(fd, total, err);
+  };
   return write_output(
-      path,
-      [&](int fd, std::string* e) {
-        if (!pwrite_all(fd, &h, sizeof h, 0, e) ||
-            !pwrite_all(fd, table.data(), table.size() * sizeof table[0], SPROF_PAGE, e))
-          return false;
-        for (const Image& im : images)
-          if (!write_body(fd, im.profile, im.layout, im.size, im.offset, e)) return false;
-        return set_size(fd, total, e);
-      },
-      error);
+      path, [&](int out_fd, std::string* err) { return seekable(out_fd, body, err); }, error);
 }
 
 }  // namespace
@@ -318,8 +346,13 @@ bool write_profile(const Profile& p, const std::string& path, std::string* error
   if (!plan(p, &layout, &total, error)) return false;
   return write_output(
       path,
-      [&](int fd, std::string* e) {
-        return write_body(fd, p, layout, total, 0, e) && set_size(fd, total, e);
+      [&](int out_fd, std::string* e) {
+        return seekable(
+            out_fd,
+            [&](int fd, std::string* e2) {
+              return write_body(fd, p, layout, total, 0, e2) && set_size(fd, total, e2);
+            },
+            e);
       },
       error);
 }

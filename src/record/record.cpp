@@ -56,8 +56,7 @@ bool has_interp(int fd) {
   if (e.e_phentsize != sizeof(Phdr) || e.e_phnum == 0 || e.e_phnum > 4096) return true;
   for (unsigned i = 0; i < e.e_phnum; ++i) {
     Phdr ph;
-    if (!read_exact(fd, &ph, sizeof ph, static_cast<off_t>(e.e_phoff + i * sizeof ph)))
-      return true;
+    if (!read_exact(fd, &ph, sizeof ph, static_cast<off_t>(e.e_phoff + i * sizeof ph))) return true;
     if (ph.p_type == PT_INTERP) return true;
   }
   return false;
@@ -315,8 +314,7 @@ int record(const Options& o, FILE* log) {
   sigaction(SIGQUIT, &old_quit, nullptr);
 
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    fprintf(log, "sprofil record: cannot run %s: %s\n", check.path.c_str(),
-            strerror(exec_errno));
+    fprintf(log, "sprofil record: cannot run %s: %s\n", check.path.c_str(), strerror(exec_errno));
     rundir.remove({});
     return exec_errno == ENOENT ? 127 : 126;
   }

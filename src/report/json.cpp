@@ -32,8 +32,12 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["warnings"] = t.warnings;
   nlohmann::json procs = nlohmann::json::array();
   for (const profile::Process& pr : p.processes)
-    procs.push_back({{"pid", pr.pid}, {"ppid", pr.ppid}, {"comm", pr.comm}, {"argv", pr.argv},
-                     {"delivered", pr.delivered}, {"cpu_seconds", double(pr.cpu_ns) / 1e9}});
+    procs.push_back({{"pid", pr.pid},
+                     {"ppid", pr.ppid},
+                     {"comm", pr.comm},
+                     {"argv", pr.argv},
+                     {"delivered", pr.delivered},
+                     {"cpu_seconds", double(pr.cpu_ns) / 1e9}});
   j["processes"] = std::move(procs);
   j["dropped_processes"] = p.dropped_processes;
   j["run_cpu_seconds"] = double(p.run_cpu_ns) / 1e9;

@@ -42,8 +42,9 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
     out << buf;
   }
   if (p.run) {
-    std::snprintf(buf, sizeof buf, "processes:      %zu with samples, %" PRIu64
-                  " without samples not stored\n", p.processes.size(), p.dropped_processes);
+    std::snprintf(buf, sizeof buf,
+                  "processes:      %zu with samples, %" PRIu64 " without samples not stored\n",
+                  p.processes.size(), p.dropped_processes);
     out << buf;
   }
   if (p.run_cpu_ns != 0) {
@@ -60,8 +61,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   out << "by " << by_name(t.by) << "; percent and ci95 are % of total samples\n\n";
   std::snprintf(buf, sizeof buf, "%12s %7s %17s %10s  %s%s  %s\n", "samples", "percent",
                 "ci95 low-high", "self s", t.per_process ? "command          " : "",
-                t.by == By::kObject ? "object" : "function",
-                t.by == By::kObject ? "" : "object");
+                t.by == By::kObject ? "object" : "function", t.by == By::kObject ? "" : "object");
   out << buf;
   for (const Row& r : t.rows) {
     char ci[64];

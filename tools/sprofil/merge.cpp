@@ -42,7 +42,8 @@ int run_merge(const MergeOptions& o) {
                                profile::MergePolicy{o.force, &warnings})) {
     return fail(bad < o.inputs.size() ? o.inputs[bad] : o.output, error);
   }
-  for (const std::string& w : warnings) std::fprintf(stderr, "sprofil merge: warning: %s\n", w.c_str());
+  for (const std::string& w : warnings)
+    std::fprintf(stderr, "sprofil merge: warning: %s\n", w.c_str());
   if (!profile::write_profile(merged, o.output, &error)) return fail(o.output, error);
   return 0;
 }
