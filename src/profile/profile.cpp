@@ -92,7 +92,8 @@ Profile process_image(const Profile& p, size_t process) {
 Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names) {
   Profile out;
   out.run = true;
-  bool all_finished = true, cpu_known = true;
+  bool all_finished = true, cpu_known = true, hz_known = true;
+  double weighted_hz = 0, hz_weight = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     Profile& q = parts[i];
     Process pr;
@@ -128,6 +129,12 @@ Profile combine_processes(std::vector<Profile> parts, const std::vector<std::str
     if (q.end_ns > out.end_ns) out.end_ns = q.end_ns;
     if (q.cpu_ns == 0) cpu_known = false;
     out.cpu_ns = sat_add(out.cpu_ns, q.cpu_ns);
+    if (q.effective_hz > 0 && q.cpu_ns > 0) {  // the CPU-weighted mean, as merge does
+      weighted_hz += q.effective_hz * static_cast<double>(q.cpu_ns);
+      hz_weight += static_cast<double>(q.cpu_ns);
+    } else {
+      hz_known = false;
+    }
     out.overflow = sat_add(out.overflow, q.overflow);
     out.delivered = sat_add(out.delivered, q.delivered);
     out.lost = sat_add(out.lost, q.lost);
@@ -140,6 +147,7 @@ Profile combine_processes(std::vector<Profile> parts, const std::vector<std::str
   if (all_finished && !parts.empty()) out.flags |= SPROF_F_FINISHED;
   if (!all_finished) out.end_ns = 0;
   if (!cpu_known) out.cpu_ns = 0;
+  if (parts.size() > 1) out.effective_hz = hz_known && hz_weight > 0 ? weighted_hz / hz_weight : 0;
   return out;
 }
 
