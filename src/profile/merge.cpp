@@ -38,8 +38,19 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
   return merge_profiles(in, out, error, nullptr);
 }
 
+std::string program_of(const Profile& p) {
+  for (const Region& r : p.regions)
+    if ((r.flags & SPROF_R_MAIN) && r.process == 0) return r.path;
+  return comm_of(p.argv);
+}
+
 bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error,
                     size_t* bad_input) {
+  return merge_profiles(in, out, error, bad_input, MergePolicy{true, nullptr});
+}
+
+bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error,
+                    size_t* bad_input, const MergePolicy& policy) {
   std::string scratch;
   if (!error) error = &scratch;
   size_t scratch_index;
@@ -72,6 +83,23 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
                " in this one";
       return false;
     }
+    if (i > 0) {
+      std::string differs;
+      if (p.clock != first.clock)
+        differs = std::string("clock differs: ") + clock_name(first.clock) +
+                  " in the first profile, " + clock_name(p.clock) + " in this one";
+      else if (program_of(p) != program_of(first))
+        differs = "program differs: " + program_of(first) + " in the first profile, " +
+                  program_of(p) + " in this one";
+      if (!differs.empty()) {
+        if (!policy.force) {
+          *bad_input = i;
+          *error = differs + " (--force merges them anyway)";
+          return false;
+        }
+        if (policy.warnings) policy.warnings->push_back(differs);
+      }
+    }
     all_finished = all_finished && p.finished();
     if (p.start_ns != 0 && (m.start_ns == 0 || p.start_ns < m.start_ns)) m.start_ns = p.start_ns;
     m.end_ns = std::max(m.end_ns, p.end_ns);
@@ -94,6 +122,7 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
       if (it == m.regions.end()) {
         m.regions.push_back(r);
         Region& n = m.regions.back();
+        n.process = 0;
         const uint64_t top =
             n.counts.empty() ? 0 : *std::max_element(n.counts.begin(), n.counts.end());
         n.counter_width = std::max(n.counter_width, width_for(top));

@@ -19,10 +19,25 @@ bool same_object(const Region& a, const Region& b);
 // bin, saturating at UINT64_MAX, and counter_width widens as needed; regions present in only
 // some inputs are kept. overflow, delivered and lost are summed. tick_ns must agree; clock,
 // requested_hz, pid, ppid and argv come from the first input; FINISHED is set only if every
-// input finished. If `bad_input` is given it receives the index of the input that caused the
-// error (or in.size() when no single input is at fault).
+// input finished. Run profiles merge too: every process's regions are summed into one
+// single-process result (the per-process split is not kept). If `bad_input` is given it receives
+// the index of the input that caused the error (or in.size() when no single input is at fault).
 bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error);
 bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error,
                     size_t* bad_input);
+
+// What merge does with inputs of different programs (the root process's main executable, or
+// its command name when no region is marked main) or different clocks: refuse (an error naming
+// both) unless `force`, in which case each difference is a warning. The overloads without a
+// policy merge them silently (force, no warnings), as they always did.
+struct MergePolicy {
+  bool force = false;
+  std::vector<std::string>* warnings = nullptr;
+};
+bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error,
+                    size_t* bad_input, const MergePolicy& policy);
+
+// The program a profile is of: its root process's main executable path, else its comm.
+std::string program_of(const Profile& p);
 
 }  // namespace sprofil::profile

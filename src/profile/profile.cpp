@@ -53,4 +53,109 @@ uint64_t Profile::total_samples() const {
   return t;
 }
 
+std::string comm_of(const std::vector<std::string>& argv) {
+  if (argv.empty()) return "";
+  std::string c = argv[0];
+  if (const size_t slash = c.rfind('/'); slash != std::string::npos) c.erase(0, slash + 1);
+  if (c.size() > 15) c.resize(15);
+  return c;
+}
+
+Profile process_image(const Profile& p, size_t process) {
+  Profile out;
+  const Process& pr = p.processes.at(process);
+  out.version = SPROF_VERSION;
+  out.flags = pr.flags;
+  out.clock = pr.clock;
+  out.requested_hz = pr.requested_hz;
+  out.tick_ns = pr.tick_ns;
+  out.effective_hz = pr.effective_hz;
+  out.start_ns = pr.start_ns;
+  out.end_ns = pr.end_ns;
+  out.cpu_ns = pr.cpu_ns;
+  out.pid = pr.pid;
+  out.ppid = pr.ppid;
+  out.argv = pr.argv;
+  out.overflow = pr.overflow;
+  out.delivered = pr.delivered;
+  out.lost = pr.lost;
+  for (const Region& r : p.regions)
+    if (r.process == process) {
+      out.regions.push_back(r);
+      out.regions.back().process = 0;
+    }
+  Process self = pr;
+  out.processes.push_back(std::move(self));
+  return out;
+}
+
+Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names) {
+  Profile out;
+  out.run = true;
+  bool all_finished = true, cpu_known = true, hz_known = true;
+  double weighted_hz = 0, hz_weight = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Profile& q = parts[i];
+    Process pr;
+    pr.pid = q.pid;
+    pr.ppid = q.ppid;
+    pr.comm = comm_of(q.argv);
+    pr.name = i < names.size() ? names[i] : "";
+    pr.argv = q.argv;
+    pr.flags = q.flags;
+    pr.clock = q.clock;
+    pr.requested_hz = q.requested_hz;
+    pr.tick_ns = q.tick_ns;
+    pr.effective_hz = q.effective_hz;
+    pr.start_ns = q.start_ns;
+    pr.end_ns = q.end_ns;
+    pr.cpu_ns = q.cpu_ns;
+    pr.overflow = q.overflow;
+    pr.delivered = q.delivered;
+    pr.lost = q.lost;
+    if (i == 0) {
+      out.flags = q.flags & ~SPROF_F_FINISHED;
+      out.clock = q.clock;
+      out.requested_hz = q.requested_hz;
+      out.tick_ns = q.tick_ns;
+      out.effective_hz = q.effective_hz;
+      out.pid = q.pid;
+      out.ppid = q.ppid;
+      out.argv = q.argv;
+    }
+    all_finished = all_finished && q.finished();
+    if (q.start_ns != 0 && (out.start_ns == 0 || q.start_ns < out.start_ns))
+      out.start_ns = q.start_ns;
+    if (q.end_ns > out.end_ns) out.end_ns = q.end_ns;
+    if (q.cpu_ns == 0) cpu_known = false;
+    out.cpu_ns = sat_add(out.cpu_ns, q.cpu_ns);
+    if (q.effective_hz > 0 && q.cpu_ns > 0) {  // the CPU-weighted mean, as merge does
+      weighted_hz += q.effective_hz * static_cast<double>(q.cpu_ns);
+      hz_weight += static_cast<double>(q.cpu_ns);
+    } else {
+      hz_known = false;
+    }
+    out.overflow = sat_add(out.overflow, q.overflow);
+    out.delivered = sat_add(out.delivered, q.delivered);
+    out.lost = sat_add(out.lost, q.lost);
+    for (Region& r : q.regions) {
+      r.process = static_cast<uint32_t>(out.processes.size());
+      out.regions.push_back(std::move(r));
+    }
+    out.processes.push_back(std::move(pr));
+  }
+  if (all_finished && !parts.empty()) out.flags |= SPROF_F_FINISHED;
+  if (!all_finished) out.end_ns = 0;
+  if (!cpu_known) out.cpu_ns = 0;
+  if (parts.size() > 1) out.effective_hz = hz_known && hz_weight > 0 ? weighted_hz / hz_weight : 0;
+  return out;
+}
+
+uint64_t uncovered_cpu_ns(const Profile& p) {
+  if (p.run_cpu_ns == 0) return 0;
+  uint64_t covered = 0;
+  for (const Process& pr : p.processes) covered = sat_add(covered, pr.cpu_ns);
+  return p.run_cpu_ns > covered ? p.run_cpu_ns - covered : 0;
+}
+
 }  // namespace sprofil::profile

@@ -23,11 +23,31 @@ struct Region {
   uint32_t counter_width = 4;     // 2, 4 or 8
   uint64_t load_ns = 0, unload_ns = 0;
   std::vector<uint64_t> counts;  // one per bin: bin i covers [start + i*bin_size, ...)
+  uint32_t process = 0;          // index in Profile::processes (0 when it has none)
 
   uint64_t total() const;
   // The runtime address of bin i's first byte.
   uint64_t bin_address(uint64_t i) const { return start + i * bin_size; }
 };
+
+// One process of a run profile: its v1 header's fields, plus the command name and the file-name
+// suffix the runtime gave its file ("", ".PID" or ".PID.N").
+struct Process {
+  int32_t pid = 0, ppid = 0;
+  std::string comm;  // basename of argv[0], at most 15 bytes
+  std::string name;  // the runtime's file-name suffix
+  std::vector<std::string> argv;
+  uint32_t flags = 0;  // SPROF_F_*
+  Clock clock = Clock::kCpu;
+  uint32_t requested_hz = 0;
+  uint64_t tick_ns = 0;
+  double effective_hz = 0;
+  uint64_t start_ns = 0, end_ns = 0, cpu_ns = 0;
+  uint64_t overflow = 0, delivered = 0, lost = 0;
+};
+
+// The command name perf and ps show: the basename of argv[0], cut to 15 bytes.
+std::string comm_of(const std::vector<std::string>& argv);
 
 struct Profile {
   uint32_t version = 1;
@@ -45,10 +65,27 @@ struct Profile {
   uint64_t delivered = 0;  // samples delivered to the handler
   uint64_t lost = 0;       // delivered but not counted (saturated or stopped)
 
+  // Every process (a v1 file has one, from its header). The fields above describe the whole
+  // profile: sums of the processes' tallies and CPU, the root's (first) argv, clock and rate.
+  std::vector<Process> processes;
+  bool run = false;                // read from (or to be written as) a run profile
+  uint64_t run_cpu_ns = 0;         // CPU of the whole run (every process); 0 = unknown
+  uint64_t dropped_processes = 0;  // processes of the run that took no sample
+  uint64_t run_start_ns = 0, run_end_ns = 0;
+  int32_t exit_status = 0;  // the recorded command's exit status (run profiles)
+
   bool finished() const;  // SPROF_F_FINISHED
   uint64_t counted() const { return delivered > lost ? delivered - lost : 0; }
   // Sum of all counts, overflow included: what percentages are relative to.
   uint64_t total_samples() const;
 };
+
+// A single-process profile of one process in a run (its header fields and its regions).
+Profile process_image(const Profile& p, size_t process);
+// Combines single-process profiles into a run profile: processes in the given order (the first
+// is the root), regions tagged with their process, top-level fields as described above.
+Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names);
+// The CPU time no sample covers: run_cpu_ns minus the processes' cpu_ns (0 if unknown).
+uint64_t uncovered_cpu_ns(const Profile& p);
 
 }  // namespace sprofil::profile

@@ -86,8 +86,31 @@ class FileSource final : public Source {
   bool seek_data_works_ = true;
 };
 
+// [base, base + size) of another source: one process's image inside a run profile.
+class SubSource final : public Source {
+ public:
+  SubSource(Source& parent, uint64_t base, uint64_t size)
+      : Source(size), parent_(parent), base_(base) {}
+  bool read(uint64_t off, void* dst, size_t len, std::string* error) override {
+    if (off > size() || len > size() - off) {
+      *error = "read past the end of the image at offset " + std::to_string(off);
+      return false;
+    }
+    return parent_.read(base_ + off, dst, len, error);
+  }
+  bool is_hole(uint64_t off, uint64_t len) override { return parent_.is_hole(base_ + off, len); }
+
+ private:
+  Source& parent_;
+  uint64_t base_;
+};
+
 std::string num(uint64_t v) {
   return std::to_string(v);
+}
+
+std::string samples(uint64_t n) {
+  return num(n) + (n == 1 ? " sample" : " samples");
 }
 
 // A little-endian unsigned integer of `width` bytes.
@@ -263,12 +286,47 @@ bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* n
   return true;
 }
 
+bool parse_run(Source& src, Profile* out, std::string* error);
+
+// The first 8 bytes: a v1 profile, a run profile, or neither.
+enum class Kind { kV1, kRun, kNone };
+Kind kind_of(Source& src) {
+  char magic[8];
+  std::string ignored;
+  if (src.size() < sizeof magic || !src.read(0, magic, sizeof magic, &ignored)) return Kind::kNone;
+  if (std::memcmp(magic, SPROF_MAGIC, sizeof magic) == 0) return Kind::kV1;
+  if (std::memcmp(magic, SPROF_RUN_MAGIC, sizeof magic) == 0) return Kind::kRun;
+  return Kind::kNone;
+}
+
+bool parse_v1(Source& src, Profile* out, std::string* error);
+
 bool parse(Source& src, Profile* out, std::string* error) {
+  if (src.size() == 0) {
+    *error = "empty file (not a sprofil profile)";
+    return false;
+  }
+  switch (kind_of(src)) {
+    case Kind::kRun:
+      return parse_run(src, out, error);
+    case Kind::kV1:
+      return parse_v1(src, out, error);
+    case Kind::kNone:
+      break;
+  }
+  *error = "bad magic: not a sprofil profile (no SPROFIL or SPRFRUN at offset 0";
+  if (src.size() < sizeof(sprof_header))
+    *error +=
+        "; " + num(src.size()) + " bytes, shorter than the header of " + num(sizeof(sprof_header));
+  *error += ")";
+  return false;
+}
+
+bool parse_v1(Source& src, Profile* out, std::string* error) {
   const uint64_t size = src.size();
   if (size < sizeof(sprof_header)) {
-    *error = size == 0 ? std::string("empty file (not a .sprof profile)")
-                       : "file is shorter than the header: " + num(size) + " bytes, need " +
-                             num(sizeof(sprof_header));
+    *error = "file is shorter than the header: " + num(size) + " bytes, need " +
+             num(sizeof(sprof_header));
     return false;
   }
   sprof_header h;
@@ -347,7 +405,111 @@ bool parse(Source& src, Profile* out, std::string* error) {
              num(h.region_count) + " committed region records (" + num(off) + ")";
     return false;
   }
+  Process self;
+  self.pid = p.pid;
+  self.ppid = p.ppid;
+  self.comm = comm_of(p.argv);
+  self.argv = p.argv;
+  self.flags = p.flags;
+  self.clock = p.clock;
+  self.requested_hz = p.requested_hz;
+  self.tick_ns = p.tick_ns;
+  self.effective_hz = p.effective_hz;
+  self.start_ns = p.start_ns;
+  self.end_ns = p.end_ns;
+  self.cpu_ns = p.cpu_ns;
+  self.overflow = p.overflow;
+  self.delivered = p.delivered;
+  self.lost = p.lost;
+  p.processes.push_back(std::move(self));
   *out = std::move(p);
+  return true;
+}
+
+bool parse_run(Source& src, Profile* out, std::string* error) {
+  const uint64_t size = src.size();
+  if (size < sizeof(sprof_run_header)) {
+    *error = "run profile shorter than its header: " + num(size) + " bytes, need " +
+             num(sizeof(sprof_run_header));
+    return false;
+  }
+  sprof_run_header h;
+  if (!src.read(0, &h, sizeof h, error)) return false;
+  h.version = from_le(h.version);
+  h.header_size = from_le(h.header_size);
+  h.process_count = from_le(h.process_count);
+  h.table_offset = from_le(h.table_offset);
+  h.run_cpu_ns = from_le(h.run_cpu_ns);
+  h.dropped_processes = from_le(h.dropped_processes);
+  h.start_ns = from_le(h.start_ns);
+  h.end_ns = from_le(h.end_ns);
+  h.exit_status = from_le(h.exit_status);
+  h.cmdline_len = from_le(h.cmdline_len);
+  if (h.version != SPROF_RUN_VERSION) {
+    *error = "unsupported run profile version " + num(h.version) + " (this sprofil reads " +
+             num(SPROF_RUN_VERSION) + ")";
+    return false;
+  }
+  if (h.header_size != SPROF_PAGE || h.table_offset != SPROF_PAGE) {
+    *error = "bad run header: header_size " + num(h.header_size) + ", table_offset " +
+             num(h.table_offset) + " (both must be 4096)";
+    return false;
+  }
+  if (h.process_count == 0) {
+    *error = "run profile holds no process";
+    return false;
+  }
+  // Each process needs its table entry and an image of at least two pages.
+  const uint64_t table_bytes = uint64_t{h.process_count} * SPROF_RUN_ENTRY;
+  const uint64_t table_end = SPROF_PAGE + (table_bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
+  if (table_end > size || (size - table_end) / (2 * SPROF_PAGE) < h.process_count) {
+    *error = "process_count " + num(h.process_count) + " cannot fit in a file of " + num(size) +
+             " bytes";
+    return false;
+  }
+  std::vector<Profile> parts(h.process_count);
+  std::vector<std::string> names(h.process_count);
+  std::vector<std::string> comms(h.process_count);
+  for (uint32_t i = 0; i < h.process_count; ++i) {
+    sprof_run_process e;
+    const std::string where = "process " + num(i);
+    if (!src.read(SPROF_PAGE + uint64_t{i} * SPROF_RUN_ENTRY, &e, sizeof e, error)) {
+      *error = where + ": " + *error;
+      return false;
+    }
+    e.pid = from_le(e.pid);
+    e.ppid = from_le(e.ppid);
+    e.image_offset = from_le(e.image_offset);
+    e.image_size = from_le(e.image_size);
+    if (e.image_offset % SPROF_PAGE != 0 || e.image_offset < table_end || e.image_offset > size ||
+        e.image_size > size - e.image_offset || e.image_size < 2 * SPROF_PAGE) {
+      *error = where + ": bad image at offset " + num(e.image_offset) + ", size " +
+               num(e.image_size) + " (file has " + num(size) + " bytes)";
+      return false;
+    }
+    SubSource sub(src, e.image_offset, e.image_size);
+    if (kind_of(sub) != Kind::kV1 || !parse_v1(sub, &parts[i], error)) {
+      if (kind_of(sub) != Kind::kV1) *error = "no v1 image (bad magic)";
+      *error = where + " (pid " + std::to_string(e.pid) + "): " + *error;
+      return false;
+    }
+    if (parts[i].pid != e.pid || parts[i].ppid != e.ppid) {
+      *error = where + ": the table says pid " + std::to_string(e.pid) + ", its image pid " +
+               std::to_string(parts[i].pid);
+      return false;
+    }
+    names[i].assign(e.name, strnlen(e.name, sizeof e.name));
+    comms[i].assign(e.comm, strnlen(e.comm, sizeof e.comm));
+  }
+  Profile p = combine_processes(std::move(parts), names);
+  for (uint32_t i = 0; i < h.process_count; ++i) p.processes[i].comm = comms[i];
+  p.run_cpu_ns = h.run_cpu_ns;
+  p.dropped_processes = h.dropped_processes;
+  p.run_start_ns = h.start_ns;
+  p.run_end_ns = h.end_ns;
+  p.exit_status = h.exit_status;
+  *out = std::move(p);
+  (void)samples;
   return true;
 }
 
@@ -367,7 +529,8 @@ bool parse_profile(const uint8_t* data, size_t size, Profile* out, std::string* 
 bool read_profile(const std::string& path, Profile* out, std::string* error) {
   std::string scratch;
   if (!error) error = &scratch;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; anything not regular is refused.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     *error = std::string("cannot open: ") + std::strerror(errno);
     return false;
@@ -379,7 +542,9 @@ bool read_profile(const std::string& path, Profile* out, std::string* error) {
     return false;
   }
   if (!S_ISREG(st.st_mode)) {
-    *error = "not a regular file";
+    *error = S_ISDIR(st.st_mode)    ? "not a regular file (a directory)"
+             : S_ISFIFO(st.st_mode) ? "not a regular file (a FIFO; profiles are regular files)"
+                                    : "not a regular file (profiles are regular files)";
     ::close(fd);
     return false;
   }

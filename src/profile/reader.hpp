@@ -12,8 +12,11 @@
 
 namespace sprofil::profile {
 
-// Reads the file at `path`. Reads only the header, the committed region records and their
-// counters (with pread, so a file that shrinks while being read gives an error, not SIGBUS).
+// Accepts v1 files (one process) and run profiles (every process of a `sprofil record` run);
+// docs/file-format.md describes both. Reads the file at `path`, which must be a regular file
+// (opened with O_NONBLOCK: a FIFO or device is refused at once, never waited on). Reads only
+// the header, the committed region records and their counters (with pread, so a file that
+// shrinks while being read gives an error, not SIGBUS).
 // On failure returns false and sets *error (without the path; callers prefix it).
 bool read_profile(const std::string& path, Profile* out, std::string* error);
 

@@ -98,7 +98,56 @@ struct sprof_region {
   uint8_t reserved[SPROF_PAGE - 160 - SPROF_PATH_MAX]; /* zero */
 };
 
+/* The run profile (version 1): what one `sprofil record` writes. It holds every process of
+ * the run that took a sample, each as a complete v1 image (above) at a page-aligned offset,
+ * so that one file is one run. docs/file-format.md describes it.
+ *
+ *   offset 0      sprof_run_header (4096 bytes)
+ *   offset 4096   the process table: process_count sprof_run_process entries (128 bytes
+ *                 each), padded to 4096
+ *   ...           each process's v1 image at its entry's image_offset (4096-aligned), its
+ *                 internal offsets (counters_offset, regions_end) relative to that offset
+ * The host tools write it once (temporary file + rename); it is never updated in place. */
+#define SPROF_RUN_MAGIC "SPRFRUN" /* 8 bytes with the terminating NUL */
+#define SPROF_RUN_VERSION 1u
+#define SPROF_RUN_ENTRY 128u
+#define SPROF_COMM_MAX 16u
+#define SPROF_RUN_NAME_MAX 32u
+
+struct sprof_run_header {
+  char magic[8];                   /* "SPRFRUN\0" */
+  uint32_t version;                /* SPROF_RUN_VERSION */
+  uint32_t header_size;            /* 4096 */
+  uint32_t process_count;          /* entries in the process table; the first is the run's root */
+  uint32_t flags;                  /* zero */
+  uint64_t table_offset;           /* 4096 */
+  uint64_t run_cpu_ns;             /* CPU (user + sys) of the whole run, every process, from
+                                      wait4's rusage; 0 = unknown */
+  uint64_t dropped_processes;      /* processes that took no sample, not stored */
+  uint64_t start_ns;               /* CLOCK_REALTIME when the command was started */
+  uint64_t end_ns;                 /* when it ended */
+  int32_t exit_status;             /* the command's exit status (128 + signal if killed) */
+  uint32_t cmdline_len;            /* bytes used in cmdline */
+  uint64_t reserved1;              /* zero */
+  char cmdline[SPROF_CMDLINE_MAX]; /* the recorded command, each argument NUL-terminated */
+  uint8_t reserved[SPROF_PAGE - 80 - SPROF_CMDLINE_MAX]; /* zero */
+};
+
+struct sprof_run_process {
+  int32_t pid;
+  int32_t ppid;
+  uint64_t image_offset;         /* of this process's v1 image, 4096-aligned */
+  uint64_t image_size;           /* bytes, a multiple of 4096 */
+  char comm[SPROF_COMM_MAX];     /* command name (basename of argv[0]), NUL-padded */
+  char name[SPROF_RUN_NAME_MAX]; /* the runtime's file-name suffix ("", ".PID", ".PID.N") */
+  uint8_t reserved[SPROF_RUN_ENTRY - 72]; /* zero */
+};
+
 #ifdef __cplusplus
+static_assert(sizeof(sprof_run_header) == SPROF_PAGE, "run header is one page");
+static_assert(offsetof(sprof_run_header, cmdline) == 80, "run header layout");
+static_assert(sizeof(sprof_run_process) == SPROF_RUN_ENTRY, "run process entry");
+static_assert(offsetof(sprof_run_process, name) == 40, "run process layout");
 static_assert(sizeof(sprof_header) == SPROF_PAGE, "header is one page");
 static_assert(offsetof(sprof_header, tick_ns) == 32, "header layout");
 static_assert(offsetof(sprof_header, pid) == 72, "header layout");

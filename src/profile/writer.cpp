@@ -4,12 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "profile/sprof_format.h"
 
@@ -110,8 +112,9 @@ bool plan(const Profile& p, std::vector<Planned>* out, uint64_t* total, std::str
   return true;
 }
 
+// Writes the v1 image of `p` at file offset `base` (its internal offsets relative to base).
 bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, uint64_t total,
-                std::string* error) {
+                uint64_t base, std::string* error) {
   sprof_header h{};
   std::memcpy(h.magic, SPROF_MAGIC, sizeof h.magic);
   h.version = to_le<uint32_t>(SPROF_VERSION);
@@ -149,7 +152,7 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
     len += a.size() + 1;  // the NUL is already there
   }
   h.cmdline_len = to_le(static_cast<uint32_t>(len));
-  if (!pwrite_all(fd, &h, sizeof h, 0, error)) return false;
+  if (!pwrite_all(fd, &h, sizeof h, base, error)) return false;
 
   std::vector<uint8_t> buf;
   for (size_t k = 0; k < p.regions.size(); ++k) {
@@ -173,7 +176,7 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
     rec.path_len = to_le(static_cast<uint32_t>(r.path.size()));
     std::copy(r.build_id.begin(), r.build_id.end(), rec.build_id);
     std::memcpy(rec.path, r.path.data(), r.path.size());
-    if (!pwrite_all(fd, &rec, sizeof rec, l.offset, error)) return false;
+    if (!pwrite_all(fd, &rec, sizeof rec, base + l.offset, error)) return false;
 
     // Counters in chunks of whole pages; all-zero pages stay holes (ftruncate below).
     constexpr uint64_t kChunkBins = 1u << 16;
@@ -191,7 +194,7 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
       }
       if (!any) continue;
       // Write only the runs of pages holding a non-zero counter.
-      const uint64_t base = l.offset + SPROF_PAGE + first * l.width;
+      const uint64_t at0 = base + l.offset + SPROF_PAGE + first * l.width;
       auto zero_page = [&](size_t at) {
         const size_t end = std::min<size_t>(at + SPROF_PAGE, buf.size());
         return std::all_of(buf.begin() + static_cast<ptrdiff_t>(at),
@@ -206,11 +209,15 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
         size_t run_end = at + SPROF_PAGE;
         while (run_end < buf.size() && !zero_page(run_end)) run_end += SPROF_PAGE;
         run_end = std::min(run_end, buf.size());
-        if (!pwrite_all(fd, buf.data() + at, run_end - at, base + at, error)) return false;
+        if (!pwrite_all(fd, buf.data() + at, run_end - at, at0 + at, error)) return false;
         at = run_end;
       }
     }
   }
+  return true;
+}
+
+bool set_size(int fd, uint64_t total, std::string* error) {
   if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
     *error = std::string("cannot set the file size: ") + std::strerror(errno);
     return false;
@@ -218,17 +225,136 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
   return true;
 }
 
+void copy_name(char* dst, size_t cap, const std::string& s) {
+  std::memcpy(dst, s.data(), std::min(cap - 1, s.size()));
+}
+
+// Runs `body` on fd if it is a regular file; else (a device such as /dev/null, a FIFO) on a
+// private memory file whose bytes are then written to fd in order: the layout needs pwrite.
+bool seekable(int fd, const std::function<bool(int, std::string*)>& body, std::string* error) {
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return body(fd, error);
+  const int mem = ::memfd_create("sprofil-profile", MFD_CLOEXEC);
+  if (mem < 0) {
+    *error = std::string("memfd_create: ") + std::strerror(errno);
+    return false;
+  }
+  bool ok = body(mem, error);
+  std::vector<char> buf(1 << 16);
+  for (off_t off = 0; ok;) {
+    const ssize_t n = ::pread(mem, buf.data(), buf.size(), off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *error = std::string("read back: ") + std::strerror(errno);
+      ok = false;
+    }
+    if (n <= 0) break;
+    ok = write_all(fd, std::string_view(buf.data(), static_cast<size_t>(n)), error);
+    off += n;
+  }
+  ::close(mem);
+  return ok;
+}
+
+bool write_run(const Profile& p, const std::string& path, std::string* error) {
+  if (p.processes.empty()) {
+    *error = "a run profile needs at least one process";
+    return false;
+  }
+  if (p.processes.size() > UINT32_MAX / SPROF_RUN_ENTRY) {
+    *error = "too many processes: " + num(p.processes.size());
+    return false;
+  }
+  for (const Region& r : p.regions)
+    if (r.process >= p.processes.size()) {
+      *error = "region " + r.path + " names process " + num(r.process) + " of " +
+               num(p.processes.size());
+      return false;
+    }
+  struct Image {
+    Profile profile;
+    std::vector<Planned> layout;
+    uint64_t size = 0, offset = 0;
+  };
+  std::vector<Image> images(p.processes.size());
+  const uint64_t table_bytes = p.processes.size() * uint64_t{SPROF_RUN_ENTRY};
+  uint64_t off = SPROF_PAGE + (table_bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
+  for (size_t i = 0; i < images.size(); ++i) {
+    Image& im = images[i];
+    im.profile = process_image(p, i);
+    if (!plan(im.profile, &im.layout, &im.size, error)) {
+      *error = "process " + num(i) + ": " + *error;
+      return false;
+    }
+    // Even an image without regions takes two pages, as the reader expects.
+    im.size = std::max<uint64_t>(im.size, 2 * SPROF_PAGE);
+    im.offset = off;
+    off += im.size;
+  }
+  const uint64_t total = off;
+
+  sprof_run_header h{};
+  std::memcpy(h.magic, SPROF_RUN_MAGIC, sizeof h.magic);
+  h.version = to_le<uint32_t>(SPROF_RUN_VERSION);
+  h.header_size = to_le<uint32_t>(SPROF_PAGE);
+  h.process_count = to_le(static_cast<uint32_t>(p.processes.size()));
+  h.table_offset = to_le<uint64_t>(SPROF_PAGE);
+  h.run_cpu_ns = to_le(p.run_cpu_ns);
+  h.dropped_processes = to_le(p.dropped_processes);
+  h.start_ns = to_le(p.run_start_ns);
+  h.end_ns = to_le(p.run_end_ns);
+  h.exit_status = to_le(p.exit_status);
+  size_t len = 0;
+  for (const std::string& a : p.argv) {
+    if (a.find('\0') != std::string::npos || a.size() + 1 > SPROF_CMDLINE_MAX - len) break;
+    std::memcpy(h.cmdline + len, a.data(), a.size());
+    len += a.size() + 1;
+  }
+  h.cmdline_len = to_le(static_cast<uint32_t>(len));
+  std::vector<sprof_run_process> table(p.processes.size());
+  for (size_t i = 0; i < table.size(); ++i) {
+    const Process& pr = p.processes[i];
+    sprof_run_process& e = table[i];
+    std::memset(&e, 0, sizeof e);
+    e.pid = to_le(pr.pid);
+    e.ppid = to_le(pr.ppid);
+    e.image_offset = to_le(images[i].offset);
+    e.image_size = to_le(images[i].size);
+    copy_name(e.comm, sizeof e.comm, pr.comm);
+    copy_name(e.name, sizeof e.name, pr.name);
+  }
+  auto body = [&](int fd, std::string* err) {
+    if (!pwrite_all(fd, &h, sizeof h, 0, err) ||
+        !pwrite_all(fd, table.data(), table.size() * sizeof table[0], SPROF_PAGE, err))
+      return false;
+    for (const Image& im : images)
+      if (!write_body(fd, im.profile, im.layout, im.size, im.offset, err)) return false;
+    return set_size(fd, total, err);
+  };
+  return write_output(
+      path, [&](int out_fd, std::string* err) { return seekable(out_fd, body, err); }, error);
+}
+
 }  // namespace
 
 bool write_profile(const Profile& p, const std::string& path, std::string* error) {
   std::string scratch;
   if (!error) error = &scratch;
+  if (p.run) return write_run(p, path, error);
   std::vector<Planned> layout;
   uint64_t total = 0;
   if (!plan(p, &layout, &total, error)) return false;
-
   return write_output(
-      path, [&](int fd, std::string* e) { return write_body(fd, p, layout, total, e); }, error);
+      path,
+      [&](int out_fd, std::string* e) {
+        return seekable(
+            out_fd,
+            [&](int fd, std::string* e2) {
+              return write_body(fd, p, layout, total, 0, e2) && set_size(fd, total, e2);
+            },
+            e);
+      },
+      error);
 }
 
 }  // namespace sprofil::profile

@@ -7,6 +7,8 @@
 
 namespace sprofil::profile {
 
+// A Profile with `run` set is written as a run profile (each process's v1 image in the run
+// container); else as a v1 file of the top-level fields and every region.
 // Writes `p` to `path` (through a temporary file in the same directory, then rename). Counters
 // are written little-endian at each region's counter_width; a region whose counts do not fit
 // its width is written with 8-byte counters. Zero pages of counters are left as file holes.

@@ -52,12 +52,25 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["coverage"] = cov.known ? nlohmann::json(rounded(cov.ratio, 4)) : nlohmann::json(nullptr);
   if (!cov.warning.empty()) j["coverage_warning"] = cov.warning;
   j["warnings"] = strings(t.warnings);
+  nlohmann::json procs = nlohmann::json::array();
+  for (const profile::Process& pr : p.processes)
+    procs.push_back({{"pid", pr.pid},
+                     {"ppid", pr.ppid},
+                     {"comm", valid_utf8(pr.comm)},
+                     {"argv", strings(pr.argv)},
+                     {"delivered", pr.delivered},
+                     {"cpu_seconds", significant(double(pr.cpu_ns) / 1e9, 12)}});
+  j["processes"] = std::move(procs);
+  j["dropped_processes"] = p.dropped_processes;
+  j["run_cpu_seconds"] = significant(double(p.run_cpu_ns) / 1e9, 12);
+  j["uncovered_cpu_seconds"] = significant(double(profile::uncovered_cpu_ns(p)) / 1e9, 12);
   nlohmann::json rows = nlohmann::json::array();
   for (const Row& r : t.rows) {
     nlohmann::json row;
     row["name"] = valid_utf8(r.name);
     if (!r.aliases.empty()) row["aliases"] = strings(r.aliases);
     row["object"] = valid_utf8(r.object);
+    if (t.per_process) row["comm"] = valid_utf8(r.comm);
     const double samples = rounded(r.samples, 6);
     row["samples"] = samples;
     row["percent"] = significant(r.percent, 12);

@@ -56,15 +56,25 @@ Interval wilson(double x, double n, double z) {
   return iv;
 }
 
+bool process_selected(const Profile& p, uint32_t index, const Options& opts) {
+  if (opts.pids.empty() && opts.comms.empty()) return true;
+  if (index >= p.processes.size()) return false;
+  const profile::Process& pr = p.processes[index];
+  return std::find(opts.pids.begin(), opts.pids.end(), pr.pid) != opts.pids.end() ||
+         std::find(opts.comms.begin(), opts.comms.end(), pr.comm) != opts.comms.end();
+}
+
 std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer,
                              const Options& opts) {
   std::vector<Piece> pieces;
   size_t nonempty = 0, done = 0;
   for (const Region& r : p.regions)
-    if (std::any_of(r.counts.begin(), r.counts.end(), [](uint64_t c) { return c != 0; }))
+    if (process_selected(p, r.process, opts) &&
+        std::any_of(r.counts.begin(), r.counts.end(), [](uint64_t c) { return c != 0; }))
       ++nonempty;
   for (size_t ri = 0; ri < p.regions.size(); ++ri) {
     const Region& r = p.regions[ri];
+    if (!process_selected(p, r.process, opts)) continue;
     if (std::none_of(r.counts.begin(), r.counts.end(), [](uint64_t c) { return c != 0; })) continue;
     if (opts.progress) opts.progress(done++, nonempty, r.path);
     const symbolize::Object* obj = symbolizer.open(r.path, r.build_id);
@@ -87,6 +97,7 @@ std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer
         if (hi <= lo) continue;
         Piece pc;
         pc.region = ri;
+        pc.process = r.process;
         pc.bin = i;
         pc.address = lo + r.load_bias;
         pc.samples = double(hi - lo);  // bytes for now
@@ -98,6 +109,7 @@ std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer
       if (covered == 0) {
         Piece pc;
         pc.region = ri;
+        pc.process = r.process;
         pc.bin = i;
         pc.address = a;
         pc.samples = double(count);
@@ -110,20 +122,48 @@ std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer
     }
   }
   if (opts.progress && done > 0) opts.progress(done, nonempty, "");
-  if (p.overflow != 0) {
-    Piece pc;
-    pc.region = SIZE_MAX;
-    pc.samples = double(p.overflow);
-    pieces.push_back(pc);
+  if (p.processes.size() <= 1) {
+    if (p.overflow != 0 && process_selected(p, 0, opts)) {
+      Piece pc;
+      pc.region = SIZE_MAX;
+      pc.samples = double(p.overflow);
+      pieces.push_back(pc);
+    }
+    return pieces;
   }
+  for (uint32_t k = 0; k < p.processes.size(); ++k)
+    if (p.processes[k].overflow != 0 && process_selected(p, k, opts)) {
+      Piece pc;
+      pc.region = SIZE_MAX;
+      pc.process = k;
+      pc.samples = double(p.processes[k].overflow);
+      pieces.push_back(pc);
+    }
   return pieces;
 }
 
 Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Options& opts) {
   Table t;
   t.by = opts.by;
-  t.total_samples = p.total_samples();
   t.tick_seconds = double(p.tick_ns) / 1e9;
+  t.per_process = p.processes.size() > 1;
+  if (opts.pids.empty() && opts.comms.empty()) {
+    t.total_samples = p.total_samples();
+  } else {  // percentages of what the filter keeps, as perf does with --pid/--comms
+    auto add = [](uint64_t a, uint64_t b) {
+      uint64_t r;
+      return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+    };
+    for (const Region& r : p.regions)
+      if (process_selected(p, r.process, opts)) t.total_samples = add(t.total_samples, r.total());
+    if (p.processes.size() <= 1) {
+      if (process_selected(p, 0, opts)) t.total_samples = add(t.total_samples, p.overflow);
+    } else {
+      for (uint32_t k = 0; k < p.processes.size(); ++k)
+        if (process_selected(p, k, opts))
+          t.total_samples = add(t.total_samples, p.processes[k].overflow);
+    }
+  }
   std::vector<Piece> pieces = attribute(p, symbolizer, opts);
 
   std::map<std::string, size_t> index;
@@ -175,6 +215,10 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
         }
       }
     }
+    if (t.per_process && pc.process < p.processes.size()) {
+      row.comm = p.processes[pc.process].comm;
+      key = row.comm + '\0' + key;
+    }
     auto [it, inserted] = index.emplace(key, t.rows.size());
     if (inserted && pc.sym != nullptr && opts.by != By::kObject) row.aliases = pc.sym->aliases;
     if (inserted) t.rows.push_back(std::move(row));
@@ -197,8 +241,8 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
   }
   std::sort(kept.begin(), kept.end(), [](const Row& a, const Row& b) {
     if (a.samples != b.samples) return a.samples > b.samples;
-    return std::tie(a.name, a.object, a.line, a.address) <
-           std::tie(b.name, b.object, b.line, b.address);
+    return std::tie(a.name, a.object, a.line, a.address, a.comm) <
+           std::tie(b.name, b.object, b.line, b.address, b.comm);
   });
   if (opts.limit != 0 && kept.size() > opts.limit) kept.resize(opts.limit);
   t.rows = std::move(kept);

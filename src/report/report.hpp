@@ -34,7 +34,13 @@ struct Options {
   // Called as symbolization proceeds: objects done, objects in all, the current object.
   std::function<void(size_t done, size_t total, const std::string& object)> progress;
   std::string source;  // the profile's file name, for headers and errors
+  // Keep only these processes (by pid, or by command name as perf's --comms); empty = all.
+  std::vector<int32_t> pids;
+  std::vector<std::string> comms;
 };
+
+// True if process `index` of `p` passes the --pid/--comm filters.
+bool process_selected(const profile::Profile& p, uint32_t index, const Options& opts);
 
 // The 95% (z = 1.96) Wilson score interval of x successes in n trials, as fractions 0..1.
 struct Interval {
@@ -45,6 +51,7 @@ Interval wilson(double x, double n, double z = 1.959963984540054);
 // The part of one bin attributed to one function (or to none: sym == nullptr).
 struct Piece {
   size_t region = 0;     // index in Profile::regions; SIZE_MAX for the overflow
+  uint32_t process = 0;  // index in Profile::processes
   uint64_t bin = 0;      // bin index in the region
   uint64_t address = 0;  // runtime address: max(bin start, function start)
   double samples = 0;    // count * covered bytes of this function / covered bytes
@@ -53,13 +60,15 @@ struct Piece {
 };
 
 // Splits every non-zero bin over the functions it covers. The overflow is one piece with
-// region == SIZE_MAX. Opens only objects with non-zero counts.
+// region == SIZE_MAX (one per process with overflow). Only the processes the options select;
+// opens only objects with non-zero counts.
 std::vector<Piece> attribute(const profile::Profile& p, symbolize::Symbolizer& sym,
                              const Options& opts = {});
 
 struct Row {
   std::string name;  // function (demangled), object basename, or "[outside any object]"
   std::vector<std::string> aliases;  // the function's other names at its address (JSON)
+  std::string comm;                  // the process's command name when the profile has several
   std::string object;                // object basename ("" for the overflow)
   std::string object_path;           // full path
   std::string file;                  // --by line / address: innermost frame's source file
@@ -74,7 +83,8 @@ struct Row {
 
 struct Table {
   By by = By::kFunction;
-  uint64_t total_samples = 0;  // all counts + overflow
+  uint64_t total_samples = 0;  // all counts + overflow (of the selected processes)
+  bool per_process = false;    // several processes: rows are per (comm, name), like perf
   double tick_seconds = 0;
   std::vector<Row> rows;  // sorted by samples descending, filtered
   std::vector<std::string> warnings;

@@ -48,6 +48,19 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
     std::snprintf(buf, sizeof buf, "process CPU:    %.3f s\n", double(p.cpu_ns) / 1e9);
     out << buf;
   }
+  if (p.run) {
+    std::snprintf(buf, sizeof buf,
+                  "processes:      %zu with samples, %" PRIu64 " without samples not stored\n",
+                  p.processes.size(), p.dropped_processes);
+    out << buf;
+  }
+  if (p.run_cpu_ns != 0) {
+    std::snprintf(buf, sizeof buf,
+                  "uncovered CPU:  %.3f s of the run's %.3f s CPU is in no profile (before the "
+                  "agent loaded, or in processes it never entered)\n",
+                  double(profile::uncovered_cpu_ns(p)) / 1e9, double(p.run_cpu_ns) / 1e9);
+    out << buf;
+  }
   if ((p.flags & SPROF_F_FINISHED) == 0)
     out << "warning: the profile did not finish cleanly (crash, kill or still running); "
            "the counts are partial\n";
@@ -65,16 +78,21 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
                       "keeps them)"
                     : "")
       << "\n\n";
-  std::snprintf(buf, sizeof buf, "%12s %7s %17s %10s  %s  %s\n", "samples", "percent",
-                "ci95 low-high", "self s", t.by == By::kObject ? "object" : "function",
-                t.by == By::kObject ? "" : "object");
+  std::snprintf(buf, sizeof buf, "%12s %7s %17s %10s  %s%s  %s\n", "samples", "percent",
+                "ci95 low-high", "self s", t.per_process ? "command          " : "",
+                t.by == By::kObject ? "object" : "function", t.by == By::kObject ? "" : "object");
   out << buf;
   for (const Row& r : t.rows) {
     char ci[64];
     std::snprintf(ci, sizeof ci, "%.2f-%.2f", r.ci95_lo, r.ci95_hi);
     std::snprintf(buf, sizeof buf, "%12s %7.2f %17s %10.3f  ", format_samples(r.samples).c_str(),
                   r.percent, ci, r.seconds);
-    out << buf << label_of(r, t.by, opts.short_names);
+    out << buf;
+    if (t.per_process) {
+      std::snprintf(buf, sizeof buf, "%-15s  ", printable(r.comm).c_str());
+      out << buf;
+    }
+    out << label_of(r, t.by, opts.short_names);
     if (t.by != By::kObject && !r.object.empty()) out << "  " << printable(r.object);
     out << "\n";
   }

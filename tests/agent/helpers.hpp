@@ -28,6 +28,7 @@
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
 #include "profile/sprof_format.h"
+#include "profile/writer.hpp"
 
 namespace sprofil::agent_test {
 
@@ -202,6 +203,21 @@ inline std::vector<std::string> list_dir(const std::string& dir) {
     v.push_back(e.path().filename().string());
   std::sort(v.begin(), v.end());
   return v;
+}
+
+// `sprofil record -o OUT` writes one run profile holding every process. For the tests that
+// look at each process alone: writes each process's image as the file the runtime itself
+// names (OUT, OUT.PID, OUT.PID.N), OUT last, and returns those names.
+inline std::vector<std::string> explode_run(const std::string& out) {
+  profile::Profile run = read(out);
+  std::vector<std::string> names;
+  for (size_t i = run.processes.size(); i-- > 0;) {
+    const std::string name = out + run.processes[i].name;
+    std::string err;
+    EXPECT_TRUE(profile::write_profile(profile::process_image(run, i), name, &err)) << err;
+    names.push_back(name);
+  }
+  return names;
 }
 
 // 0 if a user-space task-clock perf event can be opened here (what the perf clock needs),

@@ -114,6 +114,9 @@ TEST_P(Fork, ChildWritesItsOwnFile) {
   auto child = read_truth(truth_file + ".child");
   const int child_pid = static_cast<int>(child["child_pid"]);
   EXPECT_EQ(child_pid, static_cast<int>(parent["child_pid"]));
+  // One run, one file: the run profile holds both processes.
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"fork.sprof", "truth", "truth.child"}));
+  explode_run(out);
   const std::string child_file = out + "." + std::to_string(child_pid);
   ASSERT_TRUE(std::filesystem::exists(child_file))
       << "files: " << ::testing::PrintToString(list_dir(dir.path()));
@@ -149,6 +152,9 @@ TEST(Exec, OneFilePerExecdProgram) {
       "'" + kProg + "' burn 0.1; '" + kProg + "' burnexec 0.1 '" + kProg + "' split 0.1; exit 0";
   Result r = record(out, {"--clock", "cpu", "-F", "2000"}, {"bash", "-c", script});
   ASSERT_EQ(r.status, 0) << describe(r);
+  // One run, one file: the run profile holds every process with samples.
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"sh.sprof"}));
+  explode_run(out);
   std::map<std::string, profile::Profile> files;
   for (const std::string& name : list_dir(dir.path())) files[name] = read(dir / name);
   ASSERT_TRUE(files.count("sh.sprof")) << r.err;

@@ -17,6 +17,7 @@ namespace {
 struct MergeOptions {
   std::string output;
   std::vector<std::string> inputs;
+  bool force = false;
 };
 
 int fail(const std::string& file, const std::string& problem) {
@@ -36,9 +37,13 @@ int run_merge(const MergeOptions& o) {
   profile::Profile merged;
   std::string error;
   size_t bad = 0;
-  if (!profile::merge_profiles(profiles, &merged, &error, &bad)) {
+  std::vector<std::string> warnings;
+  if (!profile::merge_profiles(profiles, &merged, &error, &bad,
+                               profile::MergePolicy{o.force, &warnings})) {
     return fail(bad < o.inputs.size() ? o.inputs[bad] : o.output, error);
   }
+  for (const std::string& w : warnings)
+    std::fprintf(stderr, "sprofil merge: warning: %s\n", w.c_str());
   if (!profile::write_profile(merged, o.output, &error)) return fail(o.output, error);
   return 0;
 }
@@ -48,7 +53,9 @@ int run_merge(const MergeOptions& o) {
 Run setup_merge(CLI::App& sub) {
   auto opt = std::make_shared<MergeOptions>();
   sub.add_option("-o,--output", opt->output, "The merged profile to write")->required();
-  sub.add_option("profiles", opt->inputs, "Profiles to merge (.sprof)")
+  sub.add_flag("--force", opt->force,
+               "Merge profiles of different programs or clocks (a warning instead of an error)");
+  sub.add_option("profiles", opt->inputs, "Profiles to merge (.sprof or run profiles)")
       ->required()
       ->expected(1, -1);
   return [opt] { return run_merge(*opt); };

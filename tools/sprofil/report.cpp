@@ -18,6 +18,8 @@ struct ReportArgs {
   std::string by = "function";
   std::string format = "text";
   std::string object;
+  std::vector<int32_t> pids;
+  std::vector<std::string> comms;
   std::string out;
   size_t limit = 0;
   double min_percent = 0;
@@ -43,6 +45,8 @@ int run_report(const ReportArgs& args) {
   opts.limit = args.limit;
   opts.min_percent = args.min_percent;
   opts.object = args.object;
+  opts.pids = args.pids;
+  opts.comms = args.comms;
   opts.source = args.file;
   if (::isatty(STDERR_FILENO)) opts.progress = show_progress;
   profile::Profile p;
@@ -79,6 +83,10 @@ Run setup_report(CLI::App& sub) {
   sub.add_option("--limit", args->limit, "Show at most N rows (0 = all)");
   sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent");
   sub.add_option("--object", args->object, "Only rows of objects whose file name contains NAME");
+  sub.add_option("--pid", args->pids,
+                 "Only this process (several allowed); percentages are of what is kept");
+  sub.add_option("--comm", args->comms,
+                 "Only processes with this command name (basename of argv[0]; several allowed)");
   std::string formats;
   std::vector<std::string> names;
   for (const report::Exporter* e : report::exporters()) {

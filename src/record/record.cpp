@@ -1,0 +1,389 @@
+#include "record/record.hpp"
+
+#include <dirent.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "profile/profile.hpp"
+#include "profile/reader.hpp"
+#include "profile/sprof_format.h"
+#include "profile/writer.hpp"
+
+namespace sprofil::record {
+namespace {
+
+constexpr const char* kFileName = "p.sprof";  // the agent's SPROFIL_OUTPUT in the run directory
+
+uint64_t now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+}
+
+std::string absolute(const std::string& p) {
+  if (!p.empty() && p[0] == '/') return p;
+  char cwd[PATH_MAX];
+  return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + p : p;
+}
+
+std::string plural(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+bool read_exact(int fd, void* dst, size_t len, off_t off) {
+  return pread(fd, dst, len, off) == static_cast<ssize_t>(len);
+}
+
+template <typename Ehdr, typename Phdr>
+bool has_interp(int fd) {
+  Ehdr e;
+  if (!read_exact(fd, &e, sizeof e, 0)) return true;  // unreadable: do not claim static
+  if (e.e_type != ET_EXEC && e.e_type != ET_DYN) return true;
+  if (e.e_phentsize != sizeof(Phdr) || e.e_phnum == 0 || e.e_phnum > 4096) return true;
+  for (unsigned i = 0; i < e.e_phnum; ++i) {
+    Phdr ph;
+    if (!read_exact(fd, &ph, sizeof ph, static_cast<off_t>(e.e_phoff + i * sizeof ph))) return true;
+    if (ph.p_type == PT_INTERP) return true;
+  }
+  return false;
+}
+
+struct RunDir {
+  std::string path;
+  // Removes the files in it (all created by the agent in this private directory) and itself.
+  bool remove(const std::vector<std::string>& names) const {
+    for (const std::string& n : names) unlink((path + "/" + n).c_str());
+    return rmdir(path.c_str()) == 0;
+  }
+};
+
+struct Collected {
+  std::vector<std::string> names;  // every entry of the run directory
+  std::vector<profile::Profile> kept;
+  std::vector<std::string> suffixes;
+  uint64_t dropped = 0;
+  std::vector<std::string> unreadable;  // "name: why"
+};
+
+Collected collect(const std::string& dir) {
+  Collected c;
+  struct Entry {
+    std::string suffix;
+    profile::Profile p;
+  };
+  std::vector<Entry> entries;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      c.names.push_back(name);
+      std::string why;
+      Entry en;
+      if (name.compare(0, strlen(kFileName), kFileName) != 0) {
+        c.unreadable.push_back(name + ": not a profile of this run");
+        continue;
+      }
+      en.suffix = name.substr(strlen(kFileName));
+      if (!profile::read_profile(dir + "/" + name, &en.p, &why)) {
+        c.unreadable.push_back(name + ": " + why);
+        continue;
+      }
+      entries.push_back(std::move(en));
+    }
+    closedir(d);
+  }
+  // The command's first image first, then by start time.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.suffix.empty() != b.suffix.empty()) return a.suffix.empty();
+    if (a.p.start_ns != b.p.start_ns) return a.p.start_ns < b.p.start_ns;
+    return a.suffix < b.suffix;
+  });
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Entry& en = entries[i];
+    const bool root = i == 0;
+    if (!root && en.p.delivered == 0 && en.p.total_samples() == 0) {
+      ++c.dropped;
+      continue;
+    }
+    c.suffixes.push_back(en.suffix);
+    c.kept.push_back(std::move(en.p));
+  }
+  return c;
+}
+
+}  // namespace
+
+bool is_static_elf(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  struct stat st;
+  unsigned char ident[EI_NIDENT];
+  bool is_static = false;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read_exact(fd, ident, sizeof ident, 0) &&
+      memcmp(ident, ELFMAG, SELFMAG) == 0) {
+    if (ident[EI_CLASS] == ELFCLASS64)
+      is_static = !has_interp<Elf64_Ehdr, Elf64_Phdr>(fd);
+    else if (ident[EI_CLASS] == ELFCLASS32)
+      is_static = !has_interp<Elf32_Ehdr, Elf32_Phdr>(fd);
+  }
+  close(fd);
+  return is_static;
+}
+
+CommandCheck check_command(const std::string& command) {
+  CommandCheck c;
+  std::vector<std::string> candidates;
+  if (command.find('/') != std::string::npos) {
+    candidates.push_back(command);
+  } else if (!command.empty()) {
+    const char* env = getenv("PATH");
+    const std::string path = env ? env : "/usr/local/bin:/usr/bin:/bin";
+    size_t at = 0;
+    while (true) {
+      const size_t colon = path.find(':', at);
+      std::string dir = path.substr(at, colon == std::string::npos ? colon : colon - at);
+      if (dir.empty()) dir = ".";
+      candidates.push_back(dir + "/" + command);
+      if (colon == std::string::npos) break;
+      at = colon + 1;
+    }
+  }
+  bool found_not_executable = false;
+  std::string not_executable_path;
+  for (const std::string& cand : candidates) {
+    struct stat st;
+    if (stat(cand.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode) || access(cand.c_str(), X_OK) != 0) {
+      if (!found_not_executable) not_executable_path = cand;
+      found_not_executable = true;
+      continue;
+    }
+    c.path = cand;
+    if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+        ((st.st_mode & S_ISGID) && st.st_gid != getegid())) {
+      c.launch = Launch::kSecure;
+      c.reason = cand + " is " + ((st.st_mode & S_ISUID) ? "setuid" : "setgid") +
+                 ": the dynamic loader ignores LD_PRELOAD for it, so the agent cannot enter "
+                 "it; profile a copy without the bit, or link libsprofil and call the API";
+    } else if (is_static_elf(cand)) {
+      c.launch = Launch::kStatic;
+      c.reason = cand +
+                 " is statically linked: the preloaded agent cannot enter it; link it "
+                 "dynamically, or link libsprofil.a into it and start profiling with the API "
+                 "(sprofil_start) or SPROFIL_OUTPUT";
+    }
+    return c;
+  }
+  if (found_not_executable) {
+    c.launch = Launch::kNotExecutable;
+    c.path = not_executable_path;
+    c.reason = not_executable_path + ": not executable (" +
+               (access(not_executable_path.c_str(), X_OK) != 0 ? std::string(strerror(EACCES))
+                                                               : std::string("a directory")) +
+               ")";
+  } else {
+    c.launch = Launch::kNotFound;
+    c.reason = command + ": command not found";
+  }
+  return c;
+}
+
+int record(const Options& o, FILE* log) {
+  if (o.command.empty()) {
+    fprintf(log, "sprofil record: no command to run\n");
+    return 2;
+  }
+  if (access(o.runtime.c_str(), R_OK) != 0) {
+    fprintf(log, "sprofil record: runtime library not found: %s (set SPROFIL_LIBRARY)\n",
+            o.runtime.c_str());
+    return 2;
+  }
+  // 1. The command: found, executable, enterable by the preloaded agent.
+  const CommandCheck check = check_command(o.command[0]);
+  switch (check.launch) {
+    case Launch::kOk:
+      break;
+    case Launch::kNotFound:
+      fprintf(log, "sprofil record: %s\n", check.reason.c_str());
+      return 127;
+    case Launch::kNotExecutable:
+      fprintf(log, "sprofil record: %s\n", check.reason.c_str());
+      return 126;
+    case Launch::kStatic:
+    case Launch::kSecure:
+      fprintf(log, "sprofil record: cannot profile %s\n", check.reason.c_str());
+      return 2;
+  }
+
+  // 2. The output: never touched until the run profile replaces it; its directory must take
+  // our private run directory, checked now rather than after the command ran.
+  const std::string out = absolute(o.output);
+  struct stat st;
+  if (out.back() == '/' || (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+    fprintf(log, "sprofil record: %s: is a directory; -o names the profile file to write\n",
+            out.c_str());
+    return 2;
+  }
+  const size_t slash = out.rfind('/');
+  const std::string dir = slash == 0 ? "/" : out.substr(0, slash);
+  std::string base = out.substr(slash + 1);
+  if (base.size() > 100) base.resize(100);
+  std::string templ = (dir == "/" ? "" : dir) + "/." + base + ".sprofil-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) {
+    fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
+            out.c_str(), dir.c_str(), strerror(errno));
+    return 2;
+  }
+  const RunDir rundir{buf.data()};
+
+  std::string preload = o.runtime;
+  if (const char* cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
+
+  // 3. Run it. Like time(1): the terminal's interrupt goes to the command; we wait for it.
+  struct sigaction ign {
+  }, old_int{}, old_quit{};
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ign, &old_int);
+  sigaction(SIGQUIT, &ign, &old_quit);
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    fprintf(log, "sprofil record: pipe: %s\n", strerror(errno));
+    rundir.remove({});
+    return 2;
+  }
+  fflush(log);
+  const uint64_t start_ns = now_ns();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
+    rundir.remove({});
+    return 2;
+  }
+  if (pid == 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGQUIT, &old_quit, nullptr);
+    close(exec_pipe[0]);
+    setenv("LD_PRELOAD", preload.c_str(), 1);
+    setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
+    setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
+    setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
+    unsetenv("SPROFIL_STARTED");
+    std::vector<char*> argv;
+    for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(check.path.c_str(), argv.data());
+    int err = errno;
+    if (err == ENOEXEC) {  // a script without #!: the shell runs it, as execvp does
+      std::vector<char*> sh{const_cast<char*>("/bin/sh"), const_cast<char*>(check.path.c_str())};
+      sh.insert(sh.end(), argv.begin() + 1, argv.end());
+      execv("/bin/sh", sh.data());
+      err = errno;
+    }
+    ssize_t ignored = write(exec_pipe[1], &err, sizeof err);
+    (void)ignored;
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  close(exec_pipe[1]);
+  int exec_errno = 0;
+  ssize_t got;
+  while ((got = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  close(exec_pipe[0]);
+  int status = 0;
+  struct rusage ru {};
+  while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+  }
+  const uint64_t end_ns = now_ns();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGQUIT, &old_quit, nullptr);
+
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    fprintf(log, "sprofil record: cannot run %s: %s\n", check.path.c_str(), strerror(exec_errno));
+    rundir.remove({});
+    return exec_errno == ENOENT ? 127 : 126;
+  }
+  int code;
+  if (WIFEXITED(status)) {
+    code = WEXITSTATUS(status);
+  } else {
+    code = 128 + WTERMSIG(status);
+    fprintf(log,
+            "sprofil record: %s was killed by signal %d (%s); the profile keeps every "
+            "sample taken\n",
+            o.command[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
+  }
+  const uint64_t run_cpu_ns =
+      (static_cast<uint64_t>(ru.ru_utime.tv_sec) + static_cast<uint64_t>(ru.ru_stime.tv_sec)) *
+          1000000000u +
+      (static_cast<uint64_t>(ru.ru_utime.tv_usec) + static_cast<uint64_t>(ru.ru_stime.tv_usec)) *
+          1000u;
+
+  // 4. One run, one profile.
+  Collected c = collect(rundir.path);
+  for (const std::string& u : c.unreadable)
+    fprintf(log, "sprofil record: warning: skipped %s\n", u.c_str());
+  const int failed = code != 0 ? code : 1;
+  if (c.kept.empty()) {
+    fprintf(log,
+            "sprofil record: no profile was written to %s: the agent did not start in %s (the "
+            "program %s)\n",
+            out.c_str(), o.command[0].c_str(),
+            c.unreadable.empty()
+                ? "ended before the agent loaded, cleared LD_PRELOAD from its environment, or "
+                  "is statically linked"
+                : "left only unreadable files");
+    rundir.remove(c.names);
+    return failed;
+  }
+  profile::Profile run = profile::combine_processes(std::move(c.kept), c.suffixes);
+  run.run_cpu_ns = run_cpu_ns;
+  run.dropped_processes = c.dropped;
+  run.run_start_ns = start_ns;
+  run.run_end_ns = end_ns;
+  run.exit_status = code;
+  std::string error;
+  if (!profile::write_profile(run, out, &error)) {
+    fprintf(log,
+            "sprofil record: cannot write %s: %s; the processes' files are kept in %s "
+            "(sprofil report and merge read them)\n",
+            out.c_str(), error.c_str(), rundir.path.c_str());
+    return failed;
+  }
+  if (!rundir.remove(c.names))
+    fprintf(log, "sprofil record: warning: could not remove %s: %s\n", rundir.path.c_str(),
+            strerror(errno));
+
+  std::string summary = "sprofil record: wrote " + out + ": " +
+                        plural(run.processes.size(), "process", "processes") + ", " +
+                        plural(run.total_samples(), "sample", "samples") + " (" +
+                        profile::clock_name(run.clock) + " clock, " +
+                        std::to_string(run.requested_hz) + " Hz requested)";
+  if (c.dropped != 0)
+    summary += "; " + plural(c.dropped, "process", "processes") + " without samples not stored";
+  if (run_cpu_ns != 0) {
+    char b[128];
+    snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU not covered by the profile",
+             double(profile::uncovered_cpu_ns(run)) / 1e9, double(run_cpu_ns) / 1e9);
+    summary += b;
+  }
+  fprintf(log, "%s\n", summary.c_str());
+  return code;
+}
+
+}  // namespace sprofil::record

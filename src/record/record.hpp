@@ -1,0 +1,52 @@
+// The record workflow (`sprofil record`, docs/file-format.md "Run profiles"):
+//  1. check the command (found? executable? an ELF the preloaded agent can enter?) and the
+//     output (a private run directory next to it, created with mkdtemp) before anything runs;
+//  2. run the command with the agent preloaded, SPROFIL_OUTPUT=<rundir>/p.sprof, and measure
+//     the whole run's CPU with wait4's rusage;
+//  3. read every process's file from the run directory, drop the processes without samples
+//     (counted), write ONE run profile to the output (temporary file + rename), remove the run
+//     directory and print one summary line.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace sprofil::record {
+
+struct Options {
+  unsigned hz = 1000;
+  std::string clock = "auto";
+  std::string output = "sprofil.data";
+  std::vector<std::string> command;  // the command and its arguments, as given
+  std::string runtime;               // path of libsprofil.so
+};
+
+// What stands in the way of profiling a command, found before it runs.
+enum class Launch {
+  kOk,
+  kNotFound,       // exit status 127, as shells do
+  kNotExecutable,  // found but not executable: 126
+  kStatic,         // an ELF without PT_INTERP: the preloaded agent cannot enter it
+  kSecure,         // setuid/setgid for us: the loader ignores LD_PRELOAD
+};
+struct CommandCheck {
+  Launch launch = Launch::kOk;
+  std::string path;    // the file that would be executed (after the PATH search)
+  std::string reason;  // for the user, when launch != kOk
+};
+// Resolves `command` like execvp (PATH search) and inspects the file.
+CommandCheck check_command(const std::string& command);
+
+// True if the file is an ELF executable without a PT_INTERP program header (statically
+// linked). False for anything else (dynamic ELF, scripts, unreadable files).
+bool is_static_elf(const std::string& path);
+
+// Runs the whole workflow and returns the exit status for `sprofil record`: the command's
+// (128 + signal if it was killed); 2 when it could not start for a reason of ours (bad output,
+// no runtime, a static or setuid program); 126/127 when the command cannot be executed or
+// found; non-zero (the command's status, or 1) when no profile could be written.
+// Messages go to `log`.
+int record(const Options& o, FILE* log = stderr);
+
+}  // namespace sprofil::record

@@ -1,0 +1,242 @@
+// `sprofil record` as a user expects it (issue 8 items 1-5, 14; issue 7 items 9, 11, 12, 14,
+// 15): the real tool recording real programs, and the tool's answers to hostile inputs.
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "helpers.hpp"
+
+namespace sprofil::agent_test {
+namespace {
+
+const std::string kStatic = STATIC_PROG;
+
+Result record_nodash(const std::string& out, const Args& cmd, const std::string& cwd = "") {
+  Args a{kTool, "record", "-o", out};
+  a.insert(a.end(), cmd.begin(), cmd.end());
+  return run(a, {}, cwd);
+}
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return lstat(p.c_str(), &st) == 0;
+}
+
+// Item 1: options end at the command's first word; `--` stays optional.
+TEST(Options, TheCommandKeepsEveryOptionWithoutDashDash) {
+  TempDir dir;
+  const std::string out = dir / "p.sprof";
+  Result r = record_nodash(out, {"sh", "-c", "echo -o x", "sh", "-F", "1"});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, "-o x\n");
+  profile::Profile p = read(out);
+  EXPECT_EQ(p.argv.at(0), "sh");
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"p.sprof"}));
+  // With `--`, a `--` inside the command is the command's.
+  r = run({kTool, "record", "-o", out, "--", "sh", "-c", "echo \"$@\"", "sh", "--", "-o", "y"});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, "-- -o y\n");
+}
+
+TEST(Options, GccKeepsItsOutputOption) {
+  if (run({"sh", "-c", "command -v gcc"}).status != 0) GTEST_SKIP() << "no gcc";
+  TempDir dir;
+  {
+    std::ofstream f(dir / "hot.c");
+    f << "int hot(int x) { return x * 3; }\n";
+  }
+  const std::string out = dir / "P";
+  Result r = record_nodash(out, {"gcc", "-O2", "-c", "hot.c", "-o", "hot.o"}, dir.path());
+  ASSERT_EQ(r.status, 0) << describe(r);
+  std::ifstream obj(dir / "hot.o", std::ios::binary);
+  char magic[4] = {};
+  obj.read(magic, 4);
+  EXPECT_EQ(std::string(magic, 4),
+            "\x7f"
+            "ELF")
+      << "hot.o is not the object file";
+  profile::Profile p = read(out);  // and P is a profile
+  EXPECT_EQ(p.argv.at(0), "gcc");
+}
+
+// Item 2: a bad output fails before the command runs, with a non-zero status.
+TEST(Output, BadOutputFailsBeforeTheCommandRuns) {
+  TempDir dir;
+  const std::string mark = dir / "ran";
+  Result r = record_nodash("/nonexistent/d/x.sprof", {"touch", mark});
+  EXPECT_NE(r.status, 0) << describe(r);
+  EXPECT_FALSE(exists(mark)) << "the command ran although its profile could not be written";
+  EXPECT_NE(r.err.find("/nonexistent/d"), std::string::npos) << r.err;
+  // A directory as the output: the same, at once.
+  r = record_nodash(dir.path(), {"touch", mark});
+  EXPECT_NE(r.status, 0) << describe(r);
+  EXPECT_FALSE(exists(mark));
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+}
+
+// Item 3: a program the agent cannot enter is named with the reason, before it runs.
+TEST(Command, StaticBinaryIsRefusedWithTheReason) {
+  if (kStatic.empty()) GTEST_SKIP() << "no static libc to build a static test program";
+  TempDir dir;
+  const std::string mark = dir / "ran";
+  Result r = record_nodash(dir / "p.sprof", {kStatic, mark});
+  EXPECT_NE(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find("statically linked: the preloaded agent cannot enter it"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(mark));
+  EXPECT_EQ(r.err.find("no profile was written"), std::string::npos) << r.err;
+}
+
+// Item 14: 126 when found but not executable, 127 when not found, as shells do.
+TEST(Command, ExitStatusesFollowTheShell) {
+  TempDir dir;
+  const std::string script = dir / "script.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\necho hi\n";
+  }
+  chmod(script.c_str(), 0644);
+  Result r = record_nodash(dir / "p.sprof", {script});
+  EXPECT_EQ(r.status, 126) << describe(r);
+  EXPECT_NE(r.err.find("not executable"), std::string::npos) << r.err;
+  r = record_nodash(dir / "p.sprof", {dir / "missing"});
+  EXPECT_EQ(r.status, 127) << describe(r);
+  r = record_nodash(dir / "p.sprof", {"sprofil-no-such-command-anywhere"});
+  EXPECT_EQ(r.status, 127) << describe(r);
+  EXPECT_NE(r.err.find("command not found"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(dir / "p.sprof"));
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"script.sh"})) << "leftovers";
+}
+
+// Item 4: one run, one profile: 50 short children and one that burns.
+TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
+  TempDir dir;
+  const std::string out = dir / "run.sprof";
+  const std::string script =
+      "for i in $(seq 50); do /bin/true; done; '" + kProg + "' burn 0.2; exit 0";
+  Result r =
+      run({kTool, "record", "--clock", "cpu", "-F", "2000", "-o", out, "bash", "-c", script});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"run.sprof"}));
+  profile::Profile p = read(out);
+  EXPECT_TRUE(p.run);
+  // Every /bin/true (and every fork of bash that ran it) took no sample: counted, not stored.
+  EXPECT_GE(p.dropped_processes, 50u);
+  ASSERT_GE(p.processes.size(), 2u);
+  EXPECT_EQ(p.processes[0].comm, "bash");
+  bool burner = false;
+  for (size_t i = 1; i < p.processes.size(); ++i) {
+    EXPECT_GT(p.processes[i].delivered, 0u) << "empty process stored: " << p.processes[i].pid;
+    if (p.processes[i].comm == "agent_prog") {
+      burner = true;
+      EXPECT_NE(p.processes[i].pid, p.processes[0].pid);
+    }
+  }
+  EXPECT_TRUE(burner);
+  // The summary line names processes, samples and the dropped ones.
+  EXPECT_NE(r.err.find("processes without samples not stored"), std::string::npos) << r.err;
+  // The report has a command column; --comm keeps one program.
+  Json j = report_json(out);
+  ASSERT_TRUE(j.contains("rows"));
+  double burn = 0;
+  for (const Json& row : j["rows"])
+    if (row.value("name", "") == "burn_main") {
+      EXPECT_EQ(row.value("comm", ""), "agent_prog");
+      burn += row.value("samples", 0.0);
+    }
+  EXPECT_NEAR(burn, 0.2 * 2000, 0.2 * 0.2 * 2000);  // 20%: cpu clock under shared CPUs
+  EXPECT_EQ(j["dropped_processes"].get<uint64_t>(), p.dropped_processes);
+  EXPECT_GT(j["run_cpu_seconds"].get<double>(), 0.15);
+  EXPECT_GE(j["uncovered_cpu_seconds"].get<double>(), 0.0);
+  Result f = run({kTool, "report", out, "--format", "json", "--comm", "agent_prog"});
+  ASSERT_EQ(f.status, 0) << describe(f);
+  Json jf = Json::parse(f.out);
+  for (const Json& row : jf["rows"]) EXPECT_EQ(row.value("comm", ""), "agent_prog");
+  EXPECT_NEAR(samples_of(jf, "burn_main"), burn, 0.5);
+  Result text = run({kTool, "report", out});
+  EXPECT_NE(text.out.find("command"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("uncovered CPU:"), std::string::npos) << text.out;
+}
+
+// Items 4 and 11: a rerun with the same -o never mixes runs; nothing is left behind.
+TEST(Run, RerunNeverMixesRuns) {
+  TempDir dir;
+  const std::string out = dir / "p.sprof";
+  Result r = record_nodash(out, {"sh", "-c", "'" + kProg + "' burn 0.05 & wait"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  profile::Profile first = read(out);
+  r = record_nodash(out, {kProg, "burn", "0.05"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  profile::Profile second = read(out);
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"p.sprof"}));
+  ASSERT_EQ(second.processes.size(), 1u);
+  for (const profile::Process& pr : first.processes)
+    EXPECT_NE(pr.pid, second.processes[0].pid) << "a process of the first run in the second";
+  EXPECT_EQ(second.processes[0].comm, "agent_prog");
+}
+
+// Item 11: two records to the same -o at once: each writes its own run, whole.
+TEST(Run, ConcurrentRecordsToTheSameOutput) {
+  TempDir dir;
+  const std::string out = dir / "same.sprof";
+  Spawned a = spawn({kTool, "record", "-o", out, kProg, "burn", "0.3"});
+  Spawned b = spawn({kTool, "record", "-o", out, kProg, "burn", "0.3"});
+  Result ra = finish(a), rb = finish(b);
+  EXPECT_EQ(ra.status, 0) << describe(ra);
+  EXPECT_EQ(rb.status, 0) << describe(rb);
+  profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  // The file is one of the two runs, whole: its only process is the root of a or of b.
+  EXPECT_TRUE(p.processes[0].ppid == a.pid || p.processes[0].ppid == b.pid)
+      << p.processes[0].ppid << " vs " << a.pid << ", " << b.pid;
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"same.sprof"}));
+}
+
+// Item 14: /etc/passwd is "not a sprofil profile"; a FIFO is refused at once.
+TEST(Inputs, NotAProfileAndFifo) {
+  Result r = run({kTool, "report", "/etc/passwd"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("not a sprofil profile"), std::string::npos) << r.err;
+  TempDir dir;
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // timeout(1) bounds a regression (it would hang forever); 124 would mean it hung.
+  r = run({"timeout", "20", kTool, "report", fifo});
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_NE(r.err.find("FIFO"), std::string::npos) << r.err;
+  r = run({"timeout", "20", kTool, "merge", "-o", dir / "m.sprof", fifo});
+  EXPECT_EQ(r.status, 1) << describe(r);
+}
+
+// Issue 7 item 12 and 15: merge writes 0600 less the umask, devices in place, and refuses
+// profiles of different programs unless forced.
+TEST(Merge, ModesDevicesAndDifferentPrograms) {
+  TempDir dir;
+  const std::string a = dir / "a.sprof", b = dir / "b.sprof", c = dir / "c.sprof";
+  ASSERT_EQ(record_nodash(a, {kProg, "burn", "0.05"}).status, 0);
+  ASSERT_EQ(record_nodash(b, {kProg, "burn", "0.05"}).status, 0);
+  ASSERT_EQ(
+      record_nodash(c, {"sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"}).status, 0);
+  const std::string m = dir / "m.sprof";
+  Result r =
+      run({"sh", "-c", "umask 077; exec \"$0\" merge -o \"$1\" \"$2\" \"$3\"", kTool, m, a, b});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  struct stat st;
+  ASSERT_EQ(stat(m.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  profile::Profile merged = read(m);
+  EXPECT_EQ(merged.delivered, read(a).delivered + read(b).delivered);
+  r = run({kTool, "merge", "-o", "/dev/null", a, b});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null was replaced";
+  r = run({kTool, "merge", "-o", dir / "x.sprof", a, c});
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_NE(r.err.find("program differs"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(dir / "x.sprof"));
+  r = run({kTool, "merge", "--force", "-o", dir / "x.sprof", a, c});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find("warning: program differs"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace sprofil::agent_test
