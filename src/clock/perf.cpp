@@ -358,7 +358,11 @@ int start_drainer() {
 void stop_drainer() {
   if (!g_drainer_running) return;
   g_drain_stop.store(true, std::memory_order_release);
-  pthread_join(g_drainer, nullptr);
+  // The real pthread_join: the interposed one reaps threads under the runtime mutex, which
+  // our caller holds.
+  using join_fn = int (*)(pthread_t, void**);
+  static std::atomic<join_fn> join{nullptr};
+  real_fn(join, "pthread_join")(g_drainer, nullptr);
   g_drainer_running = false;
   g_drainer_tid.store(0);
 }

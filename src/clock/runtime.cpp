@@ -664,6 +664,14 @@ int current_signal() {
 
 bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   if (sig <= 0 || sig != current_signal()) return false;
+  if (getpid() != g_pid) {
+    // A vfork child shares our memory but has no timer: it may set what it likes (its exec
+    // resets handlers anyway) but must not touch the parent's state.
+    const struct sigaction view = g_prev_action;
+    if (act && real_sigaction(sig, act, nullptr) != 0) return false;
+    if (old) *old = view;
+    return true;
+  }
   Lock lock;
   if (!g_active || sig != g_signo) return false;
   const struct sigaction view = g_prev_action;
@@ -693,6 +701,7 @@ bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* o
 }
 
 bool program_setitimer(const itimerval* v, itimerval* old, int* rc) {
+  if (getpid() != g_pid) return false;  // a vfork child: its own itimer
   Lock lock;
   if (!g_active || g_clock.kind != ClockKind::kItimer) return false;
   if (old) *old = itimerval{};  // the program has none: setting one moves sprofil away
@@ -721,6 +730,7 @@ bool program_getitimer(itimerval* v) {
 }
 
 void reap_threads() {
+  if (getpid() != g_pid) return;  // a vfork child: the registry is its parent's
   Lock lock;
   reap_locked();
 }
