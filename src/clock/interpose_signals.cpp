@@ -14,6 +14,8 @@
 // - sigwait, sigwaitinfo, sigtimedwait, signalfd: sprofil's signal is removed from the set
 //   (the program never receives a sample as its own signal).
 // - setitimer, getitimer: ITIMER_PROF belongs to the program (runtime.cpp, program_setitimer).
+// - timer_create: a program timer that signals sprofil's signal makes it the program's
+//   (program_timer_signal); sprofil's own timers are created with the real one.
 // - pthread_join: threads that ended with a raw SYS_exit are reaped (their fd or timer freed).
 // All of these are async-signal-safe where POSIX says the real one is: the lock-free paths
 // use atomics and initial-exec TLS; the paths that take the runtime mutex do so with every
@@ -125,6 +127,12 @@ int real_sigaction(int sig, const struct sigaction* act, struct sigaction* old) 
 
 int real_sigmask(int how, const sigset_t* set, sigset_t* old) {
   return real_fn(g_pthread_sigmask, "pthread_sigmask")(how, set, old);
+}
+
+int real_timer_create(clockid_t clock, sigevent* sev, timer_t* id) {
+  using timer_create_fn = int (*)(clockid_t, sigevent*, timer_t*);
+  static std::atomic<timer_create_fn> real{nullptr};
+  return real_fn(real, "timer_create")(clock, sev, id);
 }
 
 int real_setitimer(int which, const itimerval* v, itimerval* old) {
@@ -242,6 +250,12 @@ SPROFIL_EXPORT int setitimer(__itimer_which_t which, const itimerval* v, itimerv
 SPROFIL_EXPORT int getitimer(__itimer_which_t which, itimerval* v) __THROW {
   if (which == ITIMER_PROF && v && program_getitimer(v)) return 0;
   return real_fn(g_getitimer, "getitimer")(which, v);
+}
+
+SPROFIL_EXPORT int timer_create(clockid_t clock, sigevent* sev, timer_t* id) __THROW {
+  if (sev && (sev->sigev_notify == SIGEV_SIGNAL || sev->sigev_notify == SIGEV_THREAD_ID))
+    program_timer_signal(sev->sigev_signo);
+  return real_timer_create(clock, sev, id);
 }
 
 SPROFIL_EXPORT int pthread_join(pthread_t t, void** ret) {

@@ -327,7 +327,7 @@ int arm_timer(Slot* s) {
   sev.sigev_signo = g_signo;
   sev.sigev_value.sival_ptr = const_cast<char*>(&g_cookie);
   sev._sigev_un._tid = s->tid;
-  if (timer_create(cid, &sev, &s->timer) != 0) return errno;
+  if (real_timer_create(cid, &sev, &s->timer) != 0) return errno;
   // The first period has a random phase, uniform in (0, P]: a thread that runs for c < P
   // then gets one sample with probability c/P, so short threads keep their expected share.
   const itimerspec its{to_ts(g_clock.interval_ns), to_ts(random_phase(g_clock.interval_ns))};
@@ -662,6 +662,29 @@ int current_signal() {
   return g_signo_now.load(std::memory_order_acquire);
 }
 
+namespace {
+// The program claims sig: sprofil stops its clock (pending samples discarded), the program's
+// disposition `act` is set for real, and the clock starts again on another signal. With g_mu.
+void move_off(int sig, const struct sigaction* act) {
+  ClockRequest c = g_clock;
+  if (sig <= 64) g_claimed |= uint64_t{1} << (sig - 1);
+  stop_clock();  // discards our pending signals, restores the program's view
+  real_sigaction(sig, act, nullptr);
+  if (c.kind == ClockKind::kItimer) {
+    g_itimer_taken = true;
+    c.kind = ClockKind::kCpu;
+    note(
+        "sprofil: the program took SIGPROF; sampling continues with the cpu clock "
+        "(CPU-time timers) on another signal\n");
+  }
+  if (int e = start_clock(c))
+    note(
+        "sprofil: sampling stopped: the program took signal %d and sprofil found no other "
+        "(%s)\n",
+        sig, strerror(e));
+}
+}  // namespace
+
 bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   if (sig <= 0 || sig != current_signal()) return false;
   if (getpid() != g_pid) {
@@ -678,26 +701,20 @@ bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* o
   if (act && act->sa_handler == SIG_DFL) {
     g_prev_action = *act;  // recorded; sprofil keeps the signal (the default would kill)
   } else if (act) {
-    // The program claims the signal: sprofil moves away and the program gets what it asked.
-    ClockRequest c = g_clock;
-    if (sig <= 64) g_claimed |= uint64_t{1} << (sig - 1);
-    stop_clock();  // discards our pending signals, restores the program's view
-    real_sigaction(sig, act, nullptr);
-    if (c.kind == ClockKind::kItimer) {
-      g_itimer_taken = true;
-      c.kind = ClockKind::kCpu;
-      note(
-          "sprofil: the program took SIGPROF; sampling continues with the cpu clock "
-          "(CPU-time timers) on another signal\n");
-    }
-    if (int e = start_clock(c))
-      note(
-          "sprofil: sampling stopped: the program took signal %d and sprofil found no other "
-          "(%s)\n",
-          sig, strerror(e));
+    move_off(sig, act);  // the program claims the signal and gets what it asked
   }
   if (old) *old = view;
   return true;
+}
+
+void program_timer_signal(int sig) {
+  if (sig <= 0 || sig != current_signal() || getpid() != g_pid) return;
+  Lock lock;
+  if (!g_active || sig != g_signo) return;
+  // The program's own timer on our signal: it is the program's now, with the disposition it
+  // has set (SIG_DFL kills at the first expiry, as it would without sprofil).
+  const struct sigaction view = g_prev_action;
+  move_off(sig, &view);
 }
 
 bool program_setitimer(const itimerval* v, itimerval* old, int* rc) {

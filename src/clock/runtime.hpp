@@ -76,6 +76,7 @@ int current_signal();
 int real_sigaction(int sig, const struct sigaction* act, struct sigaction* old);
 int real_sigmask(int how, const sigset_t* set, sigset_t* old);  // pthread_sigmask: errno value
 int real_setitimer(int which, const itimerval* v, itimerval* old);
+int real_timer_create(clockid_t clock, sigevent* sev, timer_t* id);
 
 // The program's sigaction on sprofil's current signal: the program sees (in *old) what it
 // set or the default, never sprofil's handler; SIG_DFL is recorded and sprofil keeps the
@@ -83,6 +84,10 @@ int real_setitimer(int which, const itimerval* v, itimerval* old);
 // program gets the real disposition it asked for. Returns false (nothing done) if sig is not
 // sprofil's; the caller then calls the real sigaction.
 bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old);
+
+// The program creates a POSIX timer that signals sprofil's current signal: the signal is the
+// program's from now on (as if it had set its disposition), and sprofil moves away.
+void program_timer_signal(int sig);
 
 // The program's setitimer/getitimer(ITIMER_PROF) while sprofil's clock is the itimer: a
 // program timer moves sprofil to the cpu clock (said once) and the program sees only its own

@@ -5,6 +5,7 @@
 // waiting when a reader count stays raised (a handler stopped inside it).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <time.h>
 
 #include <sprofil/sprofil.h>
 #include <cerrno>
@@ -79,6 +80,29 @@ TEST(SignalsSession, HandlerRunsWithEverySignalBlocked) {
   struct sigaction seen;
   ASSERT_EQ(sigaction(sig, nullptr, &seen), 0);
   EXPECT_EQ(seen.sa_handler, SIG_DFL);
+  sprofil_destroy(s);
+}
+
+// A program timer that signals sprofil's signal makes that signal the program's: sprofil
+// moves to another one and keeps sampling; the program reads its own (default) disposition.
+TEST(SignalsSession, ProgramTimerOnOurSignalMovesUs) {
+  sprofil_session* s = session(SPROFIL_CLOCK_CPU, 1000);
+  ASSERT_EQ(sprofil_start(s), 0);
+  const int sig = sprofil::rt::signal_number();
+  ASSERT_GT(sig, 0);
+  sigevent sev{};
+  sev.sigev_notify = SIGEV_SIGNAL;
+  sev.sigev_signo = sig;
+  timer_t t;
+  ASSERT_EQ(timer_create(CLOCK_PROCESS_CPUTIME_ID, &sev, &t), 0);
+  const int now = sprofil::rt::signal_number();
+  EXPECT_GT(now, 0);
+  EXPECT_NE(now, sig);
+  struct sigaction seen;
+  ASSERT_EQ(sigaction(sig, nullptr, &seen), 0);
+  EXPECT_EQ(seen.sa_handler, SIG_DFL);
+  EXPECT_GT(sprofil::rt::armed_threads(), 0);
+  timer_delete(t);
   sprofil_destroy(s);
 }
 

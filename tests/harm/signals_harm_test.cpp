@@ -2,6 +2,7 @@
 // small programs (progs/sig_*.cpp) run natively and under `sprofil record` with every clock
 // must show the same exit status, stdout, stderr and files (harness.hpp), and where sampling
 // matters, the profile's samples x tick are compared with the CPU time the program measured.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -76,23 +77,33 @@ TEST(Signals, OwnSigprofHandlerAndItimerKeepTheirRate) {
   for (const char* mode : {"sigaction", "signal"}) {
     SCOPED_TRACE(mode);
     const Kept native = run_kept("", {SIG_OWN_SIGPROF, mode});
-    const double rate0 = field(native.report, "signals") / field(native.report, "cpu");
+    // The native rate: the median of three runs (see the tolerance below).
+    double r[3];
+    for (double& x : r) {
+      const Kept n = run_kept("", {SIG_OWN_SIGPROF, mode});
+      x = field(n.report, "signals") / field(n.report, "cpu");
+    }
+    std::sort(r, r + 3);
+    const double rate0 = r[1];
     ASSERT_GT(rate0, 0);
     for (const std::string& clock : clocks()) {
       SCOPED_TRACE("clock " + clock);
       Kept k = run_kept(clock, {SIG_OWN_SIGPROF, mode});
       expect_same(native, k);
-      // Its own signals per CPU-second as natively (+-10%: ITIMER_PROF at 100 Hz over 0.6 s,
-      // about 60 signals). ITIMER_PROF runs on tick-sampled CPU time, which drifts from the
-      // precise CPU clock under contention (a native run once got 82 instead of 60 while the
-      // machine was loaded): one outlier is re-run once. The bug this guards against gave
-      // ~10x (sprofil's samples reaching the program's handler) or 0.
+      // Exactly: no signal but its ITIMER_PROF's reaches its handler (sigaction mode prints
+      // the count of the others, compared with the native run's 0 by expect_same).
+      // Its own signals per CPU-second as natively: ITIMER_PROF at 100 Hz over 0.6 s, about
+      // 60 signals. ITIMER_PROF runs on tick-sampled CPU time, which drifts from the precise
+      // CPU clock under contention: native runs alone gave 59 to 85 signals at a load average
+      // of 6.8 on this 2-core machine, so +-10% (the goal on a quiet machine) is not robust
+      // here; +-35% of the native median, with an outlier re-run once. The bug this guards against
+      // gave ~10x (sprofil's samples reaching the program's handler) or 0.
       double rate = field(k.report, "signals") / field(k.report, "cpu");
       if (std::abs(rate - rate0) > 0.1 * rate0) {
         k = run_kept(clock, {SIG_OWN_SIGPROF, mode});
         rate = field(k.report, "signals") / field(k.report, "cpu");
       }
-      EXPECT_NEAR(rate, rate0, 0.1 * rate0) << k.report << native.report;
+      EXPECT_NEAR(rate, rate0, 0.35 * rate0) << k.report << native.report;
       // sprofil still samples: its counts cover the CPU time (generous bounds: the itimer
       // clock moves to the CPU-time timers when the program takes SIGPROF).
       const double f = sampled_fraction(k, field(k.report, "cpu"));
@@ -129,8 +140,10 @@ TEST(Signals, ResetAllSignalsAndForkResetExecSurvive) {
 // as it can while sprofil samples at 10 kHz), then 5 dlopen/dlclose cycles. The engine's
 // counters say whether an exchange found a reader count left raised: none may be leaked, and
 // at most one table retired (a sampling thread preempted inside the handler at that moment is
-// legitimate; a count left raised retires every one of them: with the handler's sa_mask
-// empty this program got "retired 10" under the perf clock).
+// legitimate; a count left raised retires every later one). With the handler's sa_mask empty,
+// a variant of this program with SA_NODEFER got "retired 10" under the perf clock, but that
+// variant could overflow its own stack with nested handlers; this one rarely hits the window
+// on this machine, so the direct check of the cause is tests/clock (the handler's sa_mask).
 TEST(Signals, SiglongjmpOutOfHandlerLeavesNoReader) {
   const Kept native = run_kept("", {SIG_LONGJMP});
   ASSERT_EQ(native.o.out, "cycles 5\n") << native.o.status << " " << native.raw_err;
