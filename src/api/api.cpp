@@ -325,3 +325,14 @@ void sprofil_snapshot_free(sprofil_snapshot* snap) {
 }
 
 }  // extern "C"
+
+// Diagnostics, not in the public header: what Engine::exchange did so far (exchanges, tables
+// retired because a handler still read them, tables leaked). Tests look it up with dlsym.
+extern "C" __attribute__((visibility("default"))) int sprofil_debug_engine_stats(uint64_t out[3]) {
+  if (!out) return -1;
+  const engine::Engine::Stats s = engine::global().stats();
+  out[0] = s.exchanges;
+  out[1] = s.retired;
+  out[2] = s.leaked;
+  return 0;
+}

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <cstring>
 
 #include "clock/interpose.hpp"
+#include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 
 namespace sprofil::rt::perf {
@@ -31,6 +33,11 @@ constexpr size_t kPage = 4096;
 
 // One bit per fd: set while the fd is one of our signal-mode events (read by the handler).
 std::atomic<uint64_t> g_ours[kMaxFd / 64];
+// Per fd: the phase of its event (Event::phase), read by the handler.
+std::atomic<uint64_t> g_phase[kMaxFd];
+// A budget this large has its top kTopFds fds reached last (when nothing fits above it).
+constexpr uint64_t kMinBudget = 1024;
+constexpr uint64_t kTopFds = 256;
 
 void mark(int fd, bool on) {
   if (fd < 0 || fd >= kMaxFd) return;
@@ -92,7 +99,11 @@ void drain(Event* e) {
     for (size_t i = 0; i < sizeof body && sizeof h + i < h.size; ++i)
       reinterpret_cast<unsigned char*>(body)[i] = data[(tail + sizeof h + i) % size];
     if (h.type == PERF_RECORD_SAMPLE) {
-      const uint64_t w = periods_since(body[1], e->period, &e->credited);
+      if (!e->period_set) {  // the random first period is over: back to P
+        ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &e->period);
+        e->period_set = true;
+      }
+      const uint64_t w = periods_since(body[1] + e->phase, e->period, &e->credited);
       if (w) eng.sample(static_cast<uintptr_t>(body[0]), w);
     } else if (h.type == PERF_RECORD_LOST)
       eng.lost(body[1]);
@@ -106,7 +117,7 @@ void* drainer_main(void*) {
   g_drainer_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   sigset_t all;
   sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // never sampled, never interrupted
+  real_sigmask(SIG_BLOCK, &all, nullptr);  // never sampled, never interrupted
   while (!g_drain_stop.load(std::memory_order_acquire)) {
     pollfd fds[1024];
     int n = 0;
@@ -141,17 +152,58 @@ int probe(uint64_t period_ns) {
   return 0;
 }
 
-int open_event(pid_t tid, uint64_t period_ns, int signo, bool ring, Event* out) {
+namespace {
+int prlimit_nofile(const rlimit* set, rlimit* get) {
+  // The raw system call: never an interposed getrlimit/setrlimit.
+  return static_cast<int>(syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, set, get));
+}
+
+// Moves fd out of the program's reach (see open_event), or closes it and returns kNoFdRoom.
+int place_fd(int fd) {
+  rlimit rl;
+  if (prlimit_nofile(nullptr, &rl) != 0) return fd;
+  const uint64_t soft = rl.rlim_cur, hard = rl.rlim_max;
+  if (soft < static_cast<uint64_t>(kMaxFd) && hard > soft) {
+    rlimit up = rl;
+    up.rlim_cur = hard < static_cast<uint64_t>(kMaxFd) ? hard : kMaxFd;
+    if (prlimit_nofile(&up, nullptr) == 0) {
+      const int nfd = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(soft));
+      prlimit_nofile(&rl, nullptr);
+      if (nfd >= 0) {
+        close(fd);
+        return nfd;
+      }
+    }
+  }
+  const uint64_t top = soft < static_cast<uint64_t>(kMaxFd) ? soft : kMaxFd;
+  if (top >= kMinBudget) {
+    const int nfd = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(top - kTopFds));
+    if (nfd >= 0) {
+      close(fd);
+      return nfd;
+    }
+  }
+  close(fd);
+  return kNoFdRoom;
+}
+}  // namespace
+
+int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool ring, Event* out) {
   *out = Event{};
-  perf_event_attr a = make_attr(period_ns, ring);
-  const int fd = sys_perf_event_open(&a, tid);
-  if (fd < 0) return errno;
+  if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;
+  perf_event_attr a = make_attr(first_ns, ring);
+  const int fd0 = sys_perf_event_open(&a, tid);
+  if (fd0 < 0) return errno;
+  const int fd = place_fd(fd0);
+  if (fd < 0) return fd;
   if (fd >= kMaxFd) {
     close(fd);
     return EMFILE;
   }
   out->fd = fd;
   out->period = period_ns;
+  out->phase = period_ns - first_ns;
+  g_phase[fd].store(out->phase, std::memory_order_relaxed);
   if (ring) {
     const size_t bytes = (1 + kRingDataPages) * kPage;
     void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -270,14 +322,18 @@ uint64_t signal_weight(int fd) {
   if (read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return 1;
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
   const uint64_t period = g_period.load(std::memory_order_relaxed);
+  const uint64_t phase = fd >= 0 && fd < kMaxFd ? g_phase[fd].load(std::memory_order_relaxed) : 0;
   if (t_generation != gen) {
     t_generation = gen;
     t_credited = 0;
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
     if (t_rng == 0) t_rng = 1;
+    // The first period was a random phase: from now on, whole periods.
+    uint64_t p = period;
+    ioctl(fd, PERF_EVENT_IOC_PERIOD, &p);
   }
   if (g_jitter.load(std::memory_order_relaxed)) jitter(fd, period, &t_rng);
-  return periods_since(value, period, &t_credited);
+  return periods_since(value + phase, period, &t_credited);
 }
 
 bool is_ours(int fd) {
@@ -302,7 +358,11 @@ int start_drainer() {
 void stop_drainer() {
   if (!g_drainer_running) return;
   g_drain_stop.store(true, std::memory_order_release);
-  pthread_join(g_drainer, nullptr);
+  // The real pthread_join: the interposed one reaps threads under the runtime mutex, which
+  // our caller holds.
+  using join_fn = int (*)(pthread_t, void**);
+  static std::atomic<join_fn> join{nullptr};
+  real_fn(join, "pthread_join")(g_drainer, nullptr);
   g_drainer_running = false;
   g_drainer_tid.store(0);
 }

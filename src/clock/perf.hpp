@@ -20,9 +20,15 @@ struct Event {
   int fd = -1;
   void* ring = nullptr;  // ring mode: the mmap'd buffer (meta page + data)
   size_t ring_bytes = 0;
-  uint64_t period = 0;    // ns of task clock per sample
-  uint64_t credited = 0;  // ring mode: periods credited so far (drainer only)
+  uint64_t period = 0;      // ns of task clock per sample
+  uint64_t phase = 0;       // P minus the first period (random): added to the counter
+  uint64_t credited = 0;    // ring mode: periods credited so far (drainer only)
+  bool period_set = false;  // ring mode: the period is back to P after the first record
 };
+
+// open_event's error when no fd can be kept out of the program's reach (see open_event):
+// the caller gives that thread a CPU-time timer instead.
+constexpr int kNoFdRoom = -1;
 
 // The weight of one overflow: the whole periods of task clock that elapsed since the last
 // one credited. Periods that ended while the thread was in the kernel raise no overflow of
@@ -46,8 +52,13 @@ uint64_t signal_weight(int fd);
 // Whether perf_event_open works here for a user-space task-clock event; 0 or the errno.
 int probe(uint64_t period_ns);
 
-// Opens and enables the event on thread tid. Returns 0 or an errno value.
-int open_event(pid_t tid, uint64_t period_ns, int signo, bool ring, Event* out);
+// Opens and enables the event on thread tid, its first period `first_ns` (uniform in (0, P]:
+// a thread shorter than a period still gets its expected share; the phase P - first is
+// added to the counter so weights stay whole periods). The fd is kept out of the program's
+// reach: above its RLIMIT_NOFILE soft limit when the hard limit leaves room (the soft limit
+// is raised for the moment of one F_DUPFD), else in the top 256 of a budget of at least 1024;
+// otherwise kNoFdRoom. Returns 0 or an errno value.
+int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool ring, Event* out);
 
 // Disables and closes the event; in ring mode its last records are counted first.
 void close_event(Event* e);

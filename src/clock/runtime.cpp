@@ -4,7 +4,8 @@
 //   in perf's bitmap (perf::is_ours: atomic loads), or SI_KERNEL (ITIMER_PROF). Anything else
 //   (kill(), sigqueue(), tgkill(), another timer on the same signal) is dropped uncounted.
 // - The weight: si_overrun (timers); for perf, perf::signal_weight(): read(2) of the event's
-//   counter and ioctl(PERF_EVENT_IOC_PERIOD) for jitter, plain system calls with no library
+//   counter and ioctl(PERF_EVENT_IOC_PERIOD) for jitter and, at a thread's first sample, to
+//   end its random first period, plain system calls with no library
 //   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread
 //   state in initial-exec TLS and the period and generation in atomics; for ITIMER_PROF,
 //   itimer_weight(): clock_gettime(2) (async-signal-safe) and a CAS on an atomic.
@@ -13,7 +14,11 @@
 // - It saves and restores errno. It takes no lock, allocates nothing, and reads no runtime
 //   state guarded by g_mu: every value it reads is an atomic or was published before the
 //   signal was first armed (g_cookie is a constant).
-// Everything else in this file runs outside the handler under g_mu.
+// - It runs with every signal blocked (sa_mask full): no handler of the program's can run on
+//   top of it and siglongjmp out while the engine's reader count is raised.
+// Everything else in this file runs outside the handler under g_mu, with every signal blocked
+// in the thread that holds it (Lock): a program handler that calls an interposed function
+// (sigaction, setitimer...) can never interrupt a holder of g_mu on its own thread.
 #include "clock/runtime.hpp"
 
 #include "clock/interpose.hpp"
@@ -29,6 +34,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -51,7 +58,10 @@ bool g_active = false;          // a clock is running
 bool g_exec_suspended = false;  // stopped by before_exec(); restarted if exec fails
 ClockRequest g_clock;
 int g_signo = 0;
-struct sigaction g_prev_action;  // the disposition we replaced
+std::atomic<int> g_signo_now{0};  // g_signo, for the lock-free interposers
+struct sigaction g_prev_action;   // the program's view of g_signo: what it set, or had
+uint64_t g_claimed = 0;           // bit s-1: the program put its own handler (or SIG_IGN) on s
+bool g_itimer_taken = false;      // the program uses ITIMER_PROF or SIGPROF: no itimer clock
 Slot* g_slots = nullptr;
 int g_nslots = 0, g_capslots = 0;
 pid_t g_pid = 0;
@@ -61,6 +71,20 @@ bool g_exit_key_ok = false;
 bool g_perf_ring = false;        // kPerf: ring buffers instead of a signal per sample
 const char* g_auto_reason = "";  // why kAuto fell back to kCpu
 char g_auto_reason_buf[160];
+
+// One line on stderr (unless SPROFIL_QUIET): sprofil moved out of the program's way or stopped.
+void note(const char* fmt, ...) {
+  if (getenv("SPROFIL_QUIET")) return;
+  char line[320];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (n > 0) {
+    const ssize_t w = write(2, line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
+    (void)w;
+  }
+}
 
 pid_t gettid_() {
   return static_cast<pid_t>(syscall(SYS_gettid));
@@ -116,8 +140,8 @@ uint64_t sample_weight(const siginfo_t* si) {
     case POLL_IN:  // a perf event overflow (F_SETSIG)
     case POLL_HUP:
       return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd) : 0;
-    case SI_KERNEL:  // ITIMER_PROF
-      return itimer_weight();
+    case SI_KERNEL:  // ITIMER_PROF: ours only while the itimer clock runs
+      return g_itimer_interval.load(std::memory_order_relaxed) ? itimer_weight() : 0;
     default:  // kill(), sigqueue(), tgkill(): not ours
       return 0;
   }
@@ -160,8 +184,13 @@ int configured_signal() {
   return n > 0 && n < NSIG ? n : -1;
 }
 
+bool claimed(int s) {
+  return s >= 1 && s <= 64 && ((g_claimed >> (s - 1)) & 1);
+}
+
 // SIGPROF unless the application has a handler on it (or SPROFIL_SIGNAL says otherwise);
-// then the highest free real-time signal. ITIMER_PROF can only send SIGPROF.
+// then the highest free real-time signal. ITIMER_PROF can only send SIGPROF. A signal the
+// program has claimed through the interposers (even with SIG_IGN) is never free.
 int choose_signal(ClockKind kind, int* err) {
   const int want = configured_signal();
   if (want < 0 || (want > 0 && kind == ClockKind::kItimer && want != SIGPROF)) {
@@ -170,20 +199,21 @@ int choose_signal(ClockKind kind, int* err) {
   }
   struct sigaction cur;
   if (want > 0) {
-    if (sigaction(want, nullptr, &cur) != 0) {
+    if (real_sigaction(want, nullptr, &cur) != 0) {
       *err = EINVAL;
       return 0;
     }
-    if (!handler_is_free(cur)) *err = EBUSY;
+    if (!handler_is_free(cur) || claimed(want)) *err = EBUSY;
     return *err ? 0 : want;
   }
-  if (sigaction(SIGPROF, nullptr, &cur) == 0 && handler_is_free(cur)) return SIGPROF;
+  if (!claimed(SIGPROF) && real_sigaction(SIGPROF, nullptr, &cur) == 0 && handler_is_free(cur))
+    return SIGPROF;
   if (kind == ClockKind::kItimer) {
     *err = EBUSY;
     return 0;
   }
   for (int s = SIGRTMAX - 2; s >= SIGRTMIN + 4; --s) {
-    if (sigaction(s, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL &&
+    if (!claimed(s) && real_sigaction(s, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL &&
         !(cur.sa_flags & SA_SIGINFO))
       return s;
   }
@@ -196,9 +226,9 @@ int install_handler(int signo) {
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
+  sigfillset(&sa.sa_mask);  // nothing interrupts the handler (see the audit above)
   struct sigaction prev;
-  if (sigaction(signo, &sa, &prev) != 0) return errno;
+  if (real_sigaction(signo, &sa, &prev) != 0) return errno;
   if (!handler_is_ours(prev)) g_prev_action = prev;
   return 0;
 }
@@ -210,8 +240,8 @@ void restore_handler(int signo) {
   memset(&ign, 0, sizeof ign);
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
-  sigaction(signo, &ign, nullptr);
-  sigaction(signo, &g_prev_action, nullptr);
+  real_sigaction(signo, &ign, nullptr);
+  real_sigaction(signo, &g_prev_action, nullptr);
 }
 
 Slot* find_slot(pid_t tid) {
@@ -237,12 +267,44 @@ void remove_slot(Slot* s) {
   *s = g_slots[--g_nslots];
 }
 
+uint64_t g_rng_state = 0;  // guarded by g_mu
+
+// Uniform in (0, period].
+uint64_t random_phase(uint64_t period) {
+  if (g_rng_state == 0) {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    g_rng_state =
+        (static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(getpid()) << 32)) | 1u;
+  }
+  uint64_t x = g_rng_state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  g_rng_state = x;
+  return period ? 1 + (x >> 11) % period : 1;
+}
+
+int arm_timer(Slot* s);
+
 int arm_perf(Slot* s) {
   if (s->event) return 0;
   auto* ev = static_cast<perf::Event*>(malloc(sizeof(perf::Event)));
   if (!ev) return ENOMEM;
-  if (int e = perf::open_event(s->tid, g_clock.interval_ns, g_signo, g_perf_ring, ev)) {
+  const uint64_t first = random_phase(g_clock.interval_ns);
+  if (int e = perf::open_event(s->tid, g_clock.interval_ns, first, g_signo, g_perf_ring, ev)) {
     free(ev);
+    // No fd can be kept out of the program's reach (perf.hpp, place_fd): this thread uses a
+    // CPU-time timer instead, which needs no fd and measures the same time.
+    if (e == perf::kNoFdRoom) {
+      static bool said = false;
+      if (!said)
+        note(
+            "sprofil: RLIMIT_NOFILE leaves no fd out of the program's reach; threads that "
+            "get no perf event use the CPU-time timers\n");
+      said = true;
+      return arm_timer(s);
+    }
     return e;
   }
   s->event = ev;
@@ -250,8 +312,13 @@ int arm_perf(Slot* s) {
 }
 
 int arm_thread(Slot* s) {
-  if (g_clock.kind == ClockKind::kPerf) return arm_perf(s);
-  if (g_clock.kind == ClockKind::kItimer || s->has_timer) return 0;
+  if (g_clock.kind == ClockKind::kPerf) return s->has_timer ? 0 : arm_perf(s);
+  if (g_clock.kind == ClockKind::kItimer) return 0;
+  return arm_timer(s);
+}
+
+int arm_timer(Slot* s) {
+  if (s->has_timer) return 0;
   const clockid_t cid =
       g_clock.kind == ClockKind::kWall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
   struct sigevent sev;
@@ -260,8 +327,10 @@ int arm_thread(Slot* s) {
   sev.sigev_signo = g_signo;
   sev.sigev_value.sival_ptr = const_cast<char*>(&g_cookie);
   sev._sigev_un._tid = s->tid;
-  if (timer_create(cid, &sev, &s->timer) != 0) return errno;
-  const itimerspec its{to_ts(g_clock.interval_ns), to_ts(g_clock.interval_ns)};
+  if (real_timer_create(cid, &sev, &s->timer) != 0) return errno;
+  // The first period has a random phase, uniform in (0, P]: a thread that runs for c < P
+  // then gets one sample with probability c/P, so short threads keep their expected share.
+  const itimerspec its{to_ts(g_clock.interval_ns), to_ts(random_phase(g_clock.interval_ns))};
   if (timer_settime(s->timer, 0, &its, nullptr) != 0) {
     const int e = errno;
     timer_delete(s->timer);
@@ -302,7 +371,7 @@ int set_itimer(uint64_t interval_ns) {
   const timeval tv{static_cast<time_t>(interval_ns / 1000000000u),
                    static_cast<suseconds_t>((interval_ns % 1000000000u) / 1000u)};
   const itimerval it{tv, tv};
-  return setitimer(ITIMER_PROF, &it, nullptr) == 0 ? 0 : errno;
+  return real_setitimer(ITIMER_PROF, &it, nullptr) == 0 ? 0 : errno;
 }
 
 void disarm_all() {
@@ -367,6 +436,7 @@ int start_clock(const ClockRequest& req) {
     }
   }
   g_signo = signo;
+  g_signo_now.store(signo, std::memory_order_release);
   g_clock = c;
   g_active = true;
   scan_threads();
@@ -377,6 +447,7 @@ int start_clock(const ClockRequest& req) {
     restore_handler(signo);
     g_active = false;
     g_signo = 0;
+    g_signo_now.store(0, std::memory_order_release);
     return e;
   }
   return 0;
@@ -386,6 +457,7 @@ void stop_clock() {
   if (!g_active) return;
   disarm_all();
   perf::stop_drainer();
+  g_signo_now.store(0, std::memory_order_release);
   restore_handler(g_signo);
   g_active = false;
   g_signo = 0;
@@ -396,9 +468,19 @@ bool same_clock(const ClockRequest& a, const ClockRequest& b) {
   return (a.kind == b.kind || a.kind == ClockKind::kAuto) && a.interval_ns == b.interval_ns;
 }
 
+// g_mu with every signal blocked in the holding thread (see the audit at the top).
 struct Lock {
-  Lock() { pthread_mutex_lock(&g_mu); }
-  ~Lock() { pthread_mutex_unlock(&g_mu); }
+  Lock() {
+    sigset_t all;
+    sigfillset(&all);
+    real_sigmask(SIG_BLOCK, &all, &saved);
+    pthread_mutex_lock(&g_mu);
+  }
+  ~Lock() {
+    pthread_mutex_unlock(&g_mu);
+    real_sigmask(SIG_SETMASK, &saved, nullptr);
+  }
+  sigset_t saved;
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
 };
@@ -413,24 +495,56 @@ void thread_exiting(void*) {
   }
 }
 
+// Threads that ended without their key destructor (raw SYS_exit) keep a slot, and with it a
+// timer or a perf event (an fd). tgkill(sig 0) tells whether a tid still lives. With g_mu.
+void reap_locked() {
+  for (int i = 0; i < g_nslots;) {
+    if (syscall(SYS_tgkill, g_pid, g_slots[i].tid, 0) != 0 && errno == ESRCH) {
+      disarm_thread(&g_slots[i]);
+      remove_slot(&g_slots[i]);
+      continue;
+    }
+    ++i;
+  }
+}
+
 void thread_started() {
   {
     Lock lock;
-    Slot* s = add_slot(gettid_());
+    const pid_t self = gettid_();
+    // A slot with our tid belonged to a thread that vanished (the tid was reused): its timer
+    // or event watches nothing that lives. Start afresh.
+    if (Slot* old = find_slot(self)) {
+      disarm_thread(old);
+      remove_slot(old);
+    }
+    reap_locked();
+    Slot* s = add_slot(self);
     if (s && g_active) arm_thread(s);
   }
   if (g_exit_key_ok) pthread_setspecific(g_exit_key, &g_cookie);
 }
 
+__attribute__((tls_model("initial-exec"))) thread_local sigset_t t_fork_mask;
+
 void atfork_prepare() {
+  sigset_t all;
+  sigfillset(&all);
+  real_sigmask(SIG_BLOCK, &all, &t_fork_mask);
   pthread_mutex_lock(&g_mu);
 }
 void atfork_parent() {
   pthread_mutex_unlock(&g_mu);
+  real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
 }
+void atfork_child_locked();
 void atfork_child() {
   // Only the forking thread exists in the child, and no POSIX timer or itimer was inherited.
   pthread_mutex_init(&g_mu, nullptr);
+  atfork_child_locked();
+  real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
+}
+void atfork_child_locked() {
   g_pid = getpid();
   // Inherited perf fds still name the parent's threads: drop our references only.
   for (int i = 0; i < g_nslots; ++i)
@@ -456,6 +570,34 @@ __attribute__((constructor(101))) void runtime_init() {
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
+// With g_mu: see check_masks().
+void check_masks_locked() {
+  if (!g_active || g_clock.kind == ClockKind::kItimer || g_signo > 64) return;
+  static bool said = false;
+  if (said) return;
+  const pid_t self = gettid_();  // blocks everything while it holds g_mu: not a finding
+  for (int i = 0; i < g_nslots; ++i) {
+    if (g_slots[i].tid == self) continue;
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", static_cast<int>(g_slots[i].tid));
+    FILE* f = fopen(path, "re");
+    if (!f) continue;
+    unsigned long long blk = 0;
+    bool found = false;
+    while (fgets(buf, sizeof buf, f))
+      if (strncmp(buf, "SigBlk:", 7) == 0) found = sscanf(buf + 7, "%llx", &blk) == 1;
+    fclose(f);
+    if (found && ((blk >> (g_signo - 1)) & 1)) {
+      note(
+          "sprofil: thread %d blocks the profiling signal %d behind sprofil's back (a raw "
+          "rt_sigprocmask): it is not sampled while it does\n",
+          static_cast<int>(g_slots[i].tid), g_signo);
+      said = true;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
@@ -463,36 +605,156 @@ int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
   Lock lock;
   *old = nullptr;
   engine::Engine& eng = engine::global();
+  // The program uses ITIMER_PROF (or SIGPROF): the itimer clock gives way to the cpu clock.
+  ClockRequest want = clock;
+  if (want.kind == ClockKind::kItimer && g_itimer_taken) want.kind = ClockKind::kCpu;
   bool others = false;
   for (unsigned c = 0; c < engine::kChannels; ++c)
     if (c != ch && eng.current(static_cast<engine::Channel>(c))) others = true;
 
   if (!table) {
-    if (!others) stop_clock();
+    if (!others) {
+      check_masks_locked();
+      stop_clock();
+    }
     *old = eng.exchange(ch, nullptr);
     return 0;
   }
   if (!g_active) {
     // Publish first so the first sample already finds the table.
     engine::Table* prev = eng.exchange(ch, table);
-    if (int e = start_clock(clock)) {
+    if (int e = start_clock(want)) {
       eng.exchange(ch, prev);
       return e;
     }
     *old = prev;
     return 0;
   }
-  if (!same_clock(clock, g_clock)) {
-    // The last caller sets the clock for every channel: stop and start it anew.
+  if (!same_clock(want, g_clock)) {
+    // A session never changes another's clock or rate (its profile would keep a part of the
+    // time under a header that names the first clock): refuse, and say why once.
+    if (others) {
+      static bool said = false;
+      if (!said)
+        note(
+            "sprofil: refused a second profiling session asking for the %s clock at %llu Hz: "
+            "the %s clock runs at %llu Hz for another (EBUSY)\n",
+            clock_name(want.kind), 1000000000ull / want.interval_ns, clock_name(g_clock.kind),
+            1000000000ull / g_clock.interval_ns);
+      said = true;
+      return EBUSY;
+    }
+    // The only user changes its own clock: stop and start it anew.
     const ClockRequest was = g_clock;
     stop_clock();
-    if (int e = start_clock(clock)) {
+    if (int e = start_clock(want)) {
       start_clock(was);
       return e;
     }
   }
   *old = eng.exchange(ch, table);
   return 0;
+}
+
+// --- the program's view of its signals and timers ----------------------------------------
+
+int current_signal() {
+  return g_signo_now.load(std::memory_order_acquire);
+}
+
+namespace {
+// The program claims sig: sprofil stops its clock (pending samples discarded), the program's
+// disposition `act` is set for real, and the clock starts again on another signal. With g_mu.
+void move_off(int sig, const struct sigaction* act) {
+  ClockRequest c = g_clock;
+  if (sig <= 64) g_claimed |= uint64_t{1} << (sig - 1);
+  stop_clock();  // discards our pending signals, restores the program's view
+  real_sigaction(sig, act, nullptr);
+  if (c.kind == ClockKind::kItimer) {
+    g_itimer_taken = true;
+    c.kind = ClockKind::kCpu;
+    note(
+        "sprofil: the program took SIGPROF; sampling continues with the cpu clock "
+        "(CPU-time timers) on another signal\n");
+  }
+  if (int e = start_clock(c))
+    note(
+        "sprofil: sampling stopped: the program took signal %d and sprofil found no other "
+        "(%s)\n",
+        sig, strerror(e));
+}
+}  // namespace
+
+bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  if (sig <= 0 || sig != current_signal()) return false;
+  if (getpid() != g_pid) {
+    // A vfork child shares our memory but has no timer: it may set what it likes (its exec
+    // resets handlers anyway) but must not touch the parent's state.
+    const struct sigaction view = g_prev_action;
+    if (act && real_sigaction(sig, act, nullptr) != 0) return false;
+    if (old) *old = view;
+    return true;
+  }
+  Lock lock;
+  if (!g_active || sig != g_signo) return false;
+  const struct sigaction view = g_prev_action;
+  if (act && act->sa_handler == SIG_DFL) {
+    g_prev_action = *act;  // recorded; sprofil keeps the signal (the default would kill)
+  } else if (act) {
+    move_off(sig, act);  // the program claims the signal and gets what it asked
+  }
+  if (old) *old = view;
+  return true;
+}
+
+void program_timer_signal(int sig) {
+  if (sig <= 0 || sig != current_signal() || getpid() != g_pid) return;
+  Lock lock;
+  if (!g_active || sig != g_signo) return;
+  // The program's own timer on our signal: it is the program's now, with the disposition it
+  // has set (SIG_DFL kills at the first expiry, as it would without sprofil).
+  const struct sigaction view = g_prev_action;
+  move_off(sig, &view);
+}
+
+bool program_setitimer(const itimerval* v, itimerval* old, int* rc) {
+  if (getpid() != g_pid) return false;  // a vfork child: its own itimer
+  Lock lock;
+  if (!g_active || g_clock.kind != ClockKind::kItimer) return false;
+  if (old) *old = itimerval{};  // the program has none: setting one moves sprofil away
+  *rc = 0;
+  if (v && (v->it_value.tv_sec || v->it_value.tv_usec)) {
+    g_itimer_taken = true;
+    ClockRequest c = g_clock;
+    c.kind = ClockKind::kCpu;
+    stop_clock();
+    if (int e = start_clock(c))
+      note("sprofil: sampling stopped: the program set ITIMER_PROF (%s)\n", strerror(e));
+    else
+      note(
+          "sprofil: the program set ITIMER_PROF; sampling continues with the cpu clock "
+          "(CPU-time timers)\n");
+    *rc = real_setitimer(ITIMER_PROF, v, nullptr);
+  }
+  return true;
+}
+
+bool program_getitimer(itimerval* v) {
+  Lock lock;
+  if (!g_active || g_clock.kind != ClockKind::kItimer) return false;
+  *v = itimerval{};
+  return true;
+}
+
+void reap_threads() {
+  if (getpid() != g_pid) return;  // a vfork child: the registry is its parent's
+  Lock lock;
+  reap_locked();
+}
+
+void check_masks() {
+  Lock lock;
+  check_masks_locked();
 }
 
 bool running_clock(ClockRequest* out) {
@@ -580,11 +842,13 @@ namespace {
 struct StartArgs {
   void* (*fn)(void*);
   void* arg;
+  uint64_t vblocked;  // the creator's virtual mask: the new thread inherits its mask
 };
 
 void* start_trampoline(void* p) {
   const StartArgs a = *static_cast<StartArgs*>(p);
   free(p);
+  sprofil::rt::set_virtual_blocked(a.vblocked);
   sprofil::rt::thread_started();
   return a.fn(a.arg);
 }
@@ -603,6 +867,7 @@ extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* 
   if (!a) return f(thread, attr, fn, arg);
   a->fn = fn;
   a->arg = arg;
+  a->vblocked = sprofil::rt::virtual_blocked();
   const int rc = f(thread, attr, start_trampoline, a);
   if (rc != 0) free(a);
   return rc;

@@ -5,6 +5,8 @@
 // Locking: every function here takes the runtime mutex (never held by the signal handler).
 #pragma once
 
+#include <signal.h>
+#include <sys/time.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -31,8 +33,10 @@ struct ClockRequest {
 // one, stopped (and the previous signal disposition restored) when no channel has a table.
 // On success returns 0 and stores the channel's previous table in *old (the caller destroys
 // it; null if none or if it could not be reclaimed safely). On error returns an errno value
-// and nothing changed: EBUSY (the signal has a handler of the application's), EAGAIN (no
-// timer could be created), EINVAL (bad interval), or the perf_event_open error for kPerf.
+// and nothing changed: EBUSY (the signal has a handler of the application's, or another
+// channel's clock runs with a different kind or rate: a session never changes another's
+// clock), EAGAIN (no timer could be created), EINVAL (bad interval), or the perf_event_open
+// error for kPerf.
 int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
             engine::Table** old);
 
@@ -63,5 +67,45 @@ int armed_threads();
 // Called by the exec interposers (exec.cpp).
 void before_exec();
 void after_failed_exec();
+
+// --- The program's view of signals, timers and masks (interpose_signals.cpp) -------------
+// The signal sprofil's clock uses now, 0 if none. Signal-safe (an atomic load).
+int current_signal();
+
+// The real libc functions, never the interposers (sprofil's own code must use these).
+int real_sigaction(int sig, const struct sigaction* act, struct sigaction* old);
+int real_sigmask(int how, const sigset_t* set, sigset_t* old);  // pthread_sigmask: errno value
+int real_setitimer(int which, const itimerval* v, itimerval* old);
+int real_timer_create(clockid_t clock, sigevent* sev, timer_t* id);
+
+// The program's sigaction on sprofil's current signal: the program sees (in *old) what it
+// set or the default, never sprofil's handler; SIG_DFL is recorded and sprofil keeps the
+// signal; a handler or SIG_IGN claims it: sprofil moves to a free real-time signal and the
+// program gets the real disposition it asked for. Returns false (nothing done) if sig is not
+// sprofil's; the caller then calls the real sigaction.
+bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old);
+
+// The program creates a POSIX timer that signals sprofil's current signal: the signal is the
+// program's from now on (as if it had set its disposition), and sprofil moves away.
+void program_timer_signal(int sig);
+
+// The program's setitimer/getitimer(ITIMER_PROF) while sprofil's clock is the itimer: a
+// program timer moves sprofil to the cpu clock (said once) and the program sees only its own
+// timer. Return false when sprofil is not concerned (the caller calls the real function).
+bool program_setitimer(const itimerval* v, itimerval* old, int* rc);
+bool program_getitimer(itimerval* v);
+
+// The calling thread's signals that the program blocked but sprofil keeps unblocked (bit
+// s-1); a new thread inherits its creator's (pthread_create).
+uint64_t virtual_blocked();
+void set_virtual_blocked(uint64_t v);
+
+// Forgets threads that ended without running their key destructor (a raw SYS_exit): their
+// timers and perf events are released. Called after pthread_join and when threads start.
+void reap_threads();
+
+// Warns once (stderr) that sprofil's signal is blocked in a thread that blocked it behind the
+// interposers' back (raw rt_sigprocmask): that thread is not sampled.
+void check_masks();
 
 }  // namespace sprofil::rt

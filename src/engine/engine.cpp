@@ -11,9 +11,6 @@
 // - Nothing here calls a library function, allocates, locks, or touches errno.
 #include "engine/engine.hpp"
 
-#include <sched.h>
-#include <time.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -222,23 +219,50 @@ void Engine::lost(uint64_t w) {
   for_each_table([&](Table* t, unsigned) { t->record_lost(w); });
 }
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+}  // namespace
+
 Table* Engine::exchange(Channel ch, Table* next) {
+  exchanges_.fetch_add(1, std::memory_order_relaxed);
   Table* old = tables_[ch].exchange(next, std::memory_order_seq_cst);
-  if (!old) return nullptr;
   // A handler that loaded `old` raised readers_ before that load, which came before our
-  // exchange; so it is counted until it is done. Handlers take well under a microsecond; a
-  // thread stopped inside one (a debugger) keeps the old table alive: give up after a second
-  // and leak it rather than free memory that may still be read.
-  for (int i = 0; i < 100000; ++i) {
-    if (readers_[ch].load(std::memory_order_seq_cst) == 0) return old;
-    if (i < 100) {
-      sched_yield();
-    } else {
-      const timespec ts{0, 10000};
-      nanosleep(&ts, nullptr);
-    }
+  // exchange; so it is counted until it is done. Handlers take well under a microsecond and
+  // run with every signal blocked, so a count is never left raised by a siglongjmp; but a
+  // handler's thread can be preempted (or stopped by a debugger) inside it. So: a short
+  // bounded spin, no OS call; then the old table is retired, not freed.
+  bool clear = false;
+  for (int i = 0; i < kSpin && !clear; ++i) {
+    clear = readers_[ch].load(std::memory_order_seq_cst) == 0;
+    if (!clear) cpu_relax();
   }
+  if (clear) {
+    // No handler reads any table of this channel now: the retired ones can go too.
+    for (int i = 0; i < nretired_[ch]; ++i) Table::destroy(retired_[ch][i]);
+    nretired_[ch] = 0;
+    return old;
+  }
+  if (!old) return nullptr;
+  retired_count_.fetch_add(1, std::memory_order_relaxed);
+  if (nretired_[ch] < kRetiredMax)
+    retired_[ch][nretired_[ch]++] = old;
+  else
+    leaked_.fetch_add(1, std::memory_order_relaxed);  // bounded: kRetiredMax per channel
   return nullptr;
+}
+
+Engine::Stats Engine::stats() const {
+  Stats s;
+  s.exchanges = exchanges_.load(std::memory_order_relaxed);
+  s.retired = retired_count_.load(std::memory_order_relaxed);
+  s.leaked = leaked_.load(std::memory_order_relaxed);
+  return s;
 }
 
 bool Engine::any() const {

@@ -9,7 +9,9 @@
 //
 // Tables are immutable once published. A face or the agent builds a new Table, publishes it
 // with Engine::exchange() (a seq_cst store), and destroys the old one only after no handler
-// still reads it (a per-channel reader count, see Engine::exchange).
+// still reads it (a per-channel reader count, see Engine::exchange). exchange() never waits
+// for long and makes no OS call: after a short bounded spin it retires the old table (freed
+// by a later exchange that sees no reader, or leaked if too many are retired: counted).
 #pragma once
 
 #include <atomic>
@@ -147,12 +149,30 @@ class Engine {
   Table* current(Channel ch) const { return tables_[ch].load(std::memory_order_acquire); }
   bool any() const;
 
+  // What exchange() did so far, for tests and diagnostics: tables it could not hand back
+  // because a handler still read them (retired, freed later) and, of those, the ones it had
+  // to leak (the retired list was full).
+  struct Stats {
+    uint64_t exchanges = 0;
+    uint64_t retired = 0;
+    uint64_t leaked = 0;
+  };
+  Stats stats() const;
+
+  // How long exchange() spins for readers to leave (pause instructions) before retiring.
+  static constexpr int kSpin = 4096;
+  static constexpr int kRetiredMax = 16;  // per channel
+
  private:
   template <class F>
   void for_each_table(F f);
 
   std::atomic<Table*> tables_[kChannels] = {};
   std::atomic<uint32_t> readers_[kChannels] = {};
+  // Retired tables, per channel: touched only by exchange() (callers serialise per channel).
+  Table* retired_[kChannels][kRetiredMax] = {};
+  int nretired_[kChannels] = {};
+  std::atomic<uint64_t> exchanges_{0}, retired_count_{0}, leaked_{0};
 };
 
 // The process-wide engine used by the clocks, faces, API and agent.

@@ -1,0 +1,227 @@
+// "First, do no harm" for signals, timers, masks and fds (issue 7, findings 2, 4, 5, 7, 8):
+// small programs (progs/sig_*.cpp) run natively and under `sprofil record` with every clock
+// must show the same exit status, stdout, stderr and files (harness.hpp), and where sampling
+// matters, the profile's samples x tick are compared with the CPU time the program measured.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "harness.hpp"
+
+namespace sprofil::harm_test {
+namespace {
+
+// One run with the profile and the program's report ($SIG_REPORT) kept.
+struct Kept {
+  Outcome o;
+  std::string raw_err;  // stderr with sprofil's own lines
+  std::string report;
+  uint64_t delivered = 0, tick_ns = 0;
+};
+
+Kept run_kept(const std::string& clock, const Args& argv, bool shell = false,
+              const Args& record_opts = {}) {
+  TempDir work, outdir;
+  const std::string cwd = work / "w";
+  std::filesystem::create_directory(cwd);
+  const std::string rep = outdir / "report.txt", prof = outdir / "run.sprof";
+  Args a;
+  if (!clock.empty()) {
+    a = {agent_test::kTool, "record", "--clock", clock, "-o", prof};
+    a.insert(a.end(), record_opts.begin(), record_opts.end());
+    a.push_back("--");
+  }
+  if (shell) a.insert(a.end(), {"/bin/sh", "-c"});
+  a.insert(a.end(), argv.begin(), argv.end());
+  const agent_test::Result r = agent_test::run(a, {{"SIG_REPORT", rep}}, cwd);
+  Kept k;
+  k.o.status = r.status;
+  k.o.out = r.out;
+  k.raw_err = r.err;
+  k.o.err = clock.empty() ? r.err : program_stderr(r.err);
+  k.o.files = snapshot_dir(cwd);
+  std::ifstream in(rep);
+  std::ostringstream s;
+  s << in.rdbuf();
+  k.report = s.str();
+  if (!clock.empty()) {
+    profile::Profile p;
+    std::string why;
+    EXPECT_TRUE(profile::read_profile(prof, &p, &why)) << why;
+    k.delivered = p.delivered;
+    k.tick_ns = p.tick_ns;
+  }
+  return k;
+}
+
+void expect_same(const Kept& native, const Kept& k) {
+  EXPECT_EQ(k.o.status, native.o.status) << k.raw_err;
+  EXPECT_EQ(k.o.out, native.o.out);
+  EXPECT_EQ(k.o.err, native.o.err);
+  EXPECT_EQ(k.o.files, native.o.files);
+}
+
+// The number after `key` in a report ("key N ..."), or -1.
+double field(const std::string& report, const std::string& key) {
+  const size_t at = report.find(key + " ");
+  return at == std::string::npos ? -1 : std::stod(report.substr(at + key.size() + 1));
+}
+
+double sampled_fraction(const Kept& k, double cpu_ns) {
+  return static_cast<double>(k.delivered) * static_cast<double>(k.tick_ns) / cpu_ns;
+}
+
+// Finding 2: the program's own SIGPROF handler and ITIMER_PROF, installed in main (after the
+// agent's constructor), by sigaction and by glibc's signal().
+TEST(Signals, OwnSigprofHandlerAndItimerKeepTheirRate) {
+  for (const char* mode : {"sigaction", "signal"}) {
+    SCOPED_TRACE(mode);
+    const Kept native = run_kept("", {SIG_OWN_SIGPROF, mode});
+    // The native rate: the median of three runs (see the tolerance below).
+    double r[3];
+    for (double& x : r) {
+      const Kept n = run_kept("", {SIG_OWN_SIGPROF, mode});
+      x = field(n.report, "signals") / field(n.report, "cpu");
+    }
+    std::sort(r, r + 3);
+    const double rate0 = r[1];
+    ASSERT_GT(rate0, 0);
+    for (const std::string& clock : clocks()) {
+      SCOPED_TRACE("clock " + clock);
+      Kept k = run_kept(clock, {SIG_OWN_SIGPROF, mode});
+      expect_same(native, k);
+      // Exactly: no signal but its ITIMER_PROF's reaches its handler (sigaction mode prints
+      // the count of the others, compared with the native run's 0 by expect_same).
+      // Its own signals per CPU-second as natively: ITIMER_PROF at 100 Hz over 0.6 s, about
+      // 60 signals. ITIMER_PROF runs on tick-sampled CPU time, which drifts from the precise
+      // CPU clock under contention: native runs alone gave 59 to 85 signals at a load average
+      // of 6.8 on this 2-core machine, so +-10% (the goal on a quiet machine) is not robust
+      // here; +-35% of the native median, with an outlier re-run once. The bug this guards against
+      // gave ~10x (sprofil's samples reaching the program's handler) or 0.
+      double rate = field(k.report, "signals") / field(k.report, "cpu");
+      if (std::abs(rate - rate0) > 0.1 * rate0) {
+        k = run_kept(clock, {SIG_OWN_SIGPROF, mode});
+        rate = field(k.report, "signals") / field(k.report, "cpu");
+      }
+      EXPECT_NEAR(rate, rate0, 0.35 * rate0) << k.report << native.report;
+      // sprofil still samples: its counts cover the CPU time (generous bounds: the itimer
+      // clock moves to the CPU-time timers when the program takes SIGPROF).
+      const double f = sampled_fraction(k, field(k.report, "cpu"));
+      EXPECT_GT(f, 0.5) << k.raw_err;
+      if (clock != "wall") {
+        EXPECT_LT(f, 1.5);
+      }  // wall also counts time off the CPU
+    }
+  }
+}
+
+// Finding 2: SIGPROF set to SIG_IGN stays ignored (a raise() does not kill) and sprofil
+// samples on another signal.
+TEST(Signals, IgnoredSigprofStillSampled) {
+  const Kept native = run_kept("", {SIG_OWN_SIGPROF, "ign"});
+  for (const std::string& clock : clocks()) {
+    SCOPED_TRACE("clock " + clock);
+    const Kept k = run_kept(clock, {SIG_OWN_SIGPROF, "ign"});
+    expect_same(native, k);
+    const double f = sampled_fraction(k, field(k.report, "cpu"));
+    EXPECT_GT(f, 0.5) << k.raw_err;
+    if (clock != "wall") {
+      EXPECT_LT(f, 1.5);
+    }  // wall also counts time off the CPU
+  }
+}
+
+// Finding 2: resetting every signal to SIG_DFL, and fork + reset + exec children, survive.
+TEST(Signals, ResetAllSignalsAndForkResetExecSurvive) {
+  expect_no_harm({SIG_RESET_ALL});
+}
+
+// Finding 4: siglongjmp out of the program's handler (another thread sends it SIGUSR1 as fast
+// as it can while sprofil samples at 10 kHz), then 5 dlopen/dlclose cycles. The engine's
+// counters say whether an exchange found a reader count left raised: none may be leaked, and
+// at most one table retired (a sampling thread preempted inside the handler at that moment is
+// legitimate; a count left raised retires every later one). With the handler's sa_mask empty,
+// a variant of this program with SA_NODEFER got "retired 10" under the perf clock, but that
+// variant could overflow its own stack with nested handlers; this one rarely hits the window
+// on this machine, so the direct check of the cause is tests/clock (the handler's sa_mask).
+TEST(Signals, SiglongjmpOutOfHandlerLeavesNoReader) {
+  const Kept native = run_kept("", {SIG_LONGJMP});
+  ASSERT_EQ(native.o.out, "cycles 5\n") << native.o.status << " " << native.raw_err;
+  for (const std::string& clock : clocks()) {
+    SCOPED_TRACE("clock " + clock);
+    const Kept k = run_kept(clock, {SIG_LONGJMP}, false, {"-F", "10000"});
+    expect_same(native, k);
+    ASSERT_GE(field(k.report, "exchanges"), 10) << k.report;
+    EXPECT_LE(field(k.report, "retired"), 1) << k.report;
+    EXPECT_EQ(field(k.report, "leaked"), 0) << k.report;
+    EXPECT_GT(field(k.report, "jumps"), 0) << k.report;
+  }
+}
+
+// Finding 5: workers created with every signal blocked are sampled (or the warning says why
+// not), and the program reads its full mask back.
+TEST(Signals, BlockedWorkersSampledOrWarned) {
+  const Kept native = run_kept("", {SIG_BLOCKED, "workers"});
+  for (const std::string& clock : clocks()) {
+    SCOPED_TRACE("clock " + clock);
+    const Kept k = run_kept(clock, {SIG_BLOCKED, "workers"});
+    expect_same(native, k);
+    const double f = sampled_fraction(k, field(k.report, "cpu"));
+    const bool warned = k.raw_err.find("is not sampled") != std::string::npos;
+    // 0.6 s of CPU in two workers: at least 70% of it in counts (the rest: thread start-up
+    // and the shared machine), unless sprofil said why not.
+    EXPECT_TRUE(warned || f > 0.7) << "sampled " << f << "\n" << k.raw_err;
+    if (clock != "wall") {
+      EXPECT_LT(f, 1.5);
+    }  // wall also counts the main thread's wait
+  }
+}
+
+// Finding 5: a thread in sigtimedwait on a full set never receives sprofil's signal.
+TEST(Signals, SigtimedwaitNeverReceivesTheProfilingSignal) {
+  const Kept native = run_kept("", {SIG_BLOCKED, "sigwait"});
+  ASSERT_NE(native.o.out.find("received 0"), std::string::npos);
+  for (const std::string& clock : clocks()) {
+    SCOPED_TRACE("clock " + clock);
+    const Kept k = run_kept(clock, {SIG_BLOCKED, "sigwait"});
+    expect_same(native, k);
+    EXPECT_EQ(k.report.find("received"), std::string::npos) << k.report;
+  }
+}
+
+// Finding 7: under RLIMIT_NOFILE 16 the program opens as many files as natively. The clock
+// takes no fd from its budget; fds the agent itself held at main's start (its profile file,
+// another area's business) are counted apart.
+TEST(Signals, NofileBudgetKeptByTheClock) {
+  const std::string cmd = std::string("ulimit -n 16; exec ") + SIG_FDS + " nofile";
+  const Kept native = run_kept("", {cmd}, true);
+  const double budget = field(native.report, "opened") + field(native.report, "others");
+  ASSERT_GT(budget, 5) << native.report;
+  for (const std::string& clock : clocks()) {
+    SCOPED_TRACE("clock " + clock);
+    const Kept k = run_kept(clock, {cmd}, true);
+    expect_same(native, k);
+    EXPECT_EQ(field(k.report, "opened") + field(k.report, "others"), budget) << k.report;
+  }
+}
+
+// Finding 7: threads that end with a raw SYS_exit leak no fd and no timer.
+TEST(Signals, SysExitThreadsLeakNothing) {
+  expect_no_harm({SIG_FDS, "sysexit"});
+}
+
+// Finding 8: 2000 threads of half a period each: with a random first phase their samples
+// cover their CPU time (>= 0.9: ~1000 expected samples, binomial sd ~2%).
+TEST(Signals, ShortThreadsKeepTheirShare) {
+  if (agent_test::perf_probe() != 0) GTEST_SKIP() << "perf_event_open is not allowed here";
+  const Kept k = run_kept("perf", {SIG_SHORT_THREADS});
+  ASSERT_EQ(k.o.status, 0) << k.raw_err;
+  const double cpu = field(k.report, "thread_cpu");
+  ASSERT_GT(cpu, 0);
+  const double f = sampled_fraction(k, cpu);
+  EXPECT_GE(f, 0.9) << k.report;
+  EXPECT_LE(f, 1.3) << k.report;  // thread start-up and exit are CPU time it did not measure
+}
+
+}  // namespace
+}  // namespace sprofil::harm_test
