@@ -67,12 +67,12 @@ _sprofil() {
       case $prev in
         --by) _sprofil_reply -W "function line object address" -- "$cur" ;;
         --format) _sprofil_reply -W "text json csv folded pprof gmon" -- "$cur" ;;
-        --limit | --min-percent | --object) ;;
+        --limit | --min-percent | --object | --pid | --comm) ;;
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         *)
           if [[ $cur == -* ]]; then
             _sprofil_reply -W "--by --inline --full-names --limit --min-percent --object
-              --format -o --output -h --help" -- "$cur"
+              --pid --comm --format -o --output -h --help" -- "$cur"
           else
             _sprofil_reply -f -- "$cur"
           fi
@@ -81,7 +81,7 @@ _sprofil() {
       ;;
     merge)
       if [[ $cur == -* ]]; then
-        _sprofil_reply -W "-o --output -h --help" -- "$cur"
+        _sprofil_reply -W "-o --output --force -h --help" -- "$cur"
       else
         _sprofil_reply -f -- "$cur"
       fi

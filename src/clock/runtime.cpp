@@ -74,7 +74,7 @@ char g_auto_reason_buf[160];
 
 // One line on stderr (unless SPROFIL_QUIET): sprofil moved out of the program's way or stopped.
 void note(const char* fmt, ...) {
-  if (getenv("SPROFIL_QUIET")) return;
+  if (secure_getenv("SPROFIL_QUIET")) return;
   char line[320];
   va_list ap;
   va_start(ap, fmt);
@@ -174,7 +174,7 @@ bool handler_is_free(const struct sigaction& sa) {
 
 // SPROFIL_SIGNAL names the signal: a number, "SIGPROF", or "SIGRTMIN+n" / "SIGRTMAX-n".
 int configured_signal() {
-  const char* s = getenv("SPROFIL_SIGNAL");
+  const char* s = secure_getenv("SPROFIL_SIGNAL");
   if (!s || !*s) return 0;
   if (strncmp(s, "SIG", 3) == 0) s += 3;
   if (strcmp(s, "PROF") == 0) return SIGPROF;
@@ -419,10 +419,10 @@ int start_clock(const ClockRequest& req) {
   if (c.interval_ns == 0 || c.interval_ns > 1000000000ull * 3600) return EINVAL;
   if (c.kind == ClockKind::kPerf) {
     if (int e = perf::probe(c.interval_ns)) return e;
-    const char* mode = getenv("SPROFIL_PERF_MODE");
+    const char* mode = secure_getenv("SPROFIL_PERF_MODE");
     g_perf_ring = mode && strcmp(mode, "ring") == 0;
     perf::new_generation(c.interval_ns);
-    const char* jitter = getenv("SPROFIL_JITTER");
+    const char* jitter = secure_getenv("SPROFIL_JITTER");
     perf::set_jitter(!(jitter && strcmp(jitter, "0") == 0));
   }
   int err = 0;

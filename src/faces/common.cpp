@@ -24,8 +24,8 @@ Owner owner() {
 
 rt::ClockRequest default_clock() {
   rt::ClockRequest c;
-  if (const char* k = getenv("SPROFIL_CLOCK")) rt::parse_clock(k, &c.kind);
-  if (const char* hz = getenv("SPROFIL_HZ")) {
+  if (const char* k = secure_getenv("SPROFIL_CLOCK")) rt::parse_clock(k, &c.kind);
+  if (const char* hz = secure_getenv("SPROFIL_HZ")) {
     const long v = atol(hz);
     if (v > 0 && v <= 1000000) c.interval_ns = 1000000000ull / static_cast<uint64_t>(v);
   }

@@ -85,7 +85,11 @@ bool write_output(const std::string& path, const std::function<bool(int fd, std:
       problem = why("cannot rename the new file into place");
       ok = false;
     }
-    if (!ok) ::unlink(tmp.c_str());
+    if (!ok) {
+      const int saved = errno;  // callers may look at why it failed (EFBIG, ENOSPC)
+      ::unlink(tmp.c_str());
+      errno = saved;
+    }
   }
   if (!ok) *error = (path == "-" ? std::string("standard output") : path) + ": " + problem;
   return ok;

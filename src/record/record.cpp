@@ -256,11 +256,14 @@ int record(const Options& o, FILE* log) {
   if (const char* cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
 
   // 3. Run it. Like time(1): the terminal's interrupt goes to the command; we wait for it.
+  // SIGXFSZ too, for the tool only: under a file-size limit (`ulimit -f N; sprofil record`)
+  // writing the profile fails with EFBIG, said clearly, instead of killing the tool.
   struct sigaction ign {
-  }, old_int{}, old_quit{};
+  }, old_int{}, old_quit{}, old_xfsz{};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGINT, &ign, &old_int);
   sigaction(SIGQUIT, &ign, &old_quit);
+  sigaction(SIGXFSZ, &ign, &old_xfsz);
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
     fprintf(log, "sprofil record: pipe: %s\n", strerror(errno));
@@ -278,6 +281,7 @@ int record(const Options& o, FILE* log) {
   if (pid == 0) {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);
+    sigaction(SIGXFSZ, &old_xfsz, nullptr);
     close(exec_pipe[0]);
     setenv("LD_PRELOAD", preload.c_str(), 1);
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
@@ -358,7 +362,18 @@ int record(const Options& o, FILE* log) {
   run.run_end_ns = end_ns;
   run.exit_status = code;
   std::string error;
-  if (!profile::write_profile(run, out, &error)) {
+  bool written = profile::write_profile(run, out, &error);
+  if (!written && errno == EFBIG && run.processes.size() == 1 &&
+      rename((rundir.path + "/" + kFileName + c.suffixes[0]).c_str(), out.c_str()) == 0) {
+    // The run profile adds a page or two to the process's own file; where the file-size limit
+    // leaves no room for them, that file (a complete single-process profile) is the profile.
+    fprintf(log,
+            "sprofil record: the run profile would pass the file-size limit (RLIMIT_FSIZE); "
+            "%s is the process's own profile, without the run's totals\n",
+            out.c_str());
+    written = true;
+  }
+  if (!written) {
     fprintf(log,
             "sprofil record: cannot write %s: %s; the processes' files are kept in %s "
             "(sprofil report and merge read them)\n",
