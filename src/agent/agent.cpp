@@ -605,8 +605,8 @@ void finish_header() {
       static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
   g_hdr->cpu_ns = cpu;
   // The clock may have moved (itimer to cpu when the program took ITIMER_PROF or SIGPROF).
-  if (rt::ClockRequest running; rt::running_clock(&running))
-    g_hdr->clock = static_cast<uint32_t>(running.kind);
+  // (last_clock_kind, not running_clock: the exec hook runs with the runtime mutex held.)
+  if (g_on) g_hdr->clock = static_cast<uint32_t>(rt::last_clock_kind());
   const uint64_t delivered = std::atomic_ref<uint64_t>(g_hdr->delivered).load();
   __extension__ using u128 = unsigned __int128;
   if (cpu > 0)

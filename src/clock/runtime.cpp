@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -54,7 +55,9 @@ struct Slot {
 
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 // All of the following are guarded by g_mu.
-bool g_active = false;          // a clock is running
+bool g_active = false;  // a clock is running
+// The kind of the clock last started, readable without the runtime mutex (last_clock_kind()).
+std::atomic<uint8_t> g_clock_kind_now{0};
 bool g_exec_suspended = false;  // stopped by before_exec(); restarted if exec fails
 ClockRequest g_clock;
 int g_signo = 0;
@@ -438,6 +441,7 @@ int start_clock(const ClockRequest& req) {
   g_signo = signo;
   g_signo_now.store(signo, std::memory_order_release);
   g_clock = c;
+  g_clock_kind_now.store(static_cast<uint8_t>(c.kind), std::memory_order_relaxed);
   g_active = true;
   scan_threads();
   add_slot(gettid_());
@@ -755,6 +759,10 @@ void reap_threads() {
 void check_masks() {
   Lock lock;
   check_masks_locked();
+}
+
+ClockKind last_clock_kind() {
+  return static_cast<ClockKind>(g_clock_kind_now.load(std::memory_order_relaxed));
 }
 
 bool running_clock(ClockRequest* out) {

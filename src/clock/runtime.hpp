@@ -43,6 +43,9 @@ int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
 // The running clock, if any: returns false when no clock runs. A kAuto request shows as the
 // clock it resolved to.
 bool running_clock(ClockRequest* out);
+// The kind of the clock last started (after any move, e.g. itimer to cpu), without taking the
+// runtime mutex: safe in hooks the runtime calls with it held.
+ClockKind last_clock_kind();
 
 // Why the last kAuto request did not get the perf clock ("" if it did, or none was made).
 const char* auto_fallback_reason();
