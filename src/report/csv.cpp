@@ -40,22 +40,10 @@ void write_csv(const Table& t, std::ostream& out) {
   }
 }
 
-namespace {
-class CsvExporter final : public Exporter {
- public:
-  std::string_view name() const override { return "csv"; }
-  std::string_view description() const override { return "one line per row, for spreadsheets"; }
-  bool render(const ExportInput& in, std::string* bytes, std::string*) const override {
-    std::ostringstream s;
-    write_csv(*in.table, s);
-    *bytes = s.str();
-    return true;
-  }
-};
-}  // namespace
-
 const Exporter& csv_exporter() {
-  static const CsvExporter e;
+  static const RowsExporter e{
+      "csv", "one line per row, for spreadsheets",
+      [](const ExportInput& in, std::ostream& out) { write_csv(*in.table, out); }};
   return e;
 }
 

@@ -3,6 +3,7 @@
 // holds the one list of them. A new format is one file and one line in that list.
 #pragma once
 
+#include <iosfwd>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,22 @@ class Exporter {
   virtual bool needs_table() const { return true; }
   // The whole output into *bytes; false with *error naming the problem.
   virtual bool render(const ExportInput& in, std::string* bytes, std::string* error) const = 0;
+};
+
+// A format that streams the aggregated rows (text, json, csv, folded): a name, a description
+// and the function that writes them.
+class RowsExporter final : public Exporter {
+ public:
+  using Write = void (*)(const ExportInput& in, std::ostream& out);
+  RowsExporter(std::string_view name, std::string_view description, Write write)
+      : name_(name), description_(description), write_(write) {}
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  bool render(const ExportInput& in, std::string* bytes, std::string* error) const override;
+
+ private:
+  std::string_view name_, description_;
+  Write write_;
 };
 
 // Every format, in the order --help lists them; find_exporter("") is null.

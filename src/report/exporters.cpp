@@ -1,9 +1,18 @@
 // The list of output formats, and write_report(): aggregate if the format needs rows, render,
 // write the output safely.
 #include "profile/output.hpp"
+
+#include <sstream>
 #include "report/exporter.hpp"
 
 namespace sprofil::report {
+
+bool RowsExporter::render(const ExportInput& in, std::string* bytes, std::string*) const {
+  std::ostringstream s;
+  write_(in, s);
+  *bytes = s.str();
+  return true;
+}
 
 std::span<const Exporter* const> exporters() {
   static const Exporter* const kAll[] = {&text_exporter(),   &json_exporter(),  &csv_exporter(),

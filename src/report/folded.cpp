@@ -49,22 +49,10 @@ void write_folded(const Table& t, std::ostream& out) {
   }
 }
 
-namespace {
-class FoldedExporter final : public Exporter {
- public:
-  std::string_view name() const override { return "folded"; }
-  std::string_view description() const override { return "folded stacks for flame graphs"; }
-  bool render(const ExportInput& in, std::string* bytes, std::string*) const override {
-    std::ostringstream s;
-    write_folded(*in.table, s);
-    *bytes = s.str();
-    return true;
-  }
-};
-}  // namespace
-
 const Exporter& folded_exporter() {
-  static const FoldedExporter e;
+  static const RowsExporter e{
+      "folded", "folded stacks for flame graphs",
+      [](const ExportInput& in, std::ostream& out) { write_folded(*in.table, out); }};
   return e;
 }
 

@@ -99,22 +99,11 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
-namespace {
-class JsonExporter final : public Exporter {
- public:
-  std::string_view name() const override { return "json"; }
-  std::string_view description() const override { return "the rows and the run's header as JSON"; }
-  bool render(const ExportInput& in, std::string* bytes, std::string*) const override {
-    std::ostringstream s;
-    write_json(in.profile, *in.table, in.options, s);
-    *bytes = s.str();
-    return true;
-  }
-};
-}  // namespace
-
 const Exporter& json_exporter() {
-  static const JsonExporter e;
+  static const RowsExporter e{"json", "the rows and the run's header as JSON",
+                              [](const ExportInput& in, std::ostream& out) {
+                                write_json(in.profile, *in.table, in.options, out);
+                              }};
   return e;
 }
 

@@ -98,22 +98,11 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   }
 }
 
-namespace {
-class TextExporter final : public Exporter {
- public:
-  std::string_view name() const override { return "text"; }
-  std::string_view description() const override { return "a flat profile for people (default)"; }
-  bool render(const ExportInput& in, std::string* bytes, std::string*) const override {
-    std::ostringstream s;
-    write_text(in.profile, *in.table, in.options, s);
-    *bytes = s.str();
-    return true;
-  }
-};
-}  // namespace
-
 const Exporter& text_exporter() {
-  static const TextExporter e;
+  static const RowsExporter e{"text", "a flat profile for people (default)",
+                              [](const ExportInput& in, std::ostream& out) {
+                                write_text(in.profile, *in.table, in.options, out);
+                              }};
   return e;
 }
 
