@@ -37,8 +37,7 @@ void write_folded(const Table& t, std::ostream& out) {
       if (t.by == By::kLine) {
         for (size_t k = r.frames.size(); k-- > 1;)
           if (!r.frames[k - 1].function.empty()) stack += ";" + r.frames[k - 1].function;
-        // Appended piece by piece: g++ 12 at -O3 warns falsely (-Wrestrict) on ";" + string.
-        stack.append(";").append(basename_of(r.file)).append(":").append(std::to_string(r.line));
+        stack += ";" + basename_of(r.file) + ":" + std::to_string(r.line);
       } else if (t.by == By::kAddress) {
         stack = r.object + ";" + r.name;
       }
