@@ -244,17 +244,28 @@ Table* Engine::exchange(Channel ch, Table* next) {
   }
   if (clear) {
     // No handler reads any table of this channel now: the retired ones can go too.
-    for (int i = 0; i < nretired_[ch]; ++i) Table::destroy(retired_[ch][i]);
-    nretired_[ch] = 0;
+    free_retired(ch);
     return old;
   }
   if (!old) return nullptr;
   retired_count_.fetch_add(1, std::memory_order_relaxed);
-  if (nretired_[ch] < kRetiredMax)
-    retired_[ch][nretired_[ch]++] = old;
-  else
-    leaked_.fetch_add(1, std::memory_order_relaxed);  // bounded: kRetiredMax per channel
+  if (nretired_[ch]++ >= kRetiredMax) leaked_.fetch_add(1, std::memory_order_relaxed);
+  old->retired_next_ = retired_[ch];
+  retired_[ch] = old;
   return nullptr;
+}
+
+void Engine::free_retired(Channel ch) {
+  while (Table* t = retired_[ch]) {
+    retired_[ch] = t->retired_next_;
+    Table::destroy(t);
+  }
+  nretired_[ch] = 0;
+}
+
+// Only an engine with no handler left running ends (a test's, or the process's at exit).
+Engine::~Engine() {
+  for (unsigned ch = 0; ch < kChannels; ++ch) free_retired(static_cast<Channel>(ch));
 }
 
 Engine::Stats Engine::stats() const {
@@ -272,11 +283,18 @@ bool Engine::any() const {
 }
 
 namespace {
-constinit Engine g_engine;  // constant-initialised: usable before any constructor runs
+// Constant-initialised (usable before any constructor runs) and never destroyed: handlers may
+// still run while the process exits.
+union GlobalEngine {
+  constexpr GlobalEngine() : engine() {}
+  ~GlobalEngine() {}
+  Engine engine;
+};
+constinit GlobalEngine g_engine;
 }  // namespace
 
 Engine& global() {
-  return g_engine;
+  return g_engine.engine;
 }
 
 }  // namespace sprofil::engine

@@ -113,7 +113,9 @@ class Table {
   uint32_t generation() const { return generation_; }
 
  private:
+  friend class Engine;
   Table() = default;
+  Table* retired_next_ = nullptr;  // Engine's list of retired tables of one channel
   size_t n_ = 0;
   uint32_t generation_ = 0;
   bool has_overflow_ = false;
@@ -150,8 +152,9 @@ class Engine {
   bool any() const;
 
   // What exchange() did so far, for tests and diagnostics: tables it could not hand back
-  // because a handler still read them (retired, freed later) and, of those, the ones it had
-  // to leak (the retired list was full).
+  // because a handler still read them (retired: freed by a later exchange that finds no
+  // reader, or when the engine ends) and, of those, the ones retired while kRetiredMax others
+  // were already held ("leaked": held past the bound, still freed the same way).
   struct Stats {
     uint64_t exchanges = 0;
     uint64_t retired = 0;
@@ -161,7 +164,12 @@ class Engine {
 
   // How long exchange() spins for readers to leave (pause instructions) before retiring.
   static constexpr int kSpin = 4096;
-  static constexpr int kRetiredMax = 16;  // per channel
+  static constexpr int kRetiredMax = 16;  // per channel, before retiring counts as a leak
+
+  constexpr Engine() = default;
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
  private:
   template <class F>
@@ -169,9 +177,11 @@ class Engine {
 
   std::atomic<Table*> tables_[kChannels] = {};
   std::atomic<uint32_t> readers_[kChannels] = {};
-  // Retired tables, per channel: touched only by exchange() (callers serialise per channel).
-  Table* retired_[kChannels][kRetiredMax] = {};
+  // Retired tables, per channel, linked through Table::retired_next_: touched only by
+  // exchange() (callers serialise per channel) and the destructor.
+  Table* retired_[kChannels] = {};
   int nretired_[kChannels] = {};
+  void free_retired(Channel ch);
   std::atomic<uint64_t> exchanges_{0}, retired_count_{0}, leaked_{0};
 };
 
