@@ -28,15 +28,16 @@
 using facetest::in_child;
 using facetest::thread_cpu_ms;
 
-// The two workloads. Different constants keep the compiler from folding them into one.
-extern "C" __attribute__((noinline, noipa, used)) void burn_a(double ms) {
+// The two workloads. Different constants keep the compiler from folding them into one;
+// aligned, so that no bin holds the end of one and the start of the other in any build type.
+extern "C" __attribute__((noinline, noipa, used, aligned(64))) void burn_a(double ms) {
   const double end = thread_cpu_ms() + ms;
   volatile uint64_t x = 1;
   do {
     for (int i = 0; i < 100000; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
   } while (thread_cpu_ms() < end);
 }
-extern "C" __attribute__((noinline, noipa, used)) void burn_b(double ms) {
+extern "C" __attribute__((noinline, noipa, used, aligned(64))) void burn_b(double ms) {
   const double end = thread_cpu_ms() + ms;
   volatile uint64_t x = 3;
   do {
