@@ -20,8 +20,9 @@ inline double thread_cpu_ms() {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-// Burns `ms` of this thread's CPU time in a tight loop (no calls inside the loop).
-__attribute__((noinline)) inline void burn_cpu_ms(double ms) {
+// Burns `ms` of this thread's CPU time in a tight loop (no calls inside the loop). noipa: no
+// constant-propagated clone elsewhere in the text (-O3 made one for burn_cpu_ms(5)).
+__attribute__((noinline, noipa)) inline void burn_cpu_ms(double ms) {
   const double end = thread_cpu_ms() + ms;
   volatile uint64_t x = 1;
   do {
