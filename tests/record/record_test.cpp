@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <fstream>
+
 #include "helpers.hpp"
 
 namespace sprofil::agent_test {
@@ -236,6 +238,33 @@ TEST(Merge, ModesDevicesAndDifferentPrograms) {
   r = run({kTool, "merge", "--force", "-o", dir / "x.sprof", a, c});
   EXPECT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.err.find("warning: program differs"), std::string::npos) << r.err;
+}
+
+// Issue 7 items 9 and 15: report output is written safely and its write errors are reported:
+// a full device fails the command; the default gmon.out replaces a planted link, never
+// writing through it.
+TEST(Output, ReportWriteErrorsAndLinks) {
+  TempDir dir;
+  const std::string p = dir / "p.sprof";
+  ASSERT_EQ(record_nodash(p, {kProg, "burn", "0.05"}).status, 0);
+  Result r = run({"sh", "-c", "exec \"$0\" report \"$1\" > /dev/full", kTool, p});
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_NE(r.err.find("No space left"), std::string::npos) << r.err;
+  r = run({kTool, "report", p, "-o", "/dev/full"});
+  EXPECT_EQ(r.status, 1) << describe(r);
+  const std::string victim = dir / "victim";
+  { std::ofstream(victim) << "keep me"; }
+  ASSERT_EQ(symlink(victim.c_str(), (dir / "gmon.out").c_str()), 0);
+  r = run({kTool, "report", p, "--format", "gmon"}, {}, dir.path());
+  EXPECT_EQ(r.status, 0) << describe(r);
+  std::ifstream in(victim);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "keep me");
+  struct stat st;
+  ASSERT_EQ(lstat((dir / "gmon.out").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "gmon.out should be a new regular file, not the link";
+  EXPECT_EQ(st.st_mode & 0077, 0u) << "created private";
 }
 
 }  // namespace
