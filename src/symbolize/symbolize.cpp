@@ -10,6 +10,7 @@
 #include <link.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -498,7 +499,17 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
         fd = vdso_image_fd(&why);
         if (fd < 0) break;
       } else {
-        fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+        // O_NONBLOCK and a regular-file check: a FIFO (or device) named as a region's path
+        // must not hang the report.
+        fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+          ::close(fd);
+          fd = -1;
+          errno = EINVAL;
+          if (ci == 0) why = "not a regular file";
+          continue;
+        }
       }
       if (fd < 0) {
         if (ci == 0) why = std::string(std::strerror(errno));

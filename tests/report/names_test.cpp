@@ -456,5 +456,22 @@ TEST(Escaping, HostileCommandLineAndPath) {
   EXPECT_NE(out.find("main"), std::string::npos) << out;
 }
 
+// Issue 7 item 14: a region whose path names a FIFO does not hang the report (the symbolizer
+// opens only regular files): its samples are unnamed, with a warning.
+TEST(Names, RegionPathThatIsAFifoDoesNotHang) {
+  profile::Profile p = program_profile(1000000, 10);
+  const std::string fifo = temp_dir() + "/region.fifo";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  p.regions[0].path = fifo;
+  const std::string file = write(p, "fifo_region");
+  int status = -1;
+  // timeout(1) bounds a regression (124: it hung).
+  const std::string out = run("timeout 20 " + q(kTool) + " report " + q(file) + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("not a regular file"), std::string::npos) << out;
+  EXPECT_NE(out.find("[unknown]"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace sprofil
