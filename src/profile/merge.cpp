@@ -69,12 +69,8 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
   m.pid = first.pid;
   m.ppid = first.ppid;
   m.argv = first.argv;
-  m.start_ns = first.start_ns;
 
-  bool all_finished = true;
-  bool cpu_known = true;
-  double weighted_hz = 0, hz_weight = 0;
-  bool hz_known = true;
+  TallySum sum;
   for (size_t i = 0; i < in.size(); ++i) {
     const Profile& p = in[i];
     if (p.tick_ns != m.tick_ns) {
@@ -100,20 +96,7 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
         if (policy.warnings) policy.warnings->push_back(differs);
       }
     }
-    all_finished = all_finished && p.finished();
-    if (p.start_ns != 0 && (m.start_ns == 0 || p.start_ns < m.start_ns)) m.start_ns = p.start_ns;
-    m.end_ns = std::max(m.end_ns, p.end_ns);
-    if (p.cpu_ns == 0) cpu_known = false;
-    m.cpu_ns = sat_add(m.cpu_ns, p.cpu_ns);
-    if (p.effective_hz > 0 && p.cpu_ns > 0) {
-      weighted_hz += p.effective_hz * static_cast<double>(p.cpu_ns);
-      hz_weight += static_cast<double>(p.cpu_ns);
-    } else {
-      hz_known = false;
-    }
-    m.overflow = sat_add(m.overflow, p.overflow);
-    m.delivered = sat_add(m.delivered, p.delivered);
-    m.lost = sat_add(m.lost, p.lost);
+    sum.add(p);
 
     for (const Region& r : p.regions) {
       auto it = std::find_if(m.regions.begin(), m.regions.end(), [&](const Region& o) {
@@ -154,10 +137,8 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
       if (r.load_ns != 0 && (o.load_ns == 0 || r.load_ns < o.load_ns)) o.load_ns = r.load_ns;
     }
   }
-  m.flags = all_finished ? SPROF_F_FINISHED : 0;
-  if (!all_finished) m.end_ns = 0;
-  if (!cpu_known) m.cpu_ns = 0;
-  m.effective_hz = hz_known && hz_weight > 0 ? weighted_hz / hz_weight : 0;
+  m.flags = 0;
+  sum.store(&m);
   *out = std::move(m);
   return true;
 }

@@ -92,8 +92,7 @@ Profile process_image(const Profile& p, size_t process) {
 Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names) {
   Profile out;
   out.run = true;
-  bool all_finished = true, cpu_known = true, hz_known = true;
-  double weighted_hz = 0, hz_weight = 0;
+  TallySum sum;
   for (size_t i = 0; i < parts.size(); ++i) {
     Profile& q = parts[i];
     Process pr;
@@ -123,32 +122,47 @@ Profile combine_processes(std::vector<Profile> parts, const std::vector<std::str
       out.ppid = q.ppid;
       out.argv = q.argv;
     }
-    all_finished = all_finished && q.finished();
-    if (q.start_ns != 0 && (out.start_ns == 0 || q.start_ns < out.start_ns))
-      out.start_ns = q.start_ns;
-    if (q.end_ns > out.end_ns) out.end_ns = q.end_ns;
-    if (q.cpu_ns == 0) cpu_known = false;
-    out.cpu_ns = sat_add(out.cpu_ns, q.cpu_ns);
-    if (q.effective_hz > 0 && q.cpu_ns > 0) {  // the CPU-weighted mean, as merge does
-      weighted_hz += q.effective_hz * static_cast<double>(q.cpu_ns);
-      hz_weight += static_cast<double>(q.cpu_ns);
-    } else {
-      hz_known = false;
-    }
-    out.overflow = sat_add(out.overflow, q.overflow);
-    out.delivered = sat_add(out.delivered, q.delivered);
-    out.lost = sat_add(out.lost, q.lost);
+    sum.add(q);
     for (Region& r : q.regions) {
       r.process = static_cast<uint32_t>(out.processes.size());
       out.regions.push_back(std::move(r));
     }
     out.processes.push_back(std::move(pr));
   }
-  if (all_finished && !parts.empty()) out.flags |= SPROF_F_FINISHED;
-  if (!all_finished) out.end_ns = 0;
-  if (!cpu_known) out.cpu_ns = 0;
-  if (parts.size() > 1) out.effective_hz = hz_known && hz_weight > 0 ? weighted_hz / hz_weight : 0;
+  const double single_hz = out.effective_hz;
+  sum.store(&out);
+  if (parts.size() == 1) out.effective_hz = single_hz;  // one process: its own rate, as written
   return out;
+}
+
+void TallySum::add(const Profile& p) {
+  finished_ = finished_ && p.finished();
+  if (p.start_ns != 0 && (start_ns_ == 0 || p.start_ns < start_ns_)) start_ns_ = p.start_ns;
+  if (p.end_ns > end_ns_) end_ns_ = p.end_ns;
+  if (p.cpu_ns == 0) cpu_known_ = false;
+  cpu_ns_ = sat_add(cpu_ns_, p.cpu_ns);
+  if (p.effective_hz > 0 && p.cpu_ns > 0) {
+    weighted_hz_ += p.effective_hz * static_cast<double>(p.cpu_ns);
+    hz_weight_ += static_cast<double>(p.cpu_ns);
+  } else {
+    hz_known_ = false;
+  }
+  overflow_ = sat_add(overflow_, p.overflow);
+  delivered_ = sat_add(delivered_, p.delivered);
+  lost_ = sat_add(lost_, p.lost);
+  any_ = true;
+}
+
+void TallySum::store(Profile* out) const {
+  const bool finished = any_ && finished_;
+  out->flags = finished ? (out->flags | SPROF_F_FINISHED) : (out->flags & ~SPROF_F_FINISHED);
+  out->start_ns = start_ns_;
+  out->end_ns = finished ? end_ns_ : 0;
+  out->cpu_ns = cpu_known_ ? cpu_ns_ : 0;
+  out->effective_hz = hz_known_ && hz_weight_ > 0 ? weighted_hz_ / hz_weight_ : 0;
+  out->overflow = overflow_;
+  out->delivered = delivered_;
+  out->lost = lost_;
 }
 
 uint64_t uncovered_cpu_ns(const Profile& p) {

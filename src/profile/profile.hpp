@@ -88,4 +88,19 @@ Profile combine_processes(std::vector<Profile> parts, const std::vector<std::str
 // The CPU time no sample covers: run_cpu_ns minus the processes' cpu_ns (0 if unknown).
 uint64_t uncovered_cpu_ns(const Profile& p);
 
+// The whole of several profiles' tallies and times (a run's processes, merged runs): counts
+// saturate; start is the earliest, end the latest (0 unless every part finished); CPU time 0
+// unless every part's is known; the rate is the CPU-weighted mean of the parts' rates.
+class TallySum {
+ public:
+  void add(const Profile& p);
+  // Sets out's overflow, delivered, lost, start/end, cpu_ns, effective_hz and FINISHED flag.
+  void store(Profile* out) const;
+
+ private:
+  uint64_t start_ns_ = 0, end_ns_ = 0, cpu_ns_ = 0, overflow_ = 0, delivered_ = 0, lost_ = 0;
+  bool any_ = false, finished_ = true, cpu_known_ = true, hz_known_ = true;
+  double weighted_hz_ = 0, hz_weight_ = 0;
+};
+
 }  // namespace sprofil::profile
