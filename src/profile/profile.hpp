@@ -26,6 +26,14 @@ struct Region {
   uint32_t process = 0;          // index in Profile::processes (0 when it has none)
 
   uint64_t total() const;
+  // Calls f(index, count, system) for every bin with a non-zero count, in index order; system
+  // is the part of count spent in the kernel (0 where the profile does not tell). Code outside
+  // src/profile reads the counts through this, whatever their representation.
+  template <class F>
+  void for_each_bin(F&& f) const {
+    for (uint64_t i = 0; i < counts.size(); ++i)
+      if (counts[i]) f(i, counts[i], uint64_t{0});
+  }
   // The runtime address of bin i's first byte.
   uint64_t bin_address(uint64_t i) const { return start + i * bin_size; }
 };

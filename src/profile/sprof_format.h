@@ -50,6 +50,7 @@ enum sprof_clock { SPROF_CLOCKS(SPROF_CLOCK_ENUM_) SPROF_CLOCK_COUNT };
 #define SPROF_R_VDSO 0x2u     /* the kernel's vDSO */
 #define SPROF_R_UNLOADED 0x4u /* dlclose'd; the counts are kept */
 #define SPROF_R_DLOPEN 0x8u   /* loaded after profiling started */
+#define SPROF_R_SYSTEM 0x10u  /* a system-time array follows the counters (system_offset) */
 
 struct sprof_header {
   char magic[8];                   /* "SPROFIL\0" */
@@ -95,7 +96,12 @@ struct sprof_region {
   uint32_t path_len;      /* bytes used in path, without a NUL */
   uint8_t build_id[SPROF_BUILD_ID_MAX];
   char path[SPROF_PATH_MAX]; /* the object's path; "[vdso]" for the vDSO */
-  uint8_t reserved[SPROF_PAGE - 160 - SPROF_PATH_MAX]; /* zero */
+  /* With SPROF_R_SYSTEM: file offset (4096-aligned, inside this record) of a second array of
+   * nbins counters of counter_width bytes: the part of each bin's count that the thread spent
+   * in the kernel before it returned to user space at that pc. Each is at most the bin's count
+   * (the main array holds user + system). 0 without the flag. */
+  uint64_t system_offset;
+  uint8_t reserved[SPROF_PAGE - 168 - SPROF_PATH_MAX]; /* zero */
 };
 
 /* The run profile (version 1): what one `sprofil record` writes. It holds every process of
@@ -157,6 +163,7 @@ static_assert(sizeof(sprof_region) == SPROF_PAGE, "region record is one page");
 static_assert(offsetof(sprof_region, nbins) == 56, "region layout");
 static_assert(offsetof(sprof_region, build_id) == 96, "region layout");
 static_assert(offsetof(sprof_region, path) == 160, "region layout");
+static_assert(offsetof(sprof_region, system_offset) == 4000, "region layout");
 #endif
 
 #endif /* SPROFIL_SPROF_FORMAT_H */
