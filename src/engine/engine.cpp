@@ -163,7 +163,7 @@ const Region* Table::find(uintptr_t pc, uint64_t* hint) const {
   return r;
 }
 
-void Table::record(uintptr_t pc, uint64_t w, uint64_t* hint) {
+void Table::record(uintptr_t pc, uint64_t w, uint64_t system_w, uint64_t* hint) {
   Tallies& tl = *tallies_;
   std::atomic_ref<uint64_t>(tl.delivered).fetch_add(w, std::memory_order_relaxed);
   if (stopped_.load(std::memory_order_relaxed)) {
@@ -185,6 +185,14 @@ void Table::record(uintptr_t pc, uint64_t w, uint64_t* hint) {
   const uint64_t added = bump(*c, index, w, &at_limit);
   if (added != w)
     std::atomic_ref<uint64_t>(tl.lost).fetch_add(w - added, std::memory_order_relaxed);
+  if (r && r->system && system_w && added) {
+    Counters sys = *c;
+    sys.base = r->system;
+    sys.policy = Policy::kSaturate;
+    sys.limit = 0;
+    bool sys_limit = false;
+    bump(sys, index, system_w < added ? system_w : added, &sys_limit);
+  }
   if (at_limit && c->policy == Policy::kStopAll) stopped_.store(1, std::memory_order_relaxed);
 }
 
@@ -211,8 +219,8 @@ void Engine::for_each_table(F f) {
   }
 }
 
-void Engine::sample(uintptr_t pc, uint64_t w) {
-  for_each_table([&](Table* t, unsigned ch) { t->record(pc, w, &t_hint[ch]); });
+void Engine::sample(uintptr_t pc, uint64_t w, uint64_t system_w) {
+  for_each_table([&](Table* t, unsigned ch) { t->record(pc, w, system_w, &t_hint[ch]); });
 }
 
 void Engine::lost(uint64_t w) {

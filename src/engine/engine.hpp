@@ -65,6 +65,10 @@ struct Region {
   uintptr_t last = 0;
   BinMap map;
   Counters counters;
+  // Optional: a second array laid out like counters (same width, element count and
+  // alignment) that takes the system part of each sample (see Engine::sample). It saturates
+  // at the width's maximum and never exceeds what counters took at the same index.
+  void* system = nullptr;
 };
 
 // Running tallies of one table, weighted by samples. The agent points a table's tallies at
@@ -97,8 +101,10 @@ class Table {
                       Table** out);
   static void destroy(Table* t);
 
-  // Counts one sample of weight w at pc. Signal-safe. `hint` is the caller's last-hit cache.
-  void record(uintptr_t pc, uint64_t w, uint64_t* hint);
+  // Counts one sample of weight w at pc, of which system_w (<= w) was spent in the kernel.
+  // Signal-safe. `hint` is the caller's last-hit cache.
+  void record(uintptr_t pc, uint64_t w, uint64_t system_w, uint64_t* hint);
+  void record(uintptr_t pc, uint64_t w, uint64_t* hint) { record(pc, w, 0, hint); }
 
   // Counts w samples as delivered but lost. Signal-safe.
   void record_lost(uint64_t w);
@@ -137,8 +143,9 @@ enum Channel : unsigned { kFaceChannel = 0, kApiChannel = 1, kAgentChannel = 2, 
 
 class Engine {
  public:
-  // Offers one sample to every channel. Signal-safe.
-  void sample(uintptr_t pc, uint64_t w);
+  // Offers one sample of weight w to every channel; system_w of it (<= w) was spent in the
+  // kernel before the thread returned to user space at pc. Signal-safe.
+  void sample(uintptr_t pc, uint64_t w, uint64_t system_w = 0);
 
   // Records w samples that were taken but whose pc is unknown (the kernel dropped them).
   void lost(uint64_t w);

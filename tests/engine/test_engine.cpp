@@ -461,6 +461,24 @@ TEST(Policy, SaturateAddsPartiallyAndCountsTheRestAsLost) {
   EXPECT_EQ(p->tallies().lost, 12u);  // 8 + 4
 }
 
+TEST(Policy, SystemArrayTakesTheSystemPartUpToWhatWasCounted) {
+  uint16_t mem[2] = {65530, 0}, sys[2] = {0, 0};
+  Region r{0x1000, 0x1003, BinMap{0x1000, 65536, 0, 1}, counters(mem, 2, 2), sys};
+  TablePtr p;
+  ASSERT_EQ(Table::create(&r, 1, nullptr, nullptr, &p.t), Error::kOk);
+  uint64_t hint = 0;
+  p->record(0x1002, 5, 3, &hint);  // 5 samples, 3 of them system time
+  EXPECT_EQ(mem[1], 5u);
+  EXPECT_EQ(sys[1], 3u);
+  p->record(0x1002, 2, &hint);  // no system part
+  EXPECT_EQ(mem[1], 7u);
+  EXPECT_EQ(sys[1], 3u);
+  p->record(0x1000, 10, 9, &hint);  // only 5 fit: the system part is cut to what was counted
+  EXPECT_EQ(mem[0], 65535u);
+  EXPECT_EQ(sys[0], 5u);
+  EXPECT_EQ(p->tallies().lost, 5u);
+}
+
 TEST(Policy, SaturateWidths) {
   uint32_t m32 = 0xfffffffe;
   uint64_t m64 = UINT64_MAX - 1;
