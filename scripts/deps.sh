@@ -3,7 +3,7 @@
 # Idempotent: runs apt-get only when something is missing.
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkgconf g++-12 clang-format clang libclang-rt-14-dev
-      libdw-dev libelf-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
+      libdw-dev libelf-dev libdebuginfod-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
       libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
       binutils ccache golang-go linux-perf google-perftools libgoogle-perftools-dev hyperfine
       groff-base man-db)

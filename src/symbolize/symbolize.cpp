@@ -21,9 +21,7 @@
 #include <map>
 #include <set>
 
-#ifdef SPROFIL_HAVE_DEBUGINFOD
 #include <elfutils/debuginfod.h>
-#endif
 
 namespace sprofil::symbolize {
 namespace {
@@ -516,7 +514,6 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
         continue;
       }
     } else {
-#ifdef SPROFIL_HAVE_DEBUGINFOD
       if (vdso) break;
       const char* urls = std::getenv("DEBUGINFOD_URLS");
       if (build_id.empty() || urls == nullptr || *urls == '\0') break;
@@ -528,9 +525,6 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
       if (fd < 0) break;
       file = found != nullptr ? found : path;
       std::free(found);
-#else
-      break;
-#endif
     }
     Dwfl* dwfl = dwfl_begin(&kCallbacks);
     if (dwfl == nullptr) {

@@ -15,9 +15,7 @@
 #include "report/exporter.hpp"
 #include "test_util.hpp"
 
-#ifdef SPROFIL_HAVE_WRITER
 #include "profile/writer.hpp"
-#endif
 
 namespace sprofil {
 namespace {
@@ -172,7 +170,6 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
   testing::run("rm -rf '" + dir + "'");
 }
 
-#ifdef SPROFIL_HAVE_WRITER
 TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
   profile::Profile p = make_profile(PROG_PIE);
   std::string dir = temp_dir("tool");
@@ -208,7 +205,6 @@ TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
   EXPECT_EQ(g.substr(0, 4), "gmon");
   testing::run("rm -rf '" + dir + "'");
 }
-#endif
 
 }  // namespace
 }  // namespace sprofil
