@@ -1,6 +1,6 @@
 // The output formats of `sprofil report --format NAME`. Each format is one Exporter in a file
-// of its own (text.cpp, json.cpp, csv.cpp, folded.cpp, pprof.cpp, gmon.cpp); exporters.cpp
-// holds the one list of them. A new format is one file and one line in that list.
+// of its own (text.cpp, json.cpp, csv.cpp, folded.cpp, pprof.cpp, gmon.cpp, html.cpp);
+// exporters.cpp holds the one list of them. A new format is one file and one line in that list.
 #pragma once
 
 #include <iosfwd>
@@ -62,5 +62,6 @@ const Exporter& csv_exporter();
 const Exporter& folded_exporter();
 const Exporter& pprof_exporter();
 const Exporter& gmon_exporter();
+const Exporter& html_exporter();
 
 }  // namespace sprofil::report

@@ -16,7 +16,8 @@ bool RowsExporter::render(const ExportInput& in, std::string* bytes, std::string
 
 std::span<const Exporter* const> exporters() {
   static const Exporter* const kAll[] = {&text_exporter(),   &json_exporter(),  &csv_exporter(),
-                                         &folded_exporter(), &pprof_exporter(), &gmon_exporter()};
+                                         &folded_exporter(), &pprof_exporter(), &gmon_exporter(),
+                                         &html_exporter()};
   return kAll;
 }
 

@@ -1,0 +1,205 @@
+// The HTML report (`--format html`): one self-contained page, html_page.html, with the profile's
+// data embedded as JSON. The page draws everything itself (inline SVG and positioned boxes from
+// a short script): the header, a sortable and filterable function table with each share's 95%
+// interval, the objects, each object's address-space histogram with function boundaries and
+// zoom, an object -> function -> line icicle, and each function's lines.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+
+#include "profile/sprof_format.h"
+#include "report/exporter.hpp"
+#include "report/labels.hpp"
+
+namespace sprofil::report {
+
+using nlohmann::json;
+using profile::Profile;
+using profile::Region;
+
+namespace {
+
+constexpr std::string_view kPage =
+#include "html_page.inc"
+    ;
+constexpr std::string_view kMarker = "/*SPROFIL_DATA*/";
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+json header_rows(const Profile& p, const Options& opts, uint64_t total, double tick_seconds) {
+  const bool wall = p.clock == profile::Clock::kWall;
+  json h = json::array();
+  auto add = [&](const char* k, const std::string& v) { h.push_back({k, valid_utf8(v)}); };
+  add("command", command_of(p));
+  if (!opts.source.empty()) add("profile", opts.source);
+  add("clock", clock_label(p.clock));
+  add("requested rate", std::to_string(p.requested_hz) + " Hz");
+  add("effective rate",
+      p.effective_hz > 0 ? fmt("%.1f Hz per CPU-second", p.effective_hz) : std::string("unknown"));
+  add("tick", fmt("%.6g ms per sample", double(p.tick_ns) / 1e6));
+  add("samples", std::to_string(total) + " (" + fmt("%.3f", double(total) * tick_seconds) +
+                     (wall ? " wall-clock seconds of all threads)" : " CPU seconds estimated)"));
+  add("delivered", std::to_string(p.delivered) + " delivered, " + std::to_string(p.counted()) +
+                       " counted, " + std::to_string(p.lost) + " lost");
+  add("overflow", count_of(p.overflow, "sample", "samples") + " outside any object");
+  if (p.cpu_ns != 0) add("process CPU", fmt("%.3f s", double(p.cpu_ns) / 1e9));
+  if (p.run)
+    add("processes", std::to_string(p.processes.size()) + " with samples, " +
+                         std::to_string(p.dropped_processes) + " without samples not stored");
+  if (p.run_cpu_ns != 0)
+    add("uncovered CPU", fmt("%.3f s", double(profile::uncovered_cpu_ns(p)) / 1e9) +
+                             " of the run's " + fmt("%.3f s", double(p.run_cpu_ns) / 1e9) +
+                             " is in no profile");
+  const Coverage cov = coverage_of(p, total);
+  if (!cov.warning.empty()) add("warning", cov.warning);
+  if ((p.flags & SPROF_F_FINISHED) == 0)
+    add("finished", "no: the program did not end cleanly; counts up to its end are kept");
+  return h;
+}
+
+// Rows are keyed by what the function table shows: object path, name and command.
+using RowKey = std::tuple<std::string, std::string, std::string>;
+RowKey key_of(const Row& r) {
+  return {r.object_path, r.name, r.comm};
+}
+
+}  // namespace
+
+class HtmlExporter final : public Exporter {
+ public:
+  std::string_view name() const override { return "html"; }
+  std::string_view description() const override {
+    return "a self-contained page: tables, intervals, address-space histograms, drill-down";
+  }
+  std::string_view default_path() const override { return "sprofil.html"; }
+  bool needs_table() const override { return false; }  // it aggregates three ways itself
+
+  bool render(const ExportInput& in, std::string* bytes, std::string* error) const override {
+    const Profile& p = in.profile;
+    Options o = in.options;
+    o.limit = 0;  // the page filters and pages rows itself
+    o.by = By::kFunction;
+    const Table fns = aggregate(p, in.symbolizer, o);
+    o.by = By::kObject;
+    o.progress = nullptr;  // reported once, by the first pass
+    const Table objs = aggregate(p, in.symbolizer, o);
+    o.by = By::kLine;
+    const Table lines = aggregate(p, in.symbolizer, o);
+
+    json d;
+    d["title"] = valid_utf8(command_of(p));
+    d["total"] = fns.total_samples;
+    d["per_process"] = fns.per_process;
+    d["header"] = header_rows(p, in.options, fns.total_samples, fns.tick_seconds);
+    std::map<RowKey, size_t> fn_index;
+    json f = json::array();
+    for (const Row& r : fns.rows) {
+      fn_index.emplace(key_of(r), f.size());
+      f.push_back({valid_utf8(r.name), valid_utf8(r.object), valid_utf8(r.comm),
+                   rounded(r.samples, 6), significant(r.percent, 8), significant(r.ci95_lo, 8),
+                   significant(r.ci95_hi, 8), significant(r.seconds, 9)});
+    }
+    d["functions"] = std::move(f);
+    json ob = json::array();
+    for (const Row& r : objs.rows)
+      ob.push_back({valid_utf8(r.name), valid_utf8(r.object_path), rounded(r.samples, 6),
+                    significant(r.percent, 8), significant(r.ci95_lo, 8), significant(r.ci95_hi, 8),
+                    significant(r.seconds, 9)});
+    d["objects"] = std::move(ob);
+    json ln = json::array();
+    for (const Row& r : lines.rows) {
+      auto it = fn_index.find(key_of(r));
+      if (it == fn_index.end()) continue;  // a function the filters dropped
+      ln.push_back({it->second, valid_utf8(r.file), r.line, rounded(r.samples, 6)});
+    }
+    d["lines"] = std::move(ln);
+    d["hist"] = histograms(in, o, fn_index);
+
+    std::string data = d.dump(-1, ' ', false, json::error_handler_t::replace);
+    // Inside <script>, "</" could end the element: JSON allows "<\/" for it.
+    for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3)
+      data.replace(at, 2, "<\\/");
+    const size_t m = kPage.find(kMarker);
+    if (m == std::string_view::npos) {
+      *error = "internal error: the page template has no data marker";
+      return false;
+    }
+    bytes->reserve(kPage.size() + data.size());
+    bytes->assign(kPage.substr(0, m));
+    bytes->append(data);
+    bytes->append(kPage.substr(m + kMarker.size()));
+    return true;
+  }
+
+ private:
+  // One histogram per region with samples: its non-zero bins at link-time addresses and the
+  // functions with samples in it (their range and row in the function table).
+  static json histograms(const ExportInput& in, const Options& o,
+                         const std::map<RowKey, size_t>& fn_index) {
+    const Profile& p = in.profile;
+    std::vector<Piece> pieces = attribute(p, in.symbolizer, o);
+    std::map<size_t, std::set<std::tuple<uint64_t, uint64_t, size_t>>> fns_of;
+    for (const Piece& pc : pieces) {
+      if (pc.region == SIZE_MAX || pc.sym == nullptr) continue;
+      const Region& r = p.regions[pc.region];
+      const std::string comm = p.processes.size() > 1 && pc.process < p.processes.size()
+                                   ? p.processes[pc.process].comm
+                                   : std::string();
+      auto it = fn_index.find({r.path, pc.sym->name, comm});
+      if (it != fn_index.end()) fns_of[pc.region].insert({pc.sym->start, pc.sym->end, it->second});
+    }
+    json out = json::array();
+    for (size_t ri = 0; ri < p.regions.size(); ++ri) {
+      const Region& r = p.regions[ri];
+      if (!process_selected(p, r.process, o)) continue;
+      json bins = json::array();
+      double total = 0;
+      uint64_t first = UINT64_MAX, last = 0;
+      const uint64_t base = r.start - r.load_bias;
+      r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t) {
+        const uint64_t a = base + i * r.bin_size;
+        bins.push_back({a, count});
+        total += double(count);
+        first = std::min(first, a);
+        last = std::max(last, a + r.bin_size);
+      });
+      if (bins.empty()) continue;
+      std::string label = basename_of(r.path);
+      if (p.processes.size() > 1 && r.process < p.processes.size())
+        label += " [" + p.processes[r.process].comm + " " +
+                 std::to_string(p.processes[r.process].pid) + "]";
+      json fns = json::array();
+      for (const auto& [s, e, fi] : fns_of[ri]) fns.push_back({s, e, fi});
+      const uint64_t pad = std::max<uint64_t>((last - first) / 50, r.bin_size);
+      out.push_back({{"object", valid_utf8(label)},
+                     {"path", valid_utf8(r.path)},
+                     {"lo", base},
+                     {"hi", base + (r.end - r.start)},
+                     {"view_lo", first > base + pad ? first - pad : base},
+                     {"view_hi", std::min(last + pad, base + (r.end - r.start))},
+                     {"bin", r.bin_size},
+                     {"total", total},
+                     {"bins", std::move(bins)},
+                     {"fns", std::move(fns)}});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const json& a, const json& b) {
+      return a["total"].get<double>() > b["total"].get<double>();
+    });
+    return out;
+  }
+};
+
+const Exporter& html_exporter() {
+  static const HtmlExporter e;
+  return e;
+}
+
+}  // namespace sprofil::report
