@@ -3,6 +3,7 @@
 //            source line of its own (their markers: LOOP_ ONE and TWO) with the same dependent
 //            chain, so the second takes twice the time of the first.
 //   lib N    annotate_lib_spin() in libreport_annotate_lib.so.
+//   inline N inline_outer(): its loop's work is in an always-inlined helper (marked INL_ STEP).
 // Usage: annotate_prog PHASE N
 #include <cstdio>
 #include <cstdlib>
@@ -17,15 +18,27 @@ __attribute__((noipa)) double two_loops(long n) {
   for (long i = 0; i < 2 * n; ++i) b = b * 0.9999998 + 0.25;  // LOOP_TWO
   return a + b;
 }
+
+static inline __attribute__((always_inline)) double inl_step(double x) {
+  return x * 0.9999995 + 0.125;  // INL_STEP
+}
+
+__attribute__((noipa)) double inline_outer(long n) {
+  double x = 4.0;
+  for (long i = 0; i < n; ++i) x = inl_step(x);
+  return x;
+}
 // clang-format on
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: annotate_prog loops|lib N\n");
+    std::fprintf(stderr, "usage: annotate_prog loops|lib|inline N\n");
     return 2;
   }
   long n = std::atol(argv[2]);
-  double s = std::strcmp(argv[1], "lib") == 0 ? annotate_lib_spin(n) : two_loops(n);
+  double s = std::strcmp(argv[1], "lib") == 0      ? annotate_lib_spin(n)
+             : std::strcmp(argv[1], "inline") == 0 ? inline_outer(n)
+                                                   : two_loops(n);
   std::printf("%g\n", s);
   return 0;
 }
