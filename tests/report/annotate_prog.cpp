@@ -3,8 +3,11 @@
 //            source line of its own (their markers: LOOP_ ONE and TWO) with the same dependent
 //            chain, so the second takes twice the time of the first.
 //   lib N    annotate_lib_spin() in libreport_annotate_lib.so.
+//   plugin N PATH  annotate_plugin_spin() of the plugin at PATH, dlopen'd.
 //   inline N inline_outer(): its loop's work is in an always-inlined helper (marked INL_ STEP).
 // Usage: annotate_prog PHASE N
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,8 +34,19 @@ __attribute__((noipa)) double inline_outer(long n) {
 // clang-format on
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "plugin") == 0) {
+    void* h = dlopen(argv[3], RTLD_NOW);
+    if (h == nullptr) {
+      std::fprintf(stderr, "%s\n", dlerror());
+      return 1;
+    }
+    auto spin = reinterpret_cast<double (*)(long)>(dlsym(h, "annotate_plugin_spin"));
+    if (spin == nullptr) return 1;
+    std::printf("%g\n", spin(std::atol(argv[2])));
+    return 0;  // not dlclose'd: the region stays until the end, as most plugins do
+  }
   if (argc != 3) {
-    std::fprintf(stderr, "usage: annotate_prog loops|lib|inline N\n");
+    std::fprintf(stderr, "usage: annotate_prog loops|lib|inline N | plugin N PATH\n");
     return 2;
   }
   long n = std::atol(argv[2]);

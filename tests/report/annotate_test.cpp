@@ -145,6 +145,24 @@ TEST(Annotate, FunctionInASharedLibrary) {
   EXPECT_GT(f["instructions"].size(), 3u);
 }
 
+TEST(Annotate, FunctionInADlopenedPlugin) {
+  const int loop = marker_line(ANNOTATE_PLUGIN_SOURCE, "PLUGIN_LOOP");
+  std::string file =
+      record("plugin", kProg, "plugin", std::string("60000000 '") + ANNOTATE_PLUGIN + "'",
+             "SPROFIL_BIN_BYTES=1");
+  Json j = annotate_json(file, "annotate_plugin_spin");
+  ASSERT_EQ(j["functions"].size(), 1u) << j.dump(1);
+  const Json& f = j["functions"][0];
+  EXPECT_EQ(f["object"], "libreport_annotate_plugin.so");
+  double on_loop = 0, sum = 0;
+  for (const Json& l : f["lines"])
+    if (l["line"] == loop) on_loop += l["samples"].get<double>();
+  for (const Json& ins : f["instructions"]) sum += ins["samples"].get<double>();
+  // The loop's line holds (nearly) all of it; instructions add up to the function.
+  EXPECT_GT(on_loop, 0.9 * f["samples"].get<double>()) << j.dump(1);
+  EXPECT_NEAR(sum, f["samples"].get<double>(), 1e-6);
+}
+
 TEST(Annotate, InlinedLinesNameTheInlinedFunction) {
   const int step = marker_line(ANNOTATE_SOURCE, "INL_STEP");
   std::string file = record("inline", kProg, "inline", "100000000", "SPROFIL_BIN_BYTES=1");
