@@ -17,6 +17,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 flagged_pairs=0
 flagged_rows=0
+raw_rows=0
 rows=0
 samples=0
 for ((i = 0; i < N; i++)); do
@@ -25,6 +26,9 @@ for ((i = 0; i < N; i++)); do
   "$TOOL" diff "$dir/a.sprof" "$dir/b.sprof" --format csv >"$dir/d.csv"
   sig=$(tail -n +2 "$dir/d.csv" | grep -c '^1,' || true)
   n=$(tail -n +2 "$dir/d.csv" | wc -l)
+  # Uncorrected: rows whose raw p-value (column 10) is below 0.05 (binomial counts: ~5%).
+  raw=$(tail -n +2 "$dir/d.csv" | awk -F, '$10 < 0.05' | wc -l)
+  raw_rows=$((raw_rows + raw))
   s=$("$TOOL" report "$dir/a.sprof" --format json | grep -o '"total_samples": *[0-9]*' | head -1 | grep -o '[0-9]*$')
   rows=$((rows + n))
   samples=$((samples + s))
@@ -33,4 +37,5 @@ for ((i = 0; i < N; i++)); do
 done
 echo "A/A pairs: $N at $HZ Hz, $ITER iterations, mean samples per run: $((samples / N)), rows compared: $rows"
 echo "pairs with any significant row: $flagged_pairs ($(awk -v a=$flagged_pairs -v n=$N 'BEGIN{printf "%.1f", 100*a/n}')%)"
+echo "rows with raw p < 0.05 (no correction): $raw_rows of $rows ($(awk -v a=$raw_rows -v n=$rows 'BEGIN{printf "%.2f", n?100*a/n:0}')%)"
 echo "rows flagged: $flagged_rows of $rows ($(awk -v a=$flagged_rows -v n=$rows 'BEGIN{printf "%.2f", n?100*a/n:0}')%)"

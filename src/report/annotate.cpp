@@ -132,39 +132,33 @@ bool name_matches(const std::string& want, const Row& r) {
   return std::find(r.aliases.begin(), r.aliases.end(), want) != r.aliases.end();
 }
 
-AnnotatedFunction annotate_one(const profile::Profile& p, symbolize::Symbolizer& sym,
-                               const AnnotateOptions& opts, const Row& row) {
+// The regions that hold row's function: its object, in the selected processes (and of the
+// row's command when the profile has several processes).
+bool holds(const profile::Profile& p, const Region& r, const AnnotateOptions& opts,
+           const Row& row) {
+  if (r.path != row.object_path || !process_selected(p, r.process, opts.report)) return false;
+  return row.comm.empty() || r.process >= p.processes.size() ||
+         p.processes[r.process].comm == row.comm;
+}
+
+// One symbol of row's function (a name may have several symbols: static functions of several
+// files).
+AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions& opts,
+                               const Row& row, const Region& first, const symbolize::Object* obj,
+                               const symbolize::Symbol* s) {
   AnnotatedFunction f;
   f.name = row.name;
   f.object = row.object;
   f.object_path = row.object_path;
   f.samples = row.samples;
   f.percent = row.percent;
-  const Region* first = nullptr;
-  for (const Region& r : p.regions)
-    if (r.path == row.object_path && process_selected(p, r.process, opts.report)) {
-      first = &r;
-      break;
-    }
-  if (first == nullptr) return f;
-  const symbolize::Object* obj = sym.open(first->path, first->build_id);
   const std::vector<symbolize::Symbol>& fns = obj->functions();
-  const symbolize::Symbol* s = nullptr;
-  for (const symbolize::Symbol& c : fns)
-    if (c.name == row.name) {
-      s = &c;
-      break;
-    }
-  if (s == nullptr) {
-    f.note = "no symbol named " + row.name + " in " + row.object_path;
-    return f;
-  }
   f.start = s->start;
   f.end = s->end;
 
   std::string bytes, why;
   uint16_t machine = 0;
-  if (!read_text(first->path, s->start, s->end, &bytes, &machine, &why) ||
+  if (!read_text(first.path, s->start, s->end, &bytes, &machine, &why) ||
       !disassemble(bytes, s->start, machine, &f.instructions, &why)) {
     f.note = "no disassembly: " + why;
   }
@@ -173,8 +167,8 @@ AnnotatedFunction annotate_one(const profile::Profile& p, symbolize::Symbolizer&
   f.bin_size = 1;
   std::vector<double> charged(f.instructions.size(), 0);
   for (const Region& r : p.regions) {
-    if (r.path != row.object_path || !process_selected(p, r.process, opts.report)) continue;
-    if (r.start - r.load_bias > s->end || r.end - r.load_bias <= s->start) continue;
+    if (!holds(p, r, opts, row)) continue;
+    if (r.start - r.load_bias >= s->end || r.end - r.load_bias <= s->start) continue;
     f.bin_size = std::max(f.bin_size, r.bin_size);
     r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t) {
       uint64_t a = r.bin_address(i);
@@ -253,7 +247,31 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
   for (const Row& r : t.rows) {
     if (r.object_path.empty() || r.name == "[unknown]" || r.samples <= 0) continue;
     if (!opts.function.empty() ? !name_matches(opts.function, r) : done >= opts.top) continue;
-    a.functions.push_back(annotate_one(p, sym, opts, r));
+    const Region* first = nullptr;
+    for (const Region& reg : p.regions)
+      if (holds(p, reg, opts, r)) {
+        first = &reg;
+        break;
+      }
+    if (first == nullptr) continue;
+    const symbolize::Object* obj = sym.open(first->path, first->build_id);
+    std::vector<const symbolize::Symbol*> candidates;
+    for (const symbolize::Symbol& c : obj->functions())
+      if (c.name == r.name) candidates.push_back(&c);
+    if (candidates.empty()) continue;
+    for (const symbolize::Symbol* c : candidates) {
+      AnnotatedFunction f = annotate_one(p, opts, r, *first, obj, c);
+      if (candidates.size() > 1 && !f.instructions.empty()) {
+        // Several symbols share the name: each gets its own samples, and those without any
+        // are left out.
+        f.samples = 0;
+        for (const AnnotatedInstruction& ins : f.instructions) f.samples += ins.samples;
+        if (f.samples <= 0) continue;
+        f.percent = t.total_samples > 0 ? 100 * f.samples / double(t.total_samples) : 0;
+        for (AnnotatedLine& l : f.lines) l.percent = 100 * l.samples / f.samples;
+      }
+      a.functions.push_back(std::move(f));
+    }
     ++done;
   }
   a.warnings = t.warnings;
