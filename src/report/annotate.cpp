@@ -141,11 +141,16 @@ bool holds(const profile::Profile& p, const Region& r, const AnnotateOptions& op
          p.processes[r.process].comm == row.comm;
 }
 
-// One symbol of row's function (a name may have several symbols: static functions of several
-// files).
+// Link-time range [start, end) of row's object: one symbol of row's function (a name may have
+// several symbols: static functions of several files), or, for an "[unknown]" row, a range of
+// sampled code that no symbol covers (`symbol` false).
 AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions& opts,
                                const Row& row, const Region& first, const symbolize::Object* obj,
-                               const symbolize::Symbol* s) {
+                               uint64_t start, uint64_t end, bool symbol) {
+  struct Extent {
+    uint64_t start, end;
+  } extent{start, end};
+  const Extent* s = &extent;
   AnnotatedFunction f;
   f.name = row.name;
   f.object = row.object;
@@ -184,7 +189,8 @@ AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions&
         uint64_t lo = std::max(va, it->start), hi = std::min(vb, it->end);
         if (hi > lo) covered += hi - lo;
       }
-      if (covered == 0) return;
+      if (symbol ? covered == 0 : covered != 0) return;  // as report::attribute charges it
+      if (!symbol) covered = vb - va;
       auto ins =
           std::upper_bound(f.instructions.begin(), f.instructions.end(), va,
                            [](uint64_t x, const AnnotatedInstruction& y) { return x < y.vaddr; });
@@ -225,6 +231,64 @@ AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions&
   return f;
 }
 
+// Code no symbol covers (a stripped object without even a dynamic symbol for it): the sampled
+// bins gathered into ranges (gaps of at most 64 bytes), the `max` ranges with most samples
+// disassembled from their first sampled address (an instruction's start with 1-byte bins).
+size_t annotate_unknown(const profile::Profile& p, symbolize::Symbolizer& sym,
+                        const AnnotateOptions& opts, const Row& row, size_t max, Annotation* a) {
+  struct Range {
+    uint64_t start, end;
+    double samples;
+  };
+  std::vector<Range> bins;
+  const Region* first = nullptr;
+  for (const Region& r : p.regions) {
+    if (!holds(p, r, opts, row)) continue;
+    if (first == nullptr) first = &r;
+    const symbolize::Object* obj = sym.open(r.path, r.build_id);
+    r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t) {
+      uint64_t va = r.bin_address(i) - r.load_bias;
+      uint64_t vb = std::min(va + r.bin_size, std::max(r.end - r.load_bias, va + 1));
+      const symbolize::Symbol* f = obj->function_at(va);
+      if (f == nullptr && (vb <= va + 1 || obj->function_at(vb - 1) == nullptr))
+        bins.push_back({va, vb, double(count)});
+    });
+  }
+  if (first == nullptr || bins.empty()) return 0;
+  std::sort(bins.begin(), bins.end(),
+            [](const Range& x, const Range& y) { return x.start < y.start; });
+  std::vector<Range> ranges;
+  for (const Range& b : bins) {
+    if (!ranges.empty() && b.start <= ranges.back().end + 64) {
+      ranges.back().end = std::max(ranges.back().end, b.end);
+      ranges.back().samples += b.samples;
+    } else {
+      ranges.push_back(b);
+    }
+  }
+  std::stable_sort(ranges.begin(), ranges.end(),
+                   [](const Range& x, const Range& y) { return x.samples > y.samples; });
+  const symbolize::Object* obj = sym.open(first->path, first->build_id);
+  size_t n = 0;
+  for (const Range& g : ranges) {
+    if (n >= max) break;
+    // 15 bytes past the last sampled one: the longest x86 instruction that starts there.
+    AnnotatedFunction f = annotate_one(p, opts, row, *first, obj, g.start, g.end + 15, false);
+    f.name = "[unknown] " + hex_addr(g.start) + ".." + hex_addr(g.end);
+    f.samples = g.samples;
+    f.percent = a->total_samples > 0 ? 100 * g.samples / double(a->total_samples) : 0;
+    for (AnnotatedLine& l : f.lines) l.percent = 100 * l.samples / f.samples;
+    std::string why = "no symbol covers these addresses (" + row.object +
+                      " is stripped): disassembly of the sampled range from its first sampled "
+                      "address";
+    f.note = f.note.empty() || f.note.rfind("no source lines", 0) == 0 ? why + "; no source lines"
+                                                                       : f.note;
+    a->functions.push_back(std::move(f));
+    ++n;
+  }
+  return n;
+}
+
 std::string pct(double samples, double of) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%7.2f", of > 0 ? 100 * samples / of : 0.0);
@@ -245,8 +309,12 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
   a.source = opts.report.source;
   size_t done = 0;
   for (const Row& r : t.rows) {
-    if (r.object_path.empty() || r.name == "[unknown]" || r.samples <= 0) continue;
+    if (r.object_path.empty() || r.samples <= 0) continue;
     if (!opts.function.empty() ? !name_matches(opts.function, r) : done >= opts.top) continue;
+    if (r.name == "[unknown]") {
+      if (opts.function.empty()) done += annotate_unknown(p, sym, opts, r, opts.top - done, &a);
+      continue;
+    }
     const Region* first = nullptr;
     for (const Region& reg : p.regions)
       if (holds(p, reg, opts, r)) {
@@ -260,7 +328,7 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
       if (c.name == r.name) candidates.push_back(&c);
     if (candidates.empty()) continue;
     for (const symbolize::Symbol* c : candidates) {
-      AnnotatedFunction f = annotate_one(p, opts, r, *first, obj, c);
+      AnnotatedFunction f = annotate_one(p, opts, r, *first, obj, c->start, c->end, true);
       if (candidates.size() > 1 && !f.instructions.empty()) {
         // Several symbols share the name: each gets its own samples, and those without any
         // are left out.

@@ -206,6 +206,48 @@ TEST(Annotate, StrippedBinaryGivesDisassemblyOnlyAndSaysWhy) {
   EXPECT_NE(text.find("mulsd"), std::string::npos) << text;
 }
 
+// A program stripped of every symbol (no -rdynamic): its code is "[unknown]"; the hottest
+// sampled ranges are disassembled from their first sampled address and say why.
+TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
+  const std::string prog = DIFF_PROG;
+  std::string stripped = temp_dir() + "/diff_prog_stripped";
+  int status = 0;
+  std::string log = run("strip -s -o '" + stripped + "' '" + prog + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << log;
+  std::string file = temp_dir() + "/stripped_all.sprof";
+  log = run("env SPROFIL_BIN_BYTES=1 timeout 120 '" + kTool + "' record -o '" + file + "' -- '" +
+                stripped + "' 30000000 1 2>&1",
+            &status);
+  ASSERT_EQ(status, 0) << log;
+  log = run("'" + kTool + "' annotate '" + file + "' --top 3 --format json 2>/dev/null", &status);
+  ASSERT_EQ(status, 0) << log;
+  Json j = Json::parse(log);
+  ASSERT_GE(j["functions"].size(), 1u) << j.dump(1);
+  // The unstripped program's symbols (same link-time addresses) tell where the loops are.
+  std::map<std::string, testing::NmSymbol> nm = testing::nm_functions(prog);
+  double in_loops = 0, total = 0;
+  for (const Json& f : j["functions"]) {
+    EXPECT_EQ(f["name"].get<std::string>().rfind("[unknown] 0x", 0), 0u) << f.dump(1);
+    EXPECT_NE(f["note"].get<std::string>().find("no symbol covers these addresses"),
+              std::string::npos);
+    EXPECT_FALSE(f["has_lines"].get<bool>());
+    ASSERT_FALSE(f["instructions"].empty());
+    EXPECT_EQ(f["instructions"][0]["vaddr"], f["start"]);
+    double sum = 0;
+    for (const Json& ins : f["instructions"]) sum += ins["samples"].get<double>();
+    EXPECT_NEAR(sum, f["samples"].get<double>(), 1e-6);
+    total += f["samples"].get<double>();
+    for (const char* fn : {"diff_alpha(long)", "diff_beta(long)", "diff_gamma(long)"}) {
+      const testing::NmSymbol& s = nm[fn];
+      uint64_t start = f["start"].get<uint64_t>();
+      if (start >= s.addr && start < s.addr + s.size) in_loops += f["samples"].get<double>();
+    }
+  }
+  // The three ranges shown are the three functions' loops, nearly all of the profile.
+  EXPECT_GT(in_loops, 0.95 * total) << j.dump(1);
+  EXPECT_GT(total, 0.9 * j["total_samples"].get<double>()) << j.dump(1);
+}
+
 TEST(Annotate, UnknownFunctionFails) {
   std::string file = record("loops_small", kProg, "loops", "10000000", "SPROFIL_BIN_BYTES=1");
   int status = 0;
