@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,8 +28,10 @@ bool read_text(const std::string& path, uint64_t start, uint64_t end, std::strin
                uint16_t* machine, std::string* why) {
   elf_version(EV_CURRENT);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    *why = "cannot open " + path;
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // never a FIFO or device
+    if (fd >= 0) ::close(fd);
+    *why = "cannot open " + path + " as a regular file";
     return false;
   }
   bool ok = false;
