@@ -23,5 +23,7 @@ std::span<const Subcommand> subcommands();
 Run setup_record(CLI::App& sub);
 Run setup_report(CLI::App& sub);
 Run setup_merge(CLI::App& sub);
+Run setup_diff(CLI::App& sub);
+Run setup_annotate(CLI::App& sub);
 
 }  // namespace sprofil::tool

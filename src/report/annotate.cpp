@@ -1,0 +1,450 @@
+// `sprofil annotate`: see annotate.hpp.
+#include "report/annotate.hpp"
+
+#include <capstone/capstone.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <tuple>
+
+#include "report/labels.hpp"
+
+namespace sprofil::report {
+namespace {
+
+using profile::Region;
+
+// The bytes of link-time range [start, end) from the object's executable PT_LOAD segment.
+bool read_text(const std::string& path, uint64_t start, uint64_t end, std::string* bytes,
+               uint16_t* machine, std::string* why) {
+  elf_version(EV_CURRENT);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // never a FIFO or device
+    if (fd >= 0) ::close(fd);
+    *why = "cannot open " + path + " as a regular file";
+    return false;
+  }
+  bool ok = false;
+  *why = "no executable segment of " + path + " holds the function";
+  if (Elf* elf = elf_begin(fd, ELF_C_READ, nullptr)) {
+    GElf_Ehdr eh;
+    size_t n = 0;
+    if (gelf_getehdr(elf, &eh) != nullptr && elf_getphdrnum(elf, &n) == 0) {
+      *machine = eh.e_machine;
+      for (size_t i = 0; i < n && !ok; ++i) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, int(i), &ph) == nullptr || ph.p_type != PT_LOAD) continue;
+        if (start < ph.p_vaddr || start >= ph.p_vaddr + ph.p_filesz) continue;
+        uint64_t stop = std::min<uint64_t>(end, ph.p_vaddr + ph.p_filesz);
+        bytes->assign(stop - start, '\0');
+        ssize_t got =
+            ::pread(fd, bytes->data(), bytes->size(), off_t(ph.p_offset + start - ph.p_vaddr));
+        ok = got == ssize_t(bytes->size());
+        if (!ok) *why = "cannot read " + path;
+      }
+    } else {
+      *why = path + " is not an ELF file";
+    }
+    elf_end(elf);
+  } else {
+    *why = path + " is not an ELF file";
+  }
+  ::close(fd);
+  return ok;
+}
+
+bool disassemble(const std::string& bytes, uint64_t vaddr, uint16_t machine,
+                 std::vector<AnnotatedInstruction>* out, std::string* why) {
+  cs_arch arch;
+  cs_mode mode;
+  switch (machine) {
+    case EM_X86_64:
+      arch = CS_ARCH_X86;
+      mode = CS_MODE_64;
+      break;
+    case EM_386:
+      arch = CS_ARCH_X86;
+      mode = CS_MODE_32;
+      break;
+    case EM_AARCH64:
+      arch = CS_ARCH_ARM64;
+      mode = CS_MODE_ARM;
+      break;
+    default:
+      *why = "no disassembler for ELF machine " + std::to_string(machine);
+      return false;
+  }
+  csh h;
+  if (cs_open(arch, mode, &h) != CS_ERR_OK) {
+    *why = "capstone cannot open this architecture";
+    return false;
+  }
+  if (arch == CS_ARCH_X86) cs_option(h, CS_OPT_SYNTAX, CS_OPT_SYNTAX_ATT);
+  cs_insn* insn = cs_malloc(h);
+  const uint8_t* code = reinterpret_cast<const uint8_t*>(bytes.data());
+  size_t left = bytes.size();
+  uint64_t addr = vaddr;
+  while (left > 0) {
+    const uint8_t* at = code;
+    AnnotatedInstruction ins;
+    ins.vaddr = addr;
+    if (cs_disasm_iter(h, &code, &left, &addr, insn)) {
+      ins.size = insn->size;
+      ins.text = insn->mnemonic;
+      if (insn->op_str[0] != '\0') ins.text += std::string(" ") + insn->op_str;
+    } else {  // undecodable byte (data or padding): shown as (bad), one byte
+      ins.size = 1;
+      ins.text = "(bad)";
+      code = at + 1;
+      --left;
+      ++addr;
+    }
+    out->push_back(std::move(ins));
+  }
+  cs_free(insn, 1);
+  cs_close(&h);
+  return true;
+}
+
+const std::string& source_line(const std::string& file, int line) {
+  static std::map<std::string, std::vector<std::string>> cache;
+  static const std::string none;
+  auto it = cache.find(file);
+  if (it == cache.end()) {
+    std::vector<std::string> lines;
+    std::ifstream in(file);
+    for (std::string s; std::getline(in, s);) lines.push_back(s);
+    it = cache.emplace(file, std::move(lines)).first;
+  }
+  if (line <= 0 || size_t(line) > it->second.size()) return none;
+  return it->second[size_t(line) - 1];
+}
+
+bool name_matches(const std::string& want, const Row& r) {
+  if (want == r.name || want == symbolize::short_name(r.name)) return true;
+  return std::find(r.aliases.begin(), r.aliases.end(), want) != r.aliases.end();
+}
+
+// The regions that hold row's function: its object, in the selected processes (and of the
+// row's command when the profile has several processes).
+bool holds(const profile::Profile& p, const Region& r, const AnnotateOptions& opts,
+           const Row& row) {
+  if (r.path != row.object_path || !process_selected(p, r.process, opts.report)) return false;
+  return row.comm.empty() || r.process >= p.processes.size() ||
+         p.processes[r.process].comm == row.comm;
+}
+
+// Link-time range [start, end) of row's object: one symbol of row's function (a name may have
+// several symbols: static functions of several files), or, for an "[unknown]" row, a range of
+// sampled code that no symbol covers (`symbol` false).
+AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions& opts,
+                               const Row& row, const Region& first, const symbolize::Object* obj,
+                               uint64_t start, uint64_t end, bool symbol) {
+  struct Extent {
+    uint64_t start, end;
+  } extent{start, end};
+  const Extent* s = &extent;
+  AnnotatedFunction f;
+  f.name = row.name;
+  f.object = row.object;
+  f.object_path = row.object_path;
+  f.samples = row.samples;
+  f.percent = row.percent;
+  const std::vector<symbolize::Symbol>& fns = obj->functions();
+  f.start = s->start;
+  f.end = s->end;
+
+  std::string bytes, why;
+  uint16_t machine = 0;
+  if (!read_text(first.path, s->start, s->end, &bytes, &machine, &why) ||
+      !disassemble(bytes, s->start, machine, &f.instructions, &why)) {
+    f.note = "no disassembly: " + why;
+  }
+  // Charge the bins: a bin's count is split over the functions it covers by bytes (as
+  // report::attribute does), and this function's part over its instructions by bytes.
+  f.bin_size = 1;
+  std::vector<double> charged(f.instructions.size(), 0);
+  for (const Region& r : p.regions) {
+    if (!holds(p, r, opts, row)) continue;
+    if (r.start - r.load_bias >= s->end || r.end - r.load_bias <= s->start) continue;
+    f.bin_size = std::max(f.bin_size, r.bin_size);
+    r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t) {
+      uint64_t a = r.bin_address(i);
+      uint64_t b = std::min(a + r.bin_size, std::max(r.end, a + 1));
+      uint64_t va = a - r.load_bias, vb = b - r.load_bias;
+      if (vb <= s->start || va >= s->end) return;
+      uint64_t covered = 0;
+      auto it =
+          std::upper_bound(fns.begin(), fns.end(), va,
+                           [](uint64_t x, const symbolize::Symbol& y) { return x < y.start; });
+      if (it != fns.begin()) --it;
+      for (; it != fns.end() && it->start < vb; ++it) {
+        uint64_t lo = std::max(va, it->start), hi = std::min(vb, it->end);
+        if (hi > lo) covered += hi - lo;
+      }
+      if (symbol ? covered == 0 : covered != 0) return;  // as report::attribute charges it
+      if (!symbol) covered = vb - va;
+      auto ins =
+          std::upper_bound(f.instructions.begin(), f.instructions.end(), va,
+                           [](uint64_t x, const AnnotatedInstruction& y) { return x < y.vaddr; });
+      if (ins != f.instructions.begin()) --ins;
+      for (; ins != f.instructions.end() && ins->vaddr < vb; ++ins) {
+        uint64_t lo = std::max(va, ins->vaddr), hi = std::min(vb, ins->vaddr + ins->size);
+        if (hi > lo)
+          charged[size_t(ins - f.instructions.begin())] +=
+              double(count) * double(hi - lo) / double(covered);
+      }
+    });
+  }
+  std::map<std::tuple<std::string, int, std::string>, double> by_line;
+  for (size_t k = 0; k < f.instructions.size(); ++k) {
+    AnnotatedInstruction& ins = f.instructions[k];
+    ins.samples = charged[k];
+    std::vector<symbolize::Frame> frames = obj->frames(ins.vaddr);
+    if (!frames.empty() && frames.front().line != 0) {
+      f.has_lines = true;
+      ins.file = frames.front().file;
+      ins.line = frames.front().line;
+      if (frames.size() > 1) ins.inlined = frames.front().function;
+    }
+    if (ins.samples > 0 && ins.line != 0) by_line[{ins.file, ins.line, ins.inlined}] += ins.samples;
+  }
+  for (const auto& [k, v] : by_line) {
+    AnnotatedLine l;
+    std::tie(l.file, l.line, l.inlined) = k;
+    l.samples = v;
+    l.percent = f.samples > 0 ? 100 * v / f.samples : 0;
+    l.source = source_line(l.file, l.line);
+    f.lines.push_back(std::move(l));
+  }
+  if (!f.has_lines && f.note.empty())
+    f.note = "no source lines: " + row.object +
+             " has no DWARF line information for this function (stripped, or built without -g); "
+             "disassembly only";
+  return f;
+}
+
+// Code no symbol covers (a stripped object without even a dynamic symbol for it): the sampled
+// bins gathered into ranges (gaps of at most 64 bytes), the `max` ranges with most samples
+// disassembled from their first sampled address (an instruction's start with 1-byte bins).
+size_t annotate_unknown(const profile::Profile& p, symbolize::Symbolizer& sym,
+                        const AnnotateOptions& opts, const Row& row, size_t max, Annotation* a) {
+  struct Range {
+    uint64_t start, end;
+    double samples;
+  };
+  std::vector<Range> bins;
+  const Region* first = nullptr;
+  for (const Region& r : p.regions) {
+    if (!holds(p, r, opts, row)) continue;
+    if (first == nullptr) first = &r;
+    const symbolize::Object* obj = sym.open(r.path, r.build_id);
+    r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t) {
+      uint64_t va = r.bin_address(i) - r.load_bias;
+      uint64_t vb = std::min(va + r.bin_size, std::max(r.end - r.load_bias, va + 1));
+      const symbolize::Symbol* f = obj->function_at(va);
+      if (f == nullptr && (vb <= va + 1 || obj->function_at(vb - 1) == nullptr))
+        bins.push_back({va, vb, double(count)});
+    });
+  }
+  if (first == nullptr || bins.empty()) return 0;
+  std::sort(bins.begin(), bins.end(),
+            [](const Range& x, const Range& y) { return x.start < y.start; });
+  std::vector<Range> ranges;
+  for (const Range& b : bins) {
+    if (!ranges.empty() && b.start <= ranges.back().end + 64) {
+      ranges.back().end = std::max(ranges.back().end, b.end);
+      ranges.back().samples += b.samples;
+    } else {
+      ranges.push_back(b);
+    }
+  }
+  std::stable_sort(ranges.begin(), ranges.end(),
+                   [](const Range& x, const Range& y) { return x.samples > y.samples; });
+  const symbolize::Object* obj = sym.open(first->path, first->build_id);
+  size_t n = 0;
+  for (const Range& g : ranges) {
+    if (n >= max) break;
+    // 15 bytes past the last sampled one: the longest x86 instruction that starts there.
+    AnnotatedFunction f = annotate_one(p, opts, row, *first, obj, g.start, g.end + 15, false);
+    f.name = "[unknown] " + hex_addr(g.start) + ".." + hex_addr(g.end);
+    f.samples = g.samples;
+    f.percent = a->total_samples > 0 ? 100 * g.samples / double(a->total_samples) : 0;
+    for (AnnotatedLine& l : f.lines) l.percent = 100 * l.samples / f.samples;
+    std::string why = "no symbol covers these addresses (" + row.object +
+                      " is stripped): disassembly of the sampled range from its first sampled "
+                      "address";
+    f.note = f.note.empty() || f.note.rfind("no source lines", 0) == 0 ? why + "; no source lines"
+                                                                       : f.note;
+    a->functions.push_back(std::move(f));
+    ++n;
+  }
+  return n;
+}
+
+std::string pct(double samples, double of) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%7.2f", of > 0 ? 100 * samples / of : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
+                    const AnnotateOptions& opts) {
+  Annotation a;
+  Options ro = opts.report;
+  ro.by = By::kFunction;
+  ro.limit = 0;
+  ro.min_percent = 0;
+  Table t = aggregate(p, sym, ro);
+  a.total_samples = t.total_samples;
+  a.source = opts.report.source;
+  size_t done = 0;
+  for (const Row& r : t.rows) {
+    if (r.object_path.empty() || r.samples <= 0) continue;
+    if (!opts.function.empty() ? !name_matches(opts.function, r) : done >= opts.top) continue;
+    if (r.name == "[unknown]") {
+      if (opts.function.empty()) done += annotate_unknown(p, sym, opts, r, opts.top - done, &a);
+      continue;
+    }
+    const Region* first = nullptr;
+    for (const Region& reg : p.regions)
+      if (holds(p, reg, opts, r)) {
+        first = &reg;
+        break;
+      }
+    if (first == nullptr) continue;
+    const symbolize::Object* obj = sym.open(first->path, first->build_id);
+    std::vector<const symbolize::Symbol*> candidates;
+    for (const symbolize::Symbol& c : obj->functions())
+      if (c.name == r.name) candidates.push_back(&c);
+    if (candidates.empty()) continue;
+    for (const symbolize::Symbol* c : candidates) {
+      AnnotatedFunction f = annotate_one(p, opts, r, *first, obj, c->start, c->end, true);
+      if (candidates.size() > 1 && !f.instructions.empty()) {
+        // Several symbols share the name: each gets its own samples, and those without any
+        // are left out.
+        f.samples = 0;
+        for (const AnnotatedInstruction& ins : f.instructions) f.samples += ins.samples;
+        if (f.samples <= 0) continue;
+        f.percent = t.total_samples > 0 ? 100 * f.samples / double(t.total_samples) : 0;
+        for (AnnotatedLine& l : f.lines) l.percent = 100 * l.samples / f.samples;
+      }
+      a.functions.push_back(std::move(f));
+    }
+    ++done;
+  }
+  a.warnings = t.warnings;
+  for (std::string& w : sym.take_warnings())
+    if (std::find(a.warnings.begin(), a.warnings.end(), w) == a.warnings.end())
+      a.warnings.push_back(std::move(w));
+  return a;
+}
+
+void write_annotation_text(const Annotation& a, std::ostream& out) {
+  out << "# " << printable(a.source) << ": " << count_of(a.total_samples, "sample", "samples")
+      << "\n";
+  for (const std::string& w : a.warnings) out << "# warning: " << printable(w) << "\n";
+  for (const AnnotatedFunction& f : a.functions) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, " (%s samples, %.2f%% of all)\n",
+                  format_samples(f.samples).c_str(), f.percent);
+    out << "\n## " << printable(f.name) << " in " << printable(f.object) << buf;
+    std::snprintf(buf, sizeof buf, "%s..%s", hex_addr(f.start).c_str(), hex_addr(f.end).c_str());
+    out << "# link-time range " << buf << " of " << printable(f.object_path) << "\n";
+    if (f.bin_size > 1)
+      out << "# precision: bins are " << f.bin_size
+          << " bytes wide; a bin's samples are split over the instructions it covers by bytes, so "
+             "per-instruction and per-line figures are approximate (record with "
+             "SPROFIL_BIN_BYTES=1 for exact ones)\n";
+    if (!f.note.empty()) out << "# " << printable(f.note) << "\n";
+    if (!f.lines.empty()) {
+      out << "\n Percent   Samples  Source line\n";
+      for (const AnnotatedLine& l : f.lines) {
+        std::snprintf(buf, sizeof buf, "%s %9s  ", pct(l.samples, f.samples).c_str(),
+                      format_samples(l.samples).c_str());
+        out << buf << printable(basename_of(l.file)) << ":" << l.line;
+        if (!l.inlined.empty()) out << " [inlined " << printable(l.inlined) << "]";
+        if (!l.source.empty()) out << "  " << printable(l.source);
+        out << "\n";
+      }
+    }
+    if (f.instructions.empty()) continue;
+    out << "\n Percent |  Source / disassembly\n";
+    std::string file;
+    int line = -1;
+    for (const AnnotatedInstruction& ins : f.instructions) {
+      if (f.has_lines && (ins.line != line || ins.file != file)) {
+        file = ins.file;
+        line = ins.line;
+        out << "         : ";
+        if (line == 0) {
+          out << "??\n";
+        } else {
+          out << printable(basename_of(file)) << ":" << line;
+          if (!ins.inlined.empty()) out << " [inlined " << printable(ins.inlined) << "]";
+          const std::string& src = source_line(file, line);
+          if (!src.empty()) out << "  " << printable(src);
+          out << "\n";
+        }
+      }
+      std::snprintf(buf, sizeof buf, "%s  :  %*llx:  ",
+                    ins.samples > 0 ? pct(ins.samples, f.samples).c_str() : "       ", 8,
+                    static_cast<unsigned long long>(ins.vaddr));
+      out << buf << printable(ins.text) << "\n";
+    }
+  }
+  if (a.functions.empty()) out << "# no function with samples matches\n";
+}
+
+void write_annotation_json(const Annotation& a, std::ostream& out) {
+  nlohmann::json j;
+  j["source"] = valid_utf8(a.source);
+  j["total_samples"] = a.total_samples;
+  j["warnings"] = nlohmann::json::array();
+  for (const std::string& w : a.warnings) j["warnings"].push_back(valid_utf8(w));
+  j["functions"] = nlohmann::json::array();
+  for (const AnnotatedFunction& f : a.functions) {
+    nlohmann::json jf = {{"name", valid_utf8(f.name)},
+                         {"object", valid_utf8(f.object)},
+                         {"object_path", valid_utf8(f.object_path)},
+                         {"start", f.start},
+                         {"end", f.end},
+                         {"bin_size", f.bin_size},
+                         {"samples", rounded(f.samples, 3)},
+                         {"percent", rounded(f.percent, 4)},
+                         {"has_lines", f.has_lines},
+                         {"note", valid_utf8(f.note)}};
+    jf["lines"] = nlohmann::json::array();
+    for (const AnnotatedLine& l : f.lines)
+      jf["lines"].push_back({{"file", valid_utf8(l.file)},
+                             {"line", l.line},
+                             {"inlined", valid_utf8(l.inlined)},
+                             {"samples", rounded(l.samples, 3)},
+                             {"percent", rounded(l.percent, 4)}});
+    jf["instructions"] = nlohmann::json::array();
+    for (const AnnotatedInstruction& ins : f.instructions)
+      jf["instructions"].push_back({{"vaddr", ins.vaddr},
+                                    {"size", ins.size},
+                                    {"text", valid_utf8(ins.text)},
+                                    {"samples", rounded(ins.samples, 3)},
+                                    {"file", valid_utf8(ins.file)},
+                                    {"line", ins.line},
+                                    {"inlined", valid_utf8(ins.inlined)}});
+    j["functions"].push_back(std::move(jf));
+  }
+  out << j.dump(1) << "\n";
+}
+
+}  // namespace sprofil::report

@@ -1,0 +1,229 @@
+// `sprofil diff`: see diff.hpp for the statistics.
+#include "report/diff.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <tuple>
+
+#include "report/labels.hpp"
+
+namespace sprofil::report {
+namespace {
+
+constexpr double kZ95 = 1.959963984540054;
+
+std::string key_of(const Row& r, By by) {
+  std::string k = r.comm + '\0' + r.object + '\0' + r.name;
+  if (by == By::kLine) k += '\0' + r.file + '\0' + std::to_string(r.line);
+  return k;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string row_label(const DiffRow& r, By by) {
+  Row tmp;
+  tmp.name = r.name;
+  tmp.object = r.object;
+  tmp.file = r.file;
+  tmp.line = r.line;
+  return label_of(tmp, by, true);
+}
+
+}  // namespace
+
+double two_proportion_p(double x1, double n1, double x2, double n2) {
+  if (n1 <= 0 || n2 <= 0) return 1;
+  double p1 = x1 / n1, p2 = x2 / n2, pooled = (x1 + x2) / (n1 + n2);
+  double se = std::sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2));
+  if (se <= 0) return p1 == p2 ? 1 : 0;
+  double z = std::fabs(p2 - p1) / se;
+  return std::erfc(z / std::sqrt(2.0));
+}
+
+std::vector<double> holm(const std::vector<double>& p) {
+  std::vector<size_t> order(p.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  std::vector<double> adj(p.size(), 1);
+  double running = 0;
+  const size_t m = p.size();
+  for (size_t k = 0; k < m; ++k) {
+    double v = std::min(1.0, double(m - k) * p[order[k]]);
+    running = std::max(running, v);  // step-down: adjusted p-values never decrease
+    adj[order[k]] = running;
+  }
+  return adj;
+}
+
+Interval newcombe(double x1, double n1, double x2, double n2) {
+  Interval a = wilson(x1, n1, kZ95), b = wilson(x2, n2, kZ95);
+  double p1 = n1 > 0 ? x1 / n1 : 0, p2 = n2 > 0 ? x2 / n2 : 0, d = p2 - p1;
+  Interval iv;
+  iv.lo = d - std::sqrt((p2 - b.lo) * (p2 - b.lo) + (a.hi - p1) * (a.hi - p1));
+  iv.hi = d + std::sqrt((b.hi - p2) * (b.hi - p2) + (p1 - a.lo) * (p1 - a.lo));
+  return iv;
+}
+
+DiffTable diff(const profile::Profile& base, const profile::Profile& next,
+               symbolize::Symbolizer& sym, const Options& opts_in, double alpha) {
+  Options opts = opts_in;
+  opts.limit = 0;
+  opts.min_percent = 0;
+  opts.inline_frames = false;
+  Table a = aggregate(base, sym, opts);
+  Table b = aggregate(next, sym, opts);
+  DiffTable t;
+  t.by = opts.by;
+  t.alpha = alpha;
+  t.base_total = a.total_samples;
+  t.new_total = b.total_samples;
+  t.base_tick_seconds = a.tick_seconds;
+  t.new_tick_seconds = b.tick_seconds;
+  t.warnings = a.warnings;
+  for (const std::string& w : b.warnings)
+    if (std::find(t.warnings.begin(), t.warnings.end(), w) == t.warnings.end())
+      t.warnings.push_back(w);
+
+  std::map<std::string, size_t> index;
+  auto row_for = [&](const Row& r) -> DiffRow& {
+    auto [it, inserted] = index.emplace(key_of(r, opts.by), t.rows.size());
+    if (inserted) {
+      DiffRow d;
+      d.name = r.comm.empty() ? r.name : r.comm + ": " + r.name;
+      d.object = r.object;
+      d.file = r.file;
+      d.line = r.line;
+      t.rows.push_back(d);
+    }
+    return t.rows[it->second];
+  };
+  for (const Row& r : a.rows) row_for(r).base_samples += r.samples;
+  for (const Row& r : b.rows) row_for(r).new_samples += r.samples;
+
+  const double n1 = double(t.base_total), n2 = double(t.new_total);
+  std::vector<double> p;
+  for (DiffRow& r : t.rows) {
+    r.base_percent = n1 > 0 ? 100 * r.base_samples / n1 : 0;
+    r.new_percent = n2 > 0 ? 100 * r.new_samples / n2 : 0;
+    Interval iv = newcombe(r.base_samples, n1, r.new_samples, n2);
+    r.change = r.new_percent - r.base_percent;
+    r.change_lo = 100 * iv.lo;
+    r.change_hi = 100 * iv.hi;
+    r.base_seconds = r.base_samples * t.base_tick_seconds;
+    r.new_seconds = r.new_samples * t.new_tick_seconds;
+    r.change_seconds = r.new_seconds - r.base_seconds;
+    r.p_value = two_proportion_p(r.base_samples, n1, r.new_samples, n2);
+    p.push_back(r.p_value);
+  }
+  t.compared = p.size();
+  std::vector<double> adj = holm(p);
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    t.rows[i].p_adjusted = adj[i];
+    t.rows[i].significant = adj[i] < alpha;
+  }
+  std::sort(t.rows.begin(), t.rows.end(), [](const DiffRow& x, const DiffRow& y) {
+    if (x.significant != y.significant) return x.significant;
+    if (std::fabs(x.change) != std::fabs(y.change))
+      return std::fabs(x.change) > std::fabs(y.change);
+    return std::tie(x.name, x.object, x.line) < std::tie(y.name, y.object, y.line);
+  });
+  return t;
+}
+
+void write_diff_text(const DiffTable& t, size_t limit, std::ostream& out) {
+  size_t sig = size_t(
+      std::count_if(t.rows.begin(), t.rows.end(), [](const DiffRow& r) { return r.significant; }));
+  out << "# base: " << printable(t.base_source) << " ("
+      << count_of(t.base_total, "sample", "samples") << ")\n# new:  " << printable(t.new_source)
+      << " (" << count_of(t.new_total, "sample", "samples") << ")\n";
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "# %zu of %zu %s rows differ significantly (two-proportion z test, Holm-corrected "
+                "over %zu rows, alpha %.3g)\n",
+                sig, t.rows.size(), by_name(t.by), t.compared, t.alpha);
+  out << buf;
+  for (const std::string& w : t.warnings) out << "# warning: " << printable(w) << "\n";
+  out << "#\n";
+  std::snprintf(buf, sizeof buf, "%-3s %7s %7s %8s %19s %10s %9s  %s\n", "sig", "base%", "new%",
+                "change", "95% interval (pp)", "time (s)", "p (Holm)", by_name(t.by));
+  out << buf;
+  size_t shown = 0;
+  for (const DiffRow& r : t.rows) {
+    if (limit != 0 && shown++ >= limit) break;
+    std::snprintf(buf, sizeof buf, "%-3s %7.2f %7.2f %+8.2f [%+8.2f, %+8.2f] %+10.3f %9.2g  ",
+                  r.significant ? "*" : "", r.base_percent, r.new_percent, r.change, r.change_lo,
+                  r.change_hi, r.change_seconds, r.p_adjusted);
+    out << buf << row_label(r, t.by) << "\n";
+  }
+}
+
+void write_diff_json(const DiffTable& t, std::ostream& out) {
+  nlohmann::json j;
+  j["by"] = by_name(t.by);
+  j["base"] = {{"source", valid_utf8(t.base_source)},
+               {"total_samples", t.base_total},
+               {"tick_seconds", t.base_tick_seconds}};
+  j["new"] = {{"source", valid_utf8(t.new_source)},
+              {"total_samples", t.new_total},
+              {"tick_seconds", t.new_tick_seconds}};
+  j["test"] = "two-proportion z test, two-sided";
+  j["correction"] = "holm";
+  j["alpha"] = t.alpha;
+  j["compared"] = t.compared;
+  j["warnings"] = nlohmann::json::array();
+  for (const std::string& w : t.warnings) j["warnings"].push_back(valid_utf8(w));
+  j["rows"] = nlohmann::json::array();
+  for (const DiffRow& r : t.rows) {
+    nlohmann::json row = {{"name", valid_utf8(r.name)},
+                          {"object", valid_utf8(r.object)},
+                          {"base_samples", rounded(r.base_samples, 3)},
+                          {"new_samples", rounded(r.new_samples, 3)},
+                          {"base_percent", rounded(r.base_percent, 4)},
+                          {"new_percent", rounded(r.new_percent, 4)},
+                          {"change", rounded(r.change, 4)},
+                          {"change_ci95_low", rounded(r.change_lo, 4)},
+                          {"change_ci95_high", rounded(r.change_hi, 4)},
+                          {"base_seconds", significant(r.base_seconds, 6)},
+                          {"new_seconds", significant(r.new_seconds, 6)},
+                          {"change_seconds", significant(r.change_seconds, 6)},
+                          {"p_value", significant(r.p_value, 4)},
+                          {"p_adjusted", significant(r.p_adjusted, 4)},
+                          {"significant", r.significant}};
+    if (t.by == By::kLine) {
+      row["file"] = valid_utf8(r.file);
+      row["line"] = r.line;
+    }
+    j["rows"].push_back(std::move(row));
+  }
+  out << j.dump(1) << "\n";
+}
+
+void write_diff_csv(const DiffTable& t, std::ostream& out) {
+  out << "significant,base_percent,new_percent,change,change_ci95_low,change_ci95_high,"
+         "base_seconds,new_seconds,change_seconds,p_value,p_adjusted,base_samples,new_samples,"
+         "name,object,file,line\n";
+  char buf[512];
+  for (const DiffRow& r : t.rows) {
+    std::snprintf(buf, sizeof buf,
+                  "%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.9g,%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,",
+                  r.significant ? 1 : 0, r.base_percent, r.new_percent, r.change, r.change_lo,
+                  r.change_hi, r.base_seconds, r.new_seconds, r.change_seconds, r.p_value,
+                  r.p_adjusted, r.base_samples, r.new_samples);
+    out << buf << csv_field(r.name) << "," << csv_field(r.object) << "," << csv_field(r.file) << ","
+        << (r.line != 0 ? std::to_string(r.line) : std::string()) << "\n";
+  }
+}
+
+}  // namespace sprofil::report

@@ -1,0 +1,67 @@
+// `sprofil diff BASE NEW`: per-function (or object, or line) comparison of two profiles with
+// the change's 95% interval and a significance test corrected for the number of rows compared.
+//
+// Rows come from report::aggregate (the rows `sprofil report` prints), one table per profile,
+// matched by (object basename, name[, file, line]). For each row, with x samples of n in each
+// profile:
+//   - share p = x / n, its 95% Wilson interval [l, u] (report::wilson, as `report` shows);
+//   - change d = p_new - p_base in percentage points, its 95% interval by Newcombe's hybrid
+//     score method (method 10), built from the two Wilson intervals:
+//       [d - sqrt((p_new - l_new)^2 + (u_base - p_base)^2), d + sqrt((u_new - p_new)^2 +
+//       (p_base - l_base)^2)];
+//   - a two-sided two-proportion z test (pooled), and the Holm (step-down Bonferroni) adjusted
+//     p-value over every row compared; significant when adjusted p < alpha (0.05).
+// Holm controls the family-wise error rate: in an A/A comparison the chance that any row at all
+// is flagged is at most alpha, which is the promise "an A/A diff flags nothing" needs.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "report/report.hpp"
+
+namespace sprofil::report {
+
+struct DiffRow {
+  std::string name;  // function, object basename, or "function file:line" parts below
+  std::string object;
+  std::string file;
+  int line = 0;
+  double base_samples = 0, new_samples = 0;
+  double base_percent = 0, new_percent = 0;         // 0-100
+  double change = 0, change_lo = 0, change_hi = 0;  // percentage points
+  double base_seconds = 0, new_seconds = 0;         // estimated time (samples * tick)
+  double change_seconds = 0;                        // new - base
+  double p_value = 1, p_adjusted = 1;               // two-sided; Holm-adjusted
+  bool significant = false;
+};
+
+struct DiffTable {
+  By by = By::kFunction;
+  std::string base_source, new_source;
+  uint64_t base_total = 0, new_total = 0;
+  double base_tick_seconds = 0, new_tick_seconds = 0;
+  double alpha = 0.05;
+  size_t compared = 0;        // rows tested (the Holm family size)
+  std::vector<DiffRow> rows;  // significant first, then by |change| descending
+  std::vector<std::string> warnings;
+};
+
+// The two-sided p-value of the pooled two-proportion z test of x1/n1 against x2/n2.
+double two_proportion_p(double x1, double n1, double x2, double n2);
+// Holm step-down adjusted p-values, in the input's order.
+std::vector<double> holm(const std::vector<double>& p);
+// Newcombe's hybrid score interval of p2 - p1 (fractions), from the Wilson intervals.
+Interval newcombe(double x1, double n1, double x2, double n2);
+
+// opts.by chooses the rows (function, object or line; address is refused by the tool);
+// opts.limit / min_percent are ignored (every row is compared).
+DiffTable diff(const profile::Profile& base, const profile::Profile& next,
+               symbolize::Symbolizer& sym, const Options& opts, double alpha = 0.05);
+
+void write_diff_text(const DiffTable& t, size_t limit, std::ostream& out);
+void write_diff_json(const DiffTable& t, std::ostream& out);
+void write_diff_csv(const DiffTable& t, std::ostream& out);
+
+}  // namespace sprofil::report

@@ -1,0 +1,40 @@
+// The program of the diff tests (tests/report/diff_test.cpp), recorded with the real tool:
+// three functions doing the same kind of work (a dependent multiply-add chain), diff_beta
+// FACTOR times as much as each of the others.
+// Usage: diff_prog ITERATIONS FACTOR
+#include <cstdio>
+#include <cstdlib>
+
+__attribute__((noipa)) double diff_alpha(long n) {
+  double x = 1.0;
+  for (long i = 0; i < n; ++i) x = x * 0.9999999 + 0.5;
+  return x;
+}
+__attribute__((noipa)) double diff_beta(long n) {
+  double x = 1.0;
+  for (long i = 0; i < n; ++i) x = x * 0.9999998 + 0.25;
+  return x;
+}
+__attribute__((noipa)) double diff_gamma(long n) {
+  double x = 2.0;
+  for (long i = 0; i < n; ++i) x = x * 0.9999997 + 0.125;
+  return x;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: diff_prog ITERATIONS FACTOR\n");
+    return 2;
+  }
+  long n = std::atol(argv[1]);
+  double factor = std::atof(argv[2]);
+  double s = 0;
+  // Interleaved in 20 rounds so that a slow phase of the machine hits every function alike.
+  for (int round = 0; round < 20; ++round) {
+    s += diff_alpha(n / 20);
+    s += diff_beta(long(double(n / 20) * factor));
+    s += diff_gamma(n / 20);
+  }
+  std::printf("%g\n", s);
+  return 0;
+}

@@ -1,0 +1,211 @@
+// `sprofil diff` on real recordings of tests/report/diff_prog.cpp (three functions of equal
+// work per iteration, diff_beta doing FACTOR times the others' work): the statistics' pieces
+// against known values, A/A pairs that flag (almost) nothing, an A/B pair (diff_beta 2x slower)
+// that flags diff_beta with the right size, and interop with `go tool pprof -diff_base`.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "report/diff.hpp"
+#include "test_util.hpp"
+
+namespace sprofil {
+namespace {
+
+using Json = nlohmann::json;
+using testing::run;
+
+const std::string kTool = SPROFIL_TOOL;
+const std::string kProg = DIFF_PROG;
+// ~0.35 s and ~350 samples per run at the default 1000 Hz on this machine.
+const std::string kIterations = "40000000";
+
+std::string temp_dir() {
+  static std::string dir;
+  if (dir.empty()) {
+    dir = ::testing::TempDir() + "/sprofil_diff_" + std::to_string(::getpid());
+    ::mkdir(dir.c_str(), 0755);
+  }
+  return dir;
+}
+
+std::string record(const std::string& name, const std::string& factor) {
+  std::string out = temp_dir() + "/" + name + ".sprof";
+  int status = 0;
+  std::string log = run("timeout 120 '" + kTool + "' record -o '" + out + "' -- '" + kProg + "' " +
+                            kIterations + " " + factor + " 2>&1",
+                        &status);
+  EXPECT_EQ(status, 0) << log;
+  return out;
+}
+
+Json diff_json(const std::string& a, const std::string& b, const std::string& args = "") {
+  int status = 0;
+  std::string out =
+      run("'" + kTool + "' diff '" + a + "' '" + b + "' --format json " + args + " 2>/dev/null",
+          &status);
+  EXPECT_EQ(status, 0) << out;
+  return Json::parse(out);
+}
+
+const Json* row_named(const Json& j, const std::string& name) {
+  for (const Json& r : j["rows"])
+    if (r["name"] == name) return &r;
+  return nullptr;
+}
+
+TEST(DiffStats, TwoProportionTestAndHolmMatchKnownValues) {
+  // 50/100 vs 50/100: no difference. 30/100 vs 50/100: z = 2.887, p = 0.00389 (textbook pooled
+  // z test; R prop.test without continuity correction gives the same).
+  EXPECT_NEAR(report::two_proportion_p(50, 100, 50, 100), 1.0, 1e-12);
+  EXPECT_NEAR(report::two_proportion_p(30, 100, 50, 100), 0.003892, 2e-6);
+  // Holm: sorted p 0.01, 0.02, 0.04 over m = 3 -> 0.03, 0.04, 0.04 (monotone step-down).
+  std::vector<double> adj = report::holm({0.04, 0.01, 0.02});
+  EXPECT_NEAR(adj[0], 0.04, 1e-12);
+  EXPECT_NEAR(adj[1], 0.03, 1e-12);
+  EXPECT_NEAR(adj[2], 0.04, 1e-12);
+  // Newcombe's hybrid score interval, Newcombe (1998) table II example (56/70 vs 48/80):
+  // p1 - p2 = 0.2, interval 0.0524 .. 0.3339; ours is p2 - p1, so the mirror image.
+  report::Interval iv = report::newcombe(56, 70, 48, 80);
+  EXPECT_NEAR(iv.lo, -0.3339, 5e-4);
+  EXPECT_NEAR(iv.hi, -0.0524, 5e-4);
+}
+
+// A/A: two runs of the same program. Holm bounds the chance that a pair flags any row by 5%
+// when the counts are binomial (bench/diff_aa.sh measures the rate over many pairs); over 4
+// pairs at most 1 may flag (the chance of 2 or more is ~1.4% at a 5% rate).
+TEST(Diff, SameProgramTwiceFlagsAlmostNothing) {
+  int flagged_pairs = 0;
+  for (int i = 0; i < 4; ++i) {
+    std::string a = record("aa_a" + std::to_string(i), "1");
+    std::string b = record("aa_b" + std::to_string(i), "1");
+    Json j = diff_json(a, b);
+    ASSERT_GE(j["rows"].size(), 3u);
+    EXPECT_EQ(j["correction"], "holm");
+    bool any = false;
+    for (const Json& r : j["rows"]) {
+      any = any || r["significant"].get<bool>();
+      // The interval holds the change, and no share moved by much.
+      EXPECT_LE(r["change_ci95_low"].get<double>(), r["change"].get<double>());
+      EXPECT_GE(r["change_ci95_high"].get<double>(), r["change"].get<double>());
+    }
+    flagged_pairs += any ? 1 : 0;
+    for (const char* fn : {"diff_alpha(long)", "diff_beta(long)", "diff_gamma(long)"}) {
+      const Json* r = row_named(j, fn);
+      ASSERT_NE(r, nullptr) << fn << "\n" << j.dump(1);
+      // Each does a third of the work: ~33% in both runs, within 12 points (4-5 sigma at ~350
+      // samples).
+      EXPECT_NEAR((*r)["base_percent"].get<double>(), 100.0 / 3, 12) << fn;
+      EXPECT_NEAR((*r)["change"].get<double>(), 0, 12) << fn;
+    }
+  }
+  EXPECT_LE(flagged_pairs, 1);
+}
+
+// A/B: diff_beta does twice the work in the new run. Its share goes from 1/3 to 1/2 (+16.7
+// points), its time doubles; the others' time stays.
+TEST(Diff, FunctionMadeTwiceSlowerIsFlagged) {
+  std::string a = record("ab_base", "1");
+  std::string b = record("ab_new", "2");
+  Json j = diff_json(a, b);
+  const Json* beta = row_named(j, "diff_beta(long)");
+  ASSERT_NE(beta, nullptr) << j.dump(1);
+  EXPECT_TRUE((*beta)["significant"].get<bool>()) << j.dump(1);
+  EXPECT_EQ(j["rows"][0]["name"], "diff_beta(long)") << "the largest significant change first";
+  // +16.7 points expected; the 95% interval (about +-7 points at ~350/450 samples) must exclude
+  // 0 and the point estimate lie within 8 points of the expectation.
+  EXPECT_GT((*beta)["change_ci95_low"].get<double>(), 0);
+  EXPECT_NEAR((*beta)["change"].get<double>(), 100.0 / 2 - 100.0 / 3, 8);
+  double ratio = (*beta)["new_seconds"].get<double>() / (*beta)["base_seconds"].get<double>();
+  EXPECT_GT(ratio, 1.5);  // 2x the work: 1.5 .. 2.7 allows ~25% sampling and machine noise
+  EXPECT_LT(ratio, 2.7);
+  EXPECT_NEAR((*beta)["change_seconds"].get<double>(),
+              (*beta)["new_seconds"].get<double>() - (*beta)["base_seconds"].get<double>(), 1e-6);
+  for (const char* fn : {"diff_alpha(long)", "diff_gamma(long)"}) {
+    const Json* r = row_named(j, fn);
+    ASSERT_NE(r, nullptr);
+    double base = (*r)["base_seconds"].get<double>();
+    EXPECT_LT(std::fabs((*r)["change_seconds"].get<double>()), 0.35 * base) << fn;
+    EXPECT_LT((*r)["change"].get<double>(), 0) << fn << ": its share shrinks";
+  }
+  // Significant rows come first in every format.
+  bool seen_plain = false;
+  for (const Json& r : j["rows"]) {
+    if (!r["significant"].get<bool>()) seen_plain = true;
+    EXPECT_FALSE(seen_plain && r["significant"].get<bool>());
+  }
+  // CSV and text say the same about diff_beta.
+  std::string csv = run("'" + kTool + "' diff '" + a + "' '" + b + "' --format csv 2>/dev/null");
+  EXPECT_EQ(csv.rfind("significant,base_percent,new_percent,change,", 0), 0u) << csv;
+  EXPECT_NE(csv.find("\n1,"), std::string::npos) << csv;
+  std::string text = run("'" + kTool + "' diff '" + a + "' '" + b + "' 2>/dev/null");
+  EXPECT_NE(text.find("Holm"), std::string::npos) << text;
+  std::istringstream lines(text);
+  std::string line;
+  bool found = false;
+  while (std::getline(lines, line))
+    if (line.find("diff_beta(long)") != std::string::npos) {
+      found = true;
+      EXPECT_EQ(line[0], '*') << line;
+    }
+  EXPECT_TRUE(found) << text;
+  // --by object: one object, 100% in both, nothing to flag.
+  Json o = diff_json(a, b, "--by object");
+  ASSERT_EQ(o["rows"].size(), 1u) << o.dump(1);
+  EXPECT_FALSE(o["rows"][0]["significant"].get<bool>());
+  // --by line: diff_beta's loop line is flagged.
+  Json l = diff_json(a, b, "--by line");
+  bool line_flagged = false;
+  for (const Json& r : l["rows"])
+    if (r["name"] == "diff_beta(long)" && r["significant"].get<bool>() && r["line"].get<int>() > 0)
+      line_flagged = true;
+  EXPECT_TRUE(line_flagged) << l.dump(1);
+}
+
+// pprof's own diff over sprofil's pprof export: diff_beta's flat time grows (positive), the
+// others' change little.
+TEST(Diff, PprofDiffBaseAgrees) {
+  if (run("command -v go").empty()) GTEST_SKIP() << "go is not installed (golang-go)";
+  std::string a = record("pp_base", "1");
+  std::string b = record("pp_new", "2");
+  for (const std::string& f : {a, b}) {
+    int status = 0;
+    std::string log =
+        run("'" + kTool + "' report '" + f + "' --format pprof -o '" + f + ".pb.gz' 2>&1", &status);
+    ASSERT_EQ(status, 0) << log;
+  }
+  int status = 0;
+  std::string top = run("HOME=" + temp_dir() + " timeout 120 go tool pprof -top -diff_base '" + a +
+                            ".pb.gz' '" + b + ".pb.gz' 2>&1",
+                        &status);
+  ASSERT_EQ(status, 0) << top;
+  std::map<std::string, double> flat_ms;
+  std::istringstream lines(top);
+  std::string line;
+  while (std::getline(lines, line)) {
+    size_t at = line.find("diff_");
+    if (at == std::string::npos) continue;
+    std::istringstream ls(line);
+    std::string flat;
+    ls >> flat;
+    double scale =
+        flat.find("ms") != std::string::npos ? 1 : (flat.find('s') != std::string::npos ? 1000 : 1);
+    flat_ms[line.substr(at, line.find('(', at) - at)] = std::atof(flat.c_str()) * scale;
+  }
+  ASSERT_TRUE(flat_ms.count("diff_beta")) << top;
+  Json j = diff_json(a, b);
+  double change_ms = 1000 * (*row_named(j, "diff_beta(long)"))["change_seconds"].get<double>();
+  // pprof's delta is new - base in time: positive, and the same as sprofil's change in time
+  // (both are samples * tick; within 2 ms of rounding).
+  EXPECT_GT(flat_ms["diff_beta"], 0) << top;
+  EXPECT_NEAR(flat_ms["diff_beta"], change_ms, 2.0) << top;
+}
+
+}  // namespace
+}  // namespace sprofil

@@ -1,0 +1,93 @@
+// `sprofil annotate FILE [--function NAME]`: source lines and disassembly of the hottest
+// functions with their samples (src/report/annotate.hpp).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "profile/reader.hpp"
+#include "report/annotate.hpp"
+#include "report/labels.hpp"
+#include "subcommands.hpp"
+
+namespace sprofil::tool {
+namespace {
+
+struct AnnotateArgs {
+  std::string file = "sprofil.data";
+  std::string function;
+  std::string format = "text";
+  std::string object;
+  std::string out;
+  size_t top = 3;
+  std::vector<int32_t> pids;
+  std::vector<std::string> comms;
+};
+
+int run_annotate(const AnnotateArgs& args) {
+  profile::Profile p;
+  std::string err;
+  if (!profile::read_profile(args.file, &p, &err)) {
+    std::fprintf(stderr, "sprofil annotate: %s: %s\n", args.file.c_str(), err.c_str());
+    return 1;
+  }
+  report::AnnotateOptions opts;
+  opts.function = args.function;
+  opts.top = args.top;
+  opts.report.object = args.object;
+  opts.report.pids = args.pids;
+  opts.report.comms = args.comms;
+  opts.report.source = args.file;
+  symbolize::Symbolizer sym;
+  report::Annotation a = report::annotate(p, sym, opts);
+  std::ostringstream s;
+  if (args.format == "json")
+    report::write_annotation_json(a, s);
+  else
+    report::write_annotation_text(a, s);
+  int status = 0;
+  if (a.functions.empty()) {
+    std::fprintf(
+        stderr, "sprofil annotate: %s: %s\n", args.file.c_str(),
+        args.function.empty()
+            ? "no function has samples"
+            : ("no function named " + report::printable(args.function) + " has samples").c_str());
+    status = 1;
+  }
+  if (args.out.empty() || args.out == "-") {
+    std::cout << s.str() << std::flush;
+    return std::cout ? status : 1;
+  }
+  std::ofstream f(args.out, std::ios::binary | std::ios::trunc);
+  f << s.str();
+  f.close();
+  if (!f) {
+    std::fprintf(stderr, "sprofil annotate: %s: cannot write\n", args.out.c_str());
+    return 1;
+  }
+  return status;
+}
+
+}  // namespace
+
+Run setup_annotate(CLI::App& sub) {
+  auto args = std::make_shared<AnnotateArgs>();
+  sub.add_option("file", args->file, "Profile to read")->capture_default_str();
+  sub.add_option("--function", args->function,
+                 "Annotate this function (full or short C++ name, or an alias)");
+  sub.add_option("--top", args->top, "Without --function: annotate the N hottest functions")
+      ->capture_default_str();
+  sub.add_option("--object", args->object,
+                 "Only functions of objects whose file name contains NAME");
+  sub.add_option("--pid", args->pids, "Only this process (several allowed)");
+  sub.add_option("--comm", args->comms, "Only processes with this command name");
+  sub.add_option("--format", args->format, "Output format: text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  sub.add_option("-o,--output", args->out, "Output file (default: stdout)");
+  return [args] { return run_annotate(*args); };
+}
+
+}  // namespace sprofil::tool
