@@ -197,6 +197,37 @@ TEST(SystemArray, ForkedChildGetsTheSameLayoutFromZero) {
   }
 }
 
+// Under a file-size limit the records that do not fit live in anonymous memory and are
+// written at exit where they fit (finish.cpp): with their system arrays, at their new offsets.
+// prlimit (util-linux) sets the limit and execs the program, whose image writes p.sprof.PID.
+TEST(SystemArray, SpilledRecordsKeepTheLayout) {
+  if (int e = perf_probe()) GTEST_SKIP() << "perf events denied here: " << strerror(e);
+  if (access("/usr/bin/prlimit", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/prlimit";
+  TempDir dir;
+  constexpr uint64_t kLimit = 1 << 20;  // the program's own record fits, libc's does not
+  const Result r = ::sprofil::agent_test::run(
+      {"/usr/bin/prlimit", "--fsize=" + std::to_string(kLimit), kFaults, dir / "truth", "2"},
+      {{"LD_PRELOAD", kRuntime},
+       {"SPROFIL_OUTPUT", dir / "p.sprof"},
+       {"SPROFIL_CLOCK", "perf"},
+       {"SPROFIL_SYSTEM", "1"},
+       {"SPROFIL_STARTED", "\x01"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find("cannot grow"), std::string::npos) << r.err;
+  std::string image;
+  for (const std::string& n : list_dir(dir.path()))
+    if (n.rfind("p.sprof.", 0) == 0) image = n;
+  ASSERT_FALSE(image.empty()) << "the exec'd program's file";
+  EXPECT_LE(std::filesystem::file_size(dir / image), kLimit);
+  const RawProfile p = parse(dir / image);  // every committed record, spilled ones included
+  ASSERT_FALSE(p.regions.empty());
+  for (const RawRegion& reg : p.regions) EXPECT_TRUE(reg.rec.flags & SPROF_R_SYSTEM);
+  const auto extents = read_extents(dir / "truth");
+  ASSERT_EQ(extents.count("compute_work"), 1u);
+  EXPECT_GT(sum_in(p, extents.at("compute_work").first, extents.at("compute_work").second).count,
+            10u);
+}
+
 TEST(SystemArray, CpuClockHasNoSystemArray) {
   TempDir dir;
   const FaultsRun fr = run_faults(dir, "cpu", "1", false);
