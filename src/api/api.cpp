@@ -1,5 +1,6 @@
 // The modern C API (include/sprofil/sprofil.h) over the engine's API channel.
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -11,10 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/version.h"
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 #include "sprofil/sprofil.h"
 #include "util/elfsym.hpp"
+#include "util/self_exe.hpp"
 
 using namespace sprofil;
 
@@ -143,11 +146,10 @@ int add_object_segments(dl_phdr_info* info, size_t, void* data) {
     if (ph.p_type == PT_LOAD && q->addr >= lo && q->addr < lo + ph.p_memsz) contains = true;
   }
   if (!contains) return 0;
-  char exe[256] = "";
+  char exe[PATH_MAX];
   const char* name = info->dlpi_name;
   if (!name || !*name) {
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) exe[n] = '\0';
+    util::self_exe(exe, sizeof exe);
     name = exe;
   }
   for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -175,7 +177,7 @@ int add_objects(sprofil_session* s, uintptr_t addr) {
 extern "C" {
 
 const char* sprofil_version(void) {
-  return "0.1.0";
+  return SPROFIL_VERSION_STRING;
 }
 
 void sprofil_options_init(sprofil_options* opt) {
@@ -287,8 +289,12 @@ sprofil_snapshot* sprofil_snapshot_take(sprofil_session* s) {
     return nullptr;
   }
   ApiLock lock;
+  // One allocation the caller owns: the snapshot, its region table, the counts and the
+  // regions' names (copied: the session's region table moves when it grows and is freed by
+  // sprofil_destroy, and the snapshot must not depend on either).
   size_t bytes = sizeof(sprofil_snapshot) + s->n * sizeof(sprofil_region_counts);
   for (size_t i = 0; i < s->n; ++i) bytes += s->regs[i].nbins * sizeof(uint64_t);
+  for (size_t i = 0; i < s->n; ++i) bytes += strlen(s->regs[i].name) + 1;
   auto* mem = static_cast<char*>(malloc(bytes));
   if (!mem) {
     errno = ENOMEM;
@@ -297,10 +303,16 @@ sprofil_snapshot* sprofil_snapshot_take(sprofil_session* s) {
   auto* snap = reinterpret_cast<sprofil_snapshot*>(mem);
   auto* regs = reinterpret_cast<sprofil_region_counts*>(mem + sizeof(sprofil_snapshot));
   auto* counts = reinterpret_cast<uint64_t*>(regs + s->n);
+  size_t total_bins = 0;
+  for (size_t i = 0; i < s->n; ++i) total_bins += s->regs[i].nbins;
+  char* names = reinterpret_cast<char*>(counts + total_bins);
   const unsigned w = s->opt.counter_width;
   for (size_t i = 0; i < s->n; ++i) {
     const ApiRegion& a = s->regs[i];
-    regs[i] = sprofil_region_counts{a.lo, a.hi, s->opt.bin_bytes, a.nbins, counts, a.name};
+    const size_t name_len = strlen(a.name) + 1;
+    memcpy(names, a.name, name_len);
+    regs[i] = sprofil_region_counts{a.lo, a.hi, s->opt.bin_bytes, a.nbins, counts, names};
+    names += name_len;
     for (uint64_t k = 0; k < a.nbins; ++k) {
       if (w == 2)
         counts[k] = std::atomic_ref<uint16_t>(static_cast<uint16_t*>(a.mem)[k]).load();

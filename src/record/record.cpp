@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/profile_name.hpp"
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
 #include "profile/sprof_format.h"
@@ -93,7 +94,9 @@ Collected collect(const std::string& dir) {
       c.names.push_back(name);
       std::string why;
       Entry en;
-      if (name.compare(0, strlen(kFileName), kFileName) != 0) {
+      int pid = 0, k = 0;
+      if (name.compare(0, strlen(kFileName), kFileName) != 0 ||
+          !agent::parse_profile_suffix(name.c_str() + strlen(kFileName), &pid, &k)) {
         c.unreadable.push_back(name + ": not a profile of this run");
         continue;
       }

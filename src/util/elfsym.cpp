@@ -10,6 +10,8 @@
 
 #include <cstring>
 
+#include "util/self_exe.hpp"
+
 namespace sprofil::util {
 namespace {
 
@@ -77,9 +79,7 @@ bool function_extent(const void* addr, FunctionExtent* out) {
   char exe[4096];
   const char* path = lm->l_name;
   if (!path || !*path) {
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return false;
-    exe[n] = '\0';
+    if (self_exe(exe, sizeof exe) == 0) return false;
     path = exe;
   }
   return search_file(path, reinterpret_cast<uintptr_t>(addr), lm->l_addr, out);

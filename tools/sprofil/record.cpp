@@ -9,6 +9,7 @@
 
 #include "record/record.hpp"
 #include "subcommands.hpp"
+#include "util/self_exe.hpp"
 
 namespace sprofil::tool {
 namespace {
@@ -17,9 +18,7 @@ namespace {
 std::string find_runtime() {
   if (const char* env = getenv("SPROFIL_LIBRARY")) return env;
   char self[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = '\0';
+  if (util::self_exe(self, sizeof self) > 0) {
     std::string dir(self);
     dir.erase(dir.rfind('/'));
     for (const char* rel : {"/../lib/libsprofil.so", "/../lib64/libsprofil.so"}) {

@@ -1,0 +1,57 @@
+// dlopen/dlmopen/dlclose: after the loader is done, bring the regions up to date. The scan
+// runs without the agent's lock; a scan older than the last one merged is dropped, and one
+// that sees the same loader state (adds + subs) is a no-op.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "agent/state.hpp"
+#include "clock/interpose.hpp"
+
+using namespace sprofil;
+
+namespace {
+
+void refresh_after_loader(bool opened) {
+  using namespace sprofil::agent;
+  if (!g_on.load(std::memory_order_acquire)) return;
+  FoundList list = scan();
+  {
+    Lock lock;
+    if (g_on && !list.partial && (!list.has_stamp || list.stamp > g_stamp)) {
+      g_stamp = list.stamp;
+      if (merge(list, opened)) publish();
+    }
+  }
+  free(list.v);
+}
+
+using dlopen_fn = void* (*)(const char*, int);
+using dlmopen_fn = void* (*)(Lmid_t, const char*, int);
+using dlclose_fn = int (*)(void*);
+std::atomic<dlopen_fn> g_dlopen{nullptr};
+std::atomic<dlmopen_fn> g_dlmopen{nullptr};
+std::atomic<dlclose_fn> g_dlclose{nullptr};
+
+}  // namespace
+
+#define SPROFIL_EXPORT extern "C" __attribute__((visibility("default")))
+
+SPROFIL_EXPORT void* dlopen(const char* file, int mode) {
+  void* h = rt::real_fn(g_dlopen, "dlopen")(file, mode);
+  if (h) refresh_after_loader(true);
+  return h;
+}
+
+SPROFIL_EXPORT void* dlmopen(Lmid_t lmid, const char* file, int mode) {
+  void* h = rt::real_fn(g_dlmopen, "dlmopen")(lmid, file, mode);
+  if (h) refresh_after_loader(true);
+  return h;
+}
+
+SPROFIL_EXPORT int dlclose(void* handle) {
+  const int rc = rt::real_fn(g_dlclose, "dlclose")(handle);
+  if (rc == 0) refresh_after_loader(false);
+  return rc;
+}

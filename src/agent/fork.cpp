@@ -1,0 +1,117 @@
+// Processes: a forked child keeps the parent's regions at the same addresses (so the
+// published engine table stays valid) but backed by a file of its own, FILE.PID, whose counts
+// start at zero; an exec completes the file first (a failed exec resumes sampling into it).
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "agent/state.hpp"
+#include "engine/engine.hpp"
+
+namespace sprofil::agent {
+namespace {
+
+// Gives up profiling in a forked child that cannot have a file of its own: it must not write
+// into the parent's.
+void child_stops(const char* why) {
+  g_on = false;
+  engine::Table* old = engine::global().exchange(engine::kAgentChannel, nullptr);
+  (void)old;  // its memory belongs to the parent's copy; leave it
+  say("sprofil: no profile file for the forked child: %s%s\n", why, "");
+}
+
+// In the forked child, before its timers are armed: every record is re-mapped, at its
+// address, onto reserved space of the new file (anonymous memory once that fails) and
+// refilled from a copy of the parent's record pages; the arrays start at zero.
+void after_fork_child() {
+  if (!g_on) return;
+  auto* saved = static_cast<sprof_region*>(malloc((g_nregs + 1) * sizeof(sprof_region)));
+  if (!saved) return child_stops(strerror(ENOMEM));
+  const uint32_t clock = g_hdr->clock;
+  for (size_t i = 0; i < g_nregs; ++i) saved[i] = *g_regs[i].rec;
+  const int fd = create_output(false);
+  if (fd < 0) {
+    free(saved);
+    return child_stops(strerror(errno));
+  }
+  const int rw = PROT_READ | PROT_WRITE;
+  if (mmap(g_hdr, SPROF_PAGE, rw, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+    close(fd);
+    free(saved);
+    remove_output();
+    return child_stops(strerror(errno));
+  }
+  g_spilled = false;
+  g_nfile = 0;
+  g_file_end = SPROF_PAGE;
+  int err = 0;
+  for (size_t i = 0; i < g_nregs; ++i) {
+    AgentRegion& a = g_regs[i];
+    const uint64_t len = a.record_bytes;
+    void* at = a.rec;
+    if (!g_spilled) {
+      err = reserve(fd, a.record_offset, len);
+      if (err == 0 && mmap(at, len, rw, MAP_SHARED | MAP_FIXED, fd,
+                           static_cast<off_t>(a.record_offset)) == MAP_FAILED) {
+        err = errno;
+        (void)!ftruncate(fd, static_cast<off_t>(a.record_offset));
+      }
+      g_spilled = err != 0;
+    }
+    if (g_spilled && mmap(at, len, rw, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+                          0) == MAP_FAILED) {
+      close(fd);
+      free(saved);
+      return child_stops(strerror(errno));
+    }
+    madvise(at, len, MADV_RANDOM);
+    a.in_file = !g_spilled;
+    a.written_at = 0;
+    if (a.in_file) {
+      g_nfile = i + 1;
+      g_file_end = a.record_offset + len;
+    }
+  }
+  close(fd);
+  if (g_spilled) say_spilled(err);
+  fill_header(g_hdr, SPROF_F_CHILD);
+  g_hdr->clock = clock;
+  for (size_t i = 0; i < g_nregs; ++i) *g_regs[i].rec = saved[i];
+  free(saved);
+  g_hdr->regions_end = g_file_end;
+  g_hdr->region_count = static_cast<uint32_t>(g_nfile);
+}
+
+void before_exec() {
+  if (!g_on) return;
+  complete_file(false);  // no release: a failed exec resumes sampling into the same pages
+}
+
+void after_failed_exec() {
+  if (g_hdr) std::atomic_ref<uint32_t>(g_hdr->flags).fetch_and(~SPROF_F_FINISHED);
+}
+
+// Held only for a merge of a scan and a publish (never across dl_iterate_phdr), so a fork
+// does not wait behind a long rescan.
+void atfork_prepare() {
+  pthread_mutex_lock(&g_mu);
+}
+void atfork_parent() {
+  pthread_mutex_unlock(&g_mu);
+}
+void atfork_child() {
+  pthread_mutex_init(&g_mu, nullptr);
+}
+
+}  // namespace
+
+void install_process_hooks() {
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  rt::set_hooks(rt::Hooks{after_fork_child, before_exec, after_failed_exec});
+}
+
+}  // namespace sprofil::agent

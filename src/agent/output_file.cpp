@@ -1,0 +1,179 @@
+// The profile file of this process image: created as a private temporary in the target
+// directory (O_EXCL, mode 0600, never through a link) and renamed into place under the name
+// profile_name.hpp defines: the first image's name replaces whatever was there (rename never
+// follows a link nor truncates the old file), the others never replace anything
+// (RENAME_NOREPLACE). The agent holds no file descriptor after start-up: when the file must
+// grow (dlopen) or be completed (exit, exec) it re-opens it by its absolute path and uses it
+// only if it is still the file it created (st_dev, st_ino).
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "agent/profile_name.hpp"
+#include "agent/state.hpp"
+
+namespace sprofil::agent {
+namespace {
+
+bool g_quiet = false;
+bool g_detached = false;  // the file at g_path is not ours any more: nothing goes into it
+dev_t g_dev = 0;          // the file the agent created
+ino_t g_ino = 0;
+char g_path[PATH_MAX];  // the profile's absolute path
+char g_base[PATH_MAX];  // SPROFIL_OUTPUT, made absolute at start
+
+void random_name(char* out, size_t n) {
+  static std::atomic<unsigned> seq{0};
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r))
+    r = now_ns() ^ (static_cast<uint64_t>(getpid()) << 32) ^ seq.fetch_add(1) * 0x9e3779b9u;
+  snprintf(out, n, ".sprofil-tmp-%016llx", static_cast<unsigned long long>(r));
+}
+
+// Gives the temporary `tmp` in dirfd the name `name`: replacing an existing name if `replace`
+// (rename never follows a link nor touches the old file's data), else only if the name is
+// free. Returns 0 or an errno value (EEXIST: the name is taken).
+int publish_name(int dirfd, const char* tmp, const char* name, bool replace) {
+  if (replace) return renameat(dirfd, tmp, dirfd, name) == 0 ? 0 : errno;
+  if (renameat2(dirfd, tmp, dirfd, name, RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return errno;
+  // A filesystem without RENAME_NOREPLACE: link fails on an existing name too.
+  if (linkat(dirfd, tmp, dirfd, name, 0) != 0) return errno;
+  unlinkat(dirfd, tmp, 0);
+  return 0;
+}
+
+}  // namespace
+
+void set_quiet(bool quiet) {
+  g_quiet = quiet;
+}
+
+void say(const char* fmt, const char* a, const char* b) {
+  if (g_quiet) return;
+  char line[1024];
+  const int n = snprintf(line, sizeof line, fmt, a, b);  // a long path may be cut short
+  if (n > 0) (void)!write(2, line, std::min(static_cast<size_t>(n), sizeof line - 1));
+}
+
+void set_output_base(const char* absolute_base) {
+  snprintf(g_base, sizeof g_base, "%s", absolute_base);
+}
+
+const char* output_path() {
+  return g_path;
+}
+
+// Whether [0, end) fits under RLIMIT_FSIZE: growing a file past it raises SIGXFSZ.
+bool fits_fsize(uint64_t end) {
+  rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0) return false;
+  return rl.rlim_cur == RLIM_INFINITY || end <= rl.rlim_cur;
+}
+
+// Reserves [off, off + len) of the file on disk, so that stores through a shared mapping of it
+// can never fault (SIGBUS on a full disk) nor raise SIGXFSZ. The file's size must be `off`.
+// Returns 0 or an errno value; on failure the file is cut back to `off`.
+int reserve(int fd, uint64_t off, uint64_t len) {
+  if (!fits_fsize(off + len)) return EFBIG;
+  const int e = posix_fallocate(fd, static_cast<off_t>(off), static_cast<off_t>(len));
+  if (e != 0) (void)!ftruncate(fd, static_cast<off_t>(off));
+  return e;
+}
+
+// Creates the profile file for this image and returns its fd (or -1 with errno set), with the
+// header's page reserved: a private temporary in the target directory (O_CREAT | O_EXCL |
+// O_NOFOLLOW, mode 0600, so the umask can only make it stricter), renamed into place. The
+// first image takes the base name itself; a forked child or a later image takes base.PID, or
+// .PID.N, never replacing a file. Sets g_path, g_dev and g_ino.
+int create_output(bool first) {
+  const char* slash = strrchr(g_base, '/');  // g_base is absolute
+  char dir[PATH_MAX];
+  const size_t dlen = slash == g_base ? 1 : static_cast<size_t>(slash - g_base);
+  memcpy(dir, g_base, dlen);
+  dir[dlen] = '\0';
+  const char* name = slash + 1;
+  const int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return -1;
+  char tmp[64];
+  int fd = -1;
+  for (int k = 0; k < 100 && fd < 0; ++k) {
+    random_name(tmp, sizeof tmp);
+    fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  int err = fd < 0 ? errno : reserve(fd, 0, SPROF_PAGE);
+  struct stat st;
+  if (err == 0 && fstat(fd, &st) != 0) err = errno;
+  char final_name[NAME_MAX + 1];
+  if (err == 0) {
+    err = EEXIST;
+    const int pid = first ? 0 : static_cast<int>(getpid());
+    for (int k = 0; k < (first ? 1 : kMaxNameTries) && err == EEXIST; ++k)
+      err = profile_name(final_name, sizeof final_name, name, pid, k)
+                ? publish_name(dirfd, tmp, final_name, first)
+                : ENAMETOOLONG;
+  }
+  if (err != 0) {
+    if (fd >= 0) {
+      unlinkat(dirfd, tmp, 0);
+      close(fd);
+    }
+    close(dirfd);
+    errno = err;
+    return -1;
+  }
+  close(dirfd);
+  // g_path has room for a directory path, a slash and a name.
+  size_t at = dlen;
+  memcpy(g_path, dir, dlen);
+  if (dlen > 1) g_path[at++] = '/';
+  memcpy(g_path + at, final_name, strlen(final_name) + 1);
+  g_dev = st.st_dev;
+  g_ino = st.st_ino;
+  g_detached = false;
+  return fd;
+}
+
+// Re-opens the profile by its path, only if it is still the file this process created;
+// -1 otherwise (and from then on nothing is written to that path; said once).
+int reopen_output() {
+  if (g_detached) return -1;
+  const int fd = open(g_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == g_dev &&
+      st.st_ino == g_ino)
+    return fd;
+  const int err = fd >= 0 ? 0 : errno;
+  if (fd >= 0) close(fd);
+  g_detached = true;
+  // The name is gone or names another file (ENOENT, ELOOP for a link, or a mismatch); or the
+  // process may not open it any more (it dropped privileges, say).
+  const bool gone = err == 0 || err == ENOENT || err == ELOOP;
+  say("sprofil: %s %s: objects loaded from now on are not counted (their samples count as "
+      "outside any object)\n",
+      g_path, gone ? "is no longer the profile this process created" : strerror(err));
+  return -1;
+}
+
+// Removes the profile, if it still is ours.
+void remove_output() {
+  struct stat st;
+  if (!g_detached && lstat(g_path, &st) == 0 && st.st_dev == g_dev && st.st_ino == g_ino)
+    unlink(g_path);
+}
+
+void say_spilled(int err) {
+  say("sprofil: %s cannot grow (%s): the counters of objects added from now on are kept in "
+      "memory and written at a clean exit if they fit; a crash loses them\n",
+      g_path, strerror(err));
+}
+
+}  // namespace sprofil::agent

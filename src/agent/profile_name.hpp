@@ -1,0 +1,54 @@
+// The names of a run's profile files, the one definition of the rule: the first image of a
+// run writes FILE (SPROFIL_OUTPUT itself); a forked child, or a program exec'd later, writes
+// FILE.PID, or FILE.PID.N (N = 1, 2, ...) when that name is taken. The agent makes the names;
+// src/record recognises them in its run directory. Header-only and libc-only (the agent
+// includes it).
+#pragma once
+
+#include <stdio.h>
+
+#include <cstddef>
+
+namespace sprofil::agent {
+
+// How many .PID.N names a later image tries before it gives up (N < kMaxNameTries).
+constexpr int kMaxNameTries = 1000;
+
+// Writes the k-th candidate name for `base` into out[0, n): base itself for the first image
+// (pid <= 0), else base.PID (k = 0) or base.PID.k. Returns false if it does not fit.
+inline bool profile_name(char* out, size_t n, const char* base, int pid, int k) {
+  int len;
+  if (pid <= 0)
+    len = snprintf(out, n, "%s", base);
+  else if (k == 0)
+    len = snprintf(out, n, "%s.%d", base, pid);
+  else
+    len = snprintf(out, n, "%s.%d.%d", base, pid, k);
+  return len >= 0 && static_cast<size_t>(len) < n;
+}
+
+// Parses the part of a name after `base`: "" (the first image: *pid = 0, *k = 0), ".PID" or
+// ".PID.N" (digits only, no sign, no leading zero, N >= 1). Returns false for anything else.
+inline bool parse_profile_suffix(const char* suffix, int* pid, int* k) {
+  auto number = [](const char** p, int* out) {
+    const char* s = *p;
+    if (*s < '1' || *s > '9') return false;
+    long v = 0;
+    while (*s >= '0' && *s <= '9') {
+      v = v * 10 + (*s++ - '0');
+      if (v > 0x7fffffff) return false;
+    }
+    *out = static_cast<int>(v);
+    *p = s;
+    return true;
+  };
+  *pid = 0;
+  *k = 0;
+  if (*suffix == '\0') return true;
+  if (*suffix++ != '.' || !number(&suffix, pid)) return false;
+  if (*suffix == '\0') return true;
+  if (*suffix++ != '.' || !number(&suffix, k)) return false;
+  return *suffix == '\0';
+}
+
+}  // namespace sprofil::agent

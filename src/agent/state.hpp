@@ -1,0 +1,120 @@
+// The preloaded agent's shared state and the functions its files offer each other. The files:
+//   agent.cpp        start-up and exit: the state below, the constructor, atexit
+//   env.cpp          the SPROFIL_* environment
+//   output_file.cpp  the profile file: creation, re-opening, reservation of disk space
+//   objects.cpp      the loaded objects (dl_iterate_phdr) and their build-ids
+//   layout.cpp       the record layout (header and region fields, sizes, offsets)
+//   regions.cpp      region records with their counters, the engine table, merging a rescan
+//   finish.cpp       completing a file: spilled records, end fields, untouched space
+//   fork.cpp         fork (a new file for the child, same addresses) and exec hooks
+//   dlopen.cpp       the dlopen/dlmopen/dlclose interposers
+// The signal handler never runs agent code: it only sees the engine table that publish()
+// builds (engine/engine.cpp has the audit). Everything below is guarded by g_mu unless said.
+#pragma once
+
+#include <limits.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "clock/runtime.hpp"
+#include "profile/sprof_format.h"
+
+namespace sprofil::agent {
+
+struct AgentRegion {
+  sprof_region* rec;       // the record's page: in the file mapping, or anonymous (!in_file)
+  void* counters;          // its counters, just after it
+  void* system;            // its system-time array after them (SPROF_R_SYSTEM), or null
+  uint64_t record_bytes;   // the whole record: page and arrays (rec->record_size)
+  uint64_t record_offset;  // where the record is (or goes) in the file
+  uintptr_t obj_base;      // dlpi_addr, with start: identifies the object across rescans
+  bool live;
+  bool in_file;         // a shared mapping of reserved file space; else anonymous memory
+  uint64_t written_at;  // !in_file: where the record was written into the file (0: not yet)
+};
+
+// What the environment asked for (env.cpp).
+struct Settings {
+  rt::ClockRequest clock;
+  uint32_t bin_bytes = 4;
+  bool system = false;       // lay out system-time arrays where the clock splits
+  char base[PATH_MAX] = {};  // SPROFIL_OUTPUT, made absolute
+};
+
+extern pthread_mutex_t g_mu;
+extern std::atomic<bool> g_on;  // read without the lock by the dlopen fast path
+extern sprof_header* g_hdr;
+extern AgentRegion* g_regs;
+extern size_t g_nregs, g_capregs;
+extern size_t g_nfile;       // regions [0, g_nfile) are in the file mapping (a prefix)
+extern uint64_t g_file_end;  // end of those records in the file
+extern uint64_t g_next_off;  // where the next record goes (past g_file_end once spilled)
+extern bool g_spilled;       // a record did not fit in the file: it and all later are anonymous
+extern bool g_with_system;   // new records get a system-time array
+extern uint64_t g_stamp;     // the loader's adds + subs at the last merged scan
+extern rt::ClockRequest g_clock;
+extern uint32_t g_bin_bytes;
+extern char g_exe[SPROF_PATH_MAX];  // the main program's path (read once: rescans run often)
+
+struct Lock {
+  Lock() { pthread_mutex_lock(&g_mu); }
+  ~Lock() { pthread_mutex_unlock(&g_mu); }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+};
+
+uint64_t now_ns();
+
+// env.cpp. Every SPROFIL_* variable is read through env(): nothing under AT_SECURE.
+const char* env(const char* name);
+bool read_settings(const char* output, Settings* s, const char** why);
+// Whether the clock (resolved, or about to be resolved for kAuto) counts system time apart.
+bool clock_splits_system(const rt::ClockRequest& c);
+
+// output_file.cpp
+void set_quiet(bool quiet);
+void say(const char* fmt, const char* a, const char* b);
+void set_output_base(const char* absolute_base);
+bool fits_fsize(uint64_t end);
+int reserve(int fd, uint64_t off, uint64_t len);
+int create_output(bool first);  // the fd, or -1 with errno set
+int reopen_output();            // -1 when the file is not ours any more (said once)
+void remove_output();
+const char* output_path();
+void say_spilled(int err);
+
+// objects.cpp: one executable segment found by dl_iterate_phdr.
+struct Found {
+  uintptr_t obj_base, start, end, file_offset;
+  uint32_t flags;
+  uint8_t build_id[SPROF_BUILD_ID_MAX];
+  uint32_t build_id_len;
+  char path[SPROF_PATH_MAX];
+};
+struct FoundList {
+  Found* v;
+  size_t n, cap;
+  uint64_t stamp;  // the loader's adds + subs when it was taken
+  bool has_stamp;  // false on a libc without dlpi_adds: every scan is merged
+  bool partial;    // out of memory: not everything loaded is listed (not merged)
+};
+FoundList scan();  // needs no agent lock (the loader's own lock keeps it consistent)
+
+// regions.cpp
+bool add_region(int fd, const Found& f, bool dlopened);
+int publish();
+bool merge(const FoundList& list, bool dlopened);
+
+// finish.cpp
+void fill_header(sprof_header* h, uint32_t flags);
+void complete_file(bool at_exit);
+void stop_sampling();
+
+// fork.cpp
+void install_process_hooks();
+
+}  // namespace sprofil::agent
