@@ -3,7 +3,8 @@
 //   ours: SI_TIMER with si_value == &g_cookie (our POSIX timers), POLL_IN/POLL_HUP from an fd
 //   in perf's bitmap (perf::is_ours: atomic loads), or SI_KERNEL (ITIMER_PROF). Anything else
 //   (kill(), sigqueue(), tgkill(), another timer on the same signal) is dropped uncounted.
-// - The weight: si_overrun (timers); for perf, perf::signal_weight(): read(2) of the event's
+// - The weight: si_overrun (timers); for perf, perf::signal_weight() (the weight and its
+//   kernel part, perf::credit): read(2) of the event's
 //   counter and ioctl(PERF_EVENT_IOC_PERIOD) for jitter and, at a thread's first sample, to
 //   end its random first period, plain system calls with no library
 //   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread
@@ -132,8 +133,10 @@ uint64_t itimer_weight() {
 }
 
 // The weight of a signal if it is one of our samples, else 0 (not ours, or no whole period
-// elapsed since the last one: its time is credited to the next).
-uint64_t sample_weight(const siginfo_t* si) {
+// elapsed since the last one: its time is credited to the next), and in *system_w the part
+// of it spent in the kernel where the clock tells (only perf: clock_splits_system()).
+uint64_t sample_weight(const siginfo_t* si, uint64_t* system_w) {
+  *system_w = 0;
   switch (si->si_code) {
     case SI_TIMER:  // our POSIX timers
       if (si->si_value.sival_ptr != &g_cookie) return 0;
@@ -142,7 +145,7 @@ uint64_t sample_weight(const siginfo_t* si) {
       return 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
     case POLL_IN:  // a perf event overflow (F_SETSIG)
     case POLL_HUP:
-      return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd) : 0;
+      return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd, system_w) : 0;
     case SI_KERNEL:  // ITIMER_PROF: ours only while the itimer clock runs
       return g_itimer_interval.load(std::memory_order_relaxed) ? itimer_weight() : 0;
     default:  // kill(), sigqueue(), tgkill(): not ours
@@ -152,7 +155,9 @@ uint64_t sample_weight(const siginfo_t* si) {
 
 void on_signal(int, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
-  if (const uint64_t weight = sample_weight(si)) engine::global().sample(pc_of(uc), weight);
+  uint64_t system_w = 0;
+  if (const uint64_t weight = sample_weight(si, &system_w))
+    engine::global().sample(pc_of(uc), weight, system_w);
   errno = saved_errno;
 }
 
@@ -796,6 +801,10 @@ const char* clock_name(ClockKind k) {
       return "auto";
   }
   return "?";
+}
+
+bool clock_splits_system(ClockKind k) {
+  return k == ClockKind::kPerf;
 }
 
 const char* auto_fallback_reason() {

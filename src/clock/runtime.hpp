@@ -47,6 +47,12 @@ bool running_clock(ClockRequest* out);
 // runtime mutex: safe in hooks the runtime calls with it held.
 ClockKind last_clock_kind();
 
+// Whether the clock k tells the kernel part of its samples (engine::Region::system): only
+// kPerf does (perf::credit). The cpu, wall and itimer clocks charge kernel time to the user
+// pc the thread returns to, with system part 0 (docs/architecture.md, "System time").
+// kAuto: ask about the clock it resolved to (running_clock / last_clock_kind).
+bool clock_splits_system(ClockKind k);
+
 // Why the last kAuto request did not get the perf clock ("" if it did, or none was made).
 const char* auto_fallback_reason();
 
