@@ -3,8 +3,10 @@
 //   ours: SI_TIMER with si_value == &g_cookie (our POSIX timers), POLL_IN/POLL_HUP from an fd
 //   in perf's bitmap (perf::is_ours: atomic loads), or SI_KERNEL (ITIMER_PROF). Anything else
 //   (kill(), sigqueue(), tgkill(), another timer on the same signal) is dropped uncounted.
-// - The weight: si_overrun (timers); for perf, perf::signal_weight() (the weight and its
-//   kernel part, perf::credit): read(2) of the event's
+// - The weight: si_overrun (timers), and their kernel part: getrusage(RUSAGE_THREAD) (a plain
+//   system call, not on POSIX's list but a raw syscall wrapper with no library state; errno is
+//   restored) against initial-exec TLS and two atomics; for perf, perf::signal_weight() (the
+//   weight and its kernel part, perf::credit): read(2) of the event's
 //   counter and ioctl(PERF_EVENT_IOC_PERIOD) for jitter and, at a thread's first sample, to
 //   end its random first period, plain system calls with no library
 //   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread
@@ -29,6 +31,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -132,6 +135,39 @@ uint64_t itimer_weight() {
   }
 }
 
+// The cpu and wall clocks' kernel part: the thread's system time since the last sample
+// (getrusage(RUSAGE_THREAD), a plain system call: about 240 ns per sample here, measured in
+// bench/bench_handler.cpp) in whole intervals, at most the sample's weight; the rest carries to
+// the next sample. The kernel accounts that time by its tick (a tick that lands in the kernel
+// counts as system time), which is also when a CPU-time timer fires: the two agree on what a
+// period was spent on. g_split_interval is the interval while such a clock runs, else 0; a
+// thread's first sample of a clock generation (g_split_gen: bumped at each start and in a
+// forked child) only sets its base.
+std::atomic<uint64_t> g_split_interval{0};
+std::atomic<uint64_t> g_split_gen{1};
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_split_gen;
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_split_credited;  // ns
+
+uint64_t timer_system_part(uint64_t w) {
+  const uint64_t interval = g_split_interval.load(std::memory_order_relaxed);
+  if (interval == 0) return 0;
+  rusage ru;
+  if (getrusage(RUSAGE_THREAD, &ru) != 0) return 0;
+  const uint64_t st = static_cast<uint64_t>(ru.ru_stime.tv_sec) * 1000000000u +
+                      static_cast<uint64_t>(ru.ru_stime.tv_usec) * 1000u;
+  const uint64_t gen = g_split_gen.load(std::memory_order_acquire);
+  if (t_split_gen != gen) {
+    t_split_gen = gen;
+    t_split_credited = st;
+    return 0;
+  }
+  if (st <= t_split_credited) return 0;
+  uint64_t n = (st - t_split_credited) / interval;
+  if (n > w) n = w;
+  t_split_credited += n * interval;
+  return n;
+}
+
 // The weight of a signal if it is one of our samples, else 0 (not ours, or no whole period
 // elapsed since the last one: its time is credited to the next), and in *system_w the part
 // of it spent in the kernel where the clock tells (only perf: clock_splits_system()).
@@ -142,7 +178,11 @@ uint64_t sample_weight(const siginfo_t* si, uint64_t* system_w) {
       if (si->si_value.sival_ptr != &g_cookie) return 0;
       // Each overrun is an expiry the kernel folded into this signal (its tick is coarser
       // than our interval): weighting by them keeps count x interval equal to the time.
-      return 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
+      {
+        const uint64_t w = 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
+        *system_w = timer_system_part(w);
+        return w;
+      }
     case POLL_IN:  // a perf event overflow (F_SETSIG)
     case POLL_HUP:
       return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd, system_w) : 0;
@@ -447,6 +487,10 @@ int start_clock(const ClockRequest& req) {
   g_signo_now.store(signo, std::memory_order_release);
   g_clock = c;
   g_clock_kind_now.store(static_cast<uint8_t>(c.kind), std::memory_order_relaxed);
+  g_split_gen.fetch_add(1, std::memory_order_release);
+  g_split_interval.store(
+      c.kind == ClockKind::kCpu || c.kind == ClockKind::kWall ? c.interval_ns : 0,
+      std::memory_order_relaxed);
   g_active = true;
   scan_threads();
   add_slot(gettid_());
@@ -455,6 +499,7 @@ int start_clock(const ClockRequest& req) {
     perf::stop_drainer();
     restore_handler(signo);
     g_active = false;
+    g_split_interval.store(0, std::memory_order_relaxed);
     g_signo = 0;
     g_signo_now.store(0, std::memory_order_release);
     return e;
@@ -465,6 +510,7 @@ int start_clock(const ClockRequest& req) {
 void stop_clock() {
   if (!g_active) return;
   disarm_all();
+  g_split_interval.store(0, std::memory_order_relaxed);
   perf::stop_drainer();
   g_signo_now.store(0, std::memory_order_release);
   restore_handler(g_signo);
@@ -563,6 +609,7 @@ void atfork_child_locked() {
     }
   perf::reset_after_fork();
   g_nslots = 0;
+  g_split_gen.fetch_add(1, std::memory_order_release);  // our TLS holds the parent's stime
   if (!g_active) return;
   if (g_hooks.after_fork_child) g_hooks.after_fork_child();
   if (g_clock.kind == ClockKind::kPerf) {
@@ -804,7 +851,7 @@ const char* clock_name(ClockKind k) {
 }
 
 bool clock_splits_system(ClockKind k) {
-  return k == ClockKind::kPerf;
+  return k == ClockKind::kPerf || k == ClockKind::kCpu || k == ClockKind::kWall;
 }
 
 const char* auto_fallback_reason() {

@@ -47,9 +47,10 @@ bool running_clock(ClockRequest* out);
 // runtime mutex: safe in hooks the runtime calls with it held.
 ClockKind last_clock_kind();
 
-// Whether the clock k tells the kernel part of its samples (engine::Region::system): only
-// kPerf does (perf::credit). The cpu, wall and itimer clocks charge kernel time to the user
-// pc the thread returns to, with system part 0 (docs/architecture.md, "System time").
+// Whether the clock k tells the kernel part of its samples (engine::Region::system): kPerf
+// (from its counter, perf::credit), kCpu and kWall (the thread's getrusage stime, by tick).
+// kItimer does not (a process-wide timer: its signal lands in any thread) and gives system
+// part 0: kernel time is charged to the user pc the thread returns to.
 // kAuto: ask about the clock it resolved to (running_clock / last_clock_kind).
 bool clock_splits_system(ClockKind k);
 
