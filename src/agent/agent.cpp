@@ -56,6 +56,8 @@
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 #include "profile/sprof_format.h"
+#include "util/env.hpp"
+#include "util/mutex.hpp"
 
 using namespace sprofil;
 
@@ -99,11 +101,8 @@ char g_base[PATH_MAX];       // SPROFIL_OUTPUT, made absolute at start
 char g_exe[SPROF_PATH_MAX];  // the main program's path (read once: rescans run often)
 bool g_quiet = false;
 
-struct Lock {
-  Lock() { pthread_mutex_lock(&g_mu); }
-  ~Lock() { pthread_mutex_unlock(&g_mu); }
-  Lock(const Lock&) = delete;
-  Lock& operator=(const Lock&) = delete;
+struct Lock : util::MutexGuard {
+  Lock() : MutexGuard(&g_mu) {}
 };
 
 uint64_t now_ns() {
@@ -755,17 +754,8 @@ void after_failed_exec() {
   if (g_hdr) std::atomic_ref<uint32_t>(g_hdr->flags).fetch_and(~SPROF_F_FINISHED);
 }
 
-// Held only for a merge of a scan and a publish (never across dl_iterate_phdr), so a fork
-// does not wait behind a long rescan.
-void atfork_prepare() {
-  pthread_mutex_lock(&g_mu);
-}
-void atfork_parent() {
-  pthread_mutex_unlock(&g_mu);
-}
-void atfork_child() {
-  pthread_mutex_init(&g_mu, nullptr);
-}
+// g_mu is held only for a merge of a scan and a publish (never across dl_iterate_phdr), so a
+// fork does not wait behind a long rescan (util::ForkSafeMutex, installed at start).
 
 bool parse_env(const char** why) {
   g_clock = rt::ClockRequest{};
@@ -774,11 +764,7 @@ bool parse_env(const char** why) {
     if (!rt::parse_clock(c, &g_clock.kind))
       return *why = "SPROFIL_CLOCK is not auto, cpu, perf, itimer or wall", false;
   }
-  if (const char* hz = env("SPROFIL_HZ"); hz && *hz) {
-    const long v = atol(hz);
-    if (v <= 0 || v > 1000000) return *why = "SPROFIL_HZ must be 1..1000000", false;
-    g_clock.interval_ns = 1000000000ull / static_cast<uint64_t>(v);
-  }
+  if (!util::hz_from_env(&g_clock.interval_ns, why)) return false;
   if (const char* b = env("SPROFIL_BIN_BYTES"); b && *b) {
     const long v = atol(b);
     if (v <= 0 || v > 65536 || (v & (v - 1)))
@@ -838,7 +824,7 @@ __attribute__((constructor(200))) void agent_start() {
   for (size_t i = 0; i < list.n; ++i) add_region(fd, list.v[i], false);
   free(list.v);
   close(fd);  // from now on the agent holds no descriptor
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  util::ForkSafeMutex<&g_mu>::install();
   rt::set_hooks(rt::Hooks{after_fork_child, before_exec, after_failed_exec});
   if (int e = publish()) {
     say("sprofil: not profiling: cannot start the clock: %s%s\n", strerror(e),
@@ -882,7 +868,7 @@ std::atomic<dlclose_fn> g_dlclose{nullptr};
 
 }  // namespace
 
-#define SPROFIL_EXPORT extern "C" __attribute__((visibility("default")))
+#include "util/export.hpp"
 
 SPROFIL_EXPORT void* dlopen(const char* file, int mode) {
   void* h = rt::real_fn(g_dlopen, "dlopen")(file, mode);

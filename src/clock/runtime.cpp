@@ -26,6 +26,7 @@
 
 #include "clock/interpose.hpp"
 #include "clock/perf.hpp"
+#include "util/mutex.hpp"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -524,20 +525,21 @@ bool same_clock(const ClockRequest& a, const ClockRequest& b) {
 }
 
 // g_mu with every signal blocked in the holding thread (see the audit at the top).
-struct Lock {
-  Lock() {
+// The mask is restored after the mutex is released (members are destroyed in reverse).
+struct BlockAll {
+  BlockAll() {
     sigset_t all;
     sigfillset(&all);
     real_sigmask(SIG_BLOCK, &all, &saved);
-    pthread_mutex_lock(&g_mu);
   }
-  ~Lock() {
-    pthread_mutex_unlock(&g_mu);
-    real_sigmask(SIG_SETMASK, &saved, nullptr);
-  }
+  ~BlockAll() { real_sigmask(SIG_SETMASK, &saved, nullptr); }
   sigset_t saved;
-  Lock(const Lock&) = delete;
-  Lock& operator=(const Lock&) = delete;
+  BlockAll(const BlockAll&) = delete;
+  BlockAll& operator=(const BlockAll&) = delete;
+};
+struct Lock {
+  BlockAll blocked;
+  util::MutexGuard held{&g_mu};
 };
 
 // --- thread lifecycle ------------------------------------------------------------------
@@ -586,16 +588,16 @@ void atfork_prepare() {
   sigset_t all;
   sigfillset(&all);
   real_sigmask(SIG_BLOCK, &all, &t_fork_mask);
-  pthread_mutex_lock(&g_mu);
+  util::ForkSafeMutex<&g_mu>::prepare();
 }
 void atfork_parent() {
-  pthread_mutex_unlock(&g_mu);
+  util::ForkSafeMutex<&g_mu>::parent();
   real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
 }
 void atfork_child_locked();
 void atfork_child() {
   // Only the forking thread exists in the child, and no POSIX timer or itimer was inherited.
-  pthread_mutex_init(&g_mu, nullptr);
+  util::ForkSafeMutex<&g_mu>::child();
   atfork_child_locked();
   real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
 }
