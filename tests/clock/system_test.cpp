@@ -106,10 +106,16 @@ TEST(SystemTime, ClocksThatSplit) {
   EXPECT_FALSE(rt::clock_splits_system(rt::ClockKind::kItimer));
 }
 
-class SystemTimeOf : public ::testing::TestWithParam<rt::ClockKind> {};
+// The clock and, for perf, its mode ("ring": the drainer credits the records).
+struct Case {
+  rt::ClockKind kind;
+  const char* perf_mode;
+};
+class SystemTimeOf : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SystemTimeOf, PageFaultsGoToTheSystemArray) {
-  const rt::ClockKind kind = GetParam();
+  const rt::ClockKind kind = GetParam().kind;
+  setenv("SPROFIL_PERF_MODE", GetParam().perf_mode, 1);
 
   Arrays fault, comp;
   // Sorted by lo, as Table::create requires.
@@ -126,6 +132,7 @@ TEST_P(SystemTimeOf, PageFaultsGoToTheSystemArray) {
   const int e = rt::install(engine::kApiChannel, table, {kind, interval}, &old);
   if (kind == rt::ClockKind::kPerf && (e == EACCES || e == EPERM || e == ENOENT || e == ENOSYS)) {
     engine::Table::destroy(table);
+    unsetenv("SPROFIL_PERF_MODE");
     GTEST_SKIP() << "perf_event_open denied here (" << strerror(e)
                  << "): see /proc/sys/kernel/perf_event_paranoid";
   }
@@ -138,6 +145,7 @@ TEST_P(SystemTimeOf, PageFaultsGoToTheSystemArray) {
   const uint64_t s2 = thread_stime_ns();
 
   ASSERT_EQ(rt::install(engine::kApiChannel, nullptr, {kind, interval}, &old), 0);
+  unsetenv("SPROFIL_PERF_MODE");
   ASSERT_EQ(old, table);
   engine::Table::destroy(table);
 
@@ -179,8 +187,10 @@ TEST_P(SystemTimeOf, PageFaultsGoToTheSystemArray) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Clocks, SystemTimeOf,
-                         ::testing::Values(rt::ClockKind::kPerf, rt::ClockKind::kCpu,
-                                           rt::ClockKind::kWall),
-                         [](const ::testing::TestParamInfo<rt::ClockKind>& i) {
-                           return std::string(rt::clock_name(i.param));
+                         ::testing::Values(Case{rt::ClockKind::kPerf, "signal"},
+                                           Case{rt::ClockKind::kPerf, "ring"},
+                                           Case{rt::ClockKind::kCpu, ""},
+                                           Case{rt::ClockKind::kWall, ""}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(rt::clock_name(i.param.kind)) + i.param.perf_mode;
                          });
