@@ -3,6 +3,7 @@
 // with a hot pc (last-hit hint) and with random pcs across every region (binary search),
 // and the counter increment under contention (1 vs 2 threads on one bin).
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -104,6 +105,19 @@ void BM_BumpOwnBin(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_BumpOwnBin)->Threads(1)->Threads(2)->UseRealTime();
+
+// What a kernel/user split would add per sample on the timer clocks (cpu, wall, itimer), which
+// have no counter of their own that excludes the kernel: getrusage(RUSAGE_THREAD) for the
+// stime delta since the last sample, against the engine's own cost above.
+void BM_GetrusageThread(benchmark::State& state) {
+  rusage ru;
+  for (auto _ : state) {
+    getrusage(RUSAGE_THREAD, &ru);
+    benchmark::DoNotOptimize(ru.ru_stime.tv_usec);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_GetrusageThread);
 
 }  // namespace
 

@@ -100,7 +100,7 @@ Result run_sprofil(uint64_t iters, sprofil_session* s) {
   work(iters);
   const uint64_t t1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
   Result r{t1 - t0, g_signals.load(), g_overruns.load()};
-  sigaction(sig, &cur, nullptr);
+  sprofil::rt::real_sigaction(sig, &cur, nullptr);
   sprofil_stop(s);
   return r;
 }

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "clock/runtime.hpp"
+
 namespace bench {
 
 inline uint64_t now_ns(clockid_t c) {
@@ -77,11 +79,13 @@ inline void counting_wrapper(int sig, siginfo_t* si, void* uc) {
 // disposition, to be restored before profiling stops.
 inline struct sigaction wrap_runtime_handler(int sig) {
   struct sigaction cur;
-  sigaction(sig, nullptr, &cur);
+  // The real sigaction: the interposed one would show the program's view and move sprofil
+  // off its signal (src/clock/interpose_signals.cpp).
+  sprofil::rt::real_sigaction(sig, nullptr, &cur);
   g_runtime_handler = cur.sa_sigaction;
   struct sigaction wrap = cur;
   wrap.sa_sigaction = counting_wrapper;
-  sigaction(sig, &wrap, nullptr);
+  sprofil::rt::real_sigaction(sig, &wrap, nullptr);
   return cur;
 }
 

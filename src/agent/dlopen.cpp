@@ -8,6 +8,7 @@
 
 #include "agent/state.hpp"
 #include "clock/interpose.hpp"
+#include "util/export.hpp"
 
 using namespace sprofil;
 
@@ -35,8 +36,6 @@ std::atomic<dlmopen_fn> g_dlmopen{nullptr};
 std::atomic<dlclose_fn> g_dlclose{nullptr};
 
 }  // namespace
-
-#define SPROFIL_EXPORT extern "C" __attribute__((visibility("default")))
 
 SPROFIL_EXPORT void* dlopen(const char* file, int mode) {
   void* h = rt::real_fn(g_dlopen, "dlopen")(file, mode);

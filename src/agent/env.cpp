@@ -18,7 +18,7 @@
 #include <cstring>
 
 #include "agent/state.hpp"
-#include "clock/perf.hpp"
+#include "util/env.hpp"
 
 namespace sprofil::agent {
 namespace {
@@ -49,11 +49,7 @@ bool read_settings(const char* output, Settings* s, const char** why) {
     if (!rt::parse_clock(c, &s->clock.kind))
       return *why = "SPROFIL_CLOCK is not auto, cpu, perf, itimer or wall", false;
   }
-  if (const char* hz = env("SPROFIL_HZ"); hz && *hz) {
-    const long v = atol(hz);
-    if (v <= 0 || v > 1000000) return *why = "SPROFIL_HZ must be 1..1000000", false;
-    s->clock.interval_ns = 1000000000ull / static_cast<uint64_t>(v);
-  }
+  if (!util::hz_from_env(&s->clock.interval_ns, why)) return false;
   if (const char* b = env("SPROFIL_BIN_BYTES"); b && *b) {
     const long v = atol(b);
     if (v <= 0 || v > 65536 || (v & (v - 1)))
@@ -73,13 +69,12 @@ bool read_settings(const char* output, Settings* s, const char** why) {
   return true;
 }
 
-// Only the perf clock counts system time apart today (the user-only task clock's weight
-// carries the periods that ended in the kernel). kAuto is predicted with the same probe the
-// runtime makes when it resolves it.
-// (The clock layer's own rt::clock_splits_system, where it exists, is the better source.)
+// Asked before the clock starts, so kAuto is predicted: it resolves to the perf clock or, where
+// perf events are denied, to the cpu clock; it splits if both do.
 bool clock_splits_system(const rt::ClockRequest& c) {
-  if (c.kind == rt::ClockKind::kAuto) return rt::perf::probe(c.interval_ns) == 0;
-  return c.kind == rt::ClockKind::kPerf;
+  if (c.kind != rt::ClockKind::kAuto) return rt::clock_splits_system(c.kind);
+  return rt::clock_splits_system(rt::ClockKind::kPerf) &&
+         rt::clock_splits_system(rt::ClockKind::kCpu);
 }
 
 }  // namespace sprofil::agent

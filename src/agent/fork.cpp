@@ -95,22 +95,12 @@ void after_failed_exec() {
   if (g_hdr) std::atomic_ref<uint32_t>(g_hdr->flags).fetch_and(~SPROF_F_FINISHED);
 }
 
-// Held only for a merge of a scan and a publish (never across dl_iterate_phdr), so a fork
-// does not wait behind a long rescan.
-void atfork_prepare() {
-  pthread_mutex_lock(&g_mu);
-}
-void atfork_parent() {
-  pthread_mutex_unlock(&g_mu);
-}
-void atfork_child() {
-  pthread_mutex_init(&g_mu, nullptr);
-}
-
 }  // namespace
 
 void install_process_hooks() {
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  // g_mu is held only for a merge of a scan and a publish (never across dl_iterate_phdr), so a
+  // fork does not wait behind a long rescan.
+  util::ForkSafeMutex<&g_mu>::install();
   rt::set_hooks(rt::Hooks{after_fork_child, before_exec, after_failed_exec});
 }
 

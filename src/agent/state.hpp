@@ -22,6 +22,7 @@
 
 #include "clock/runtime.hpp"
 #include "profile/sprof_format.h"
+#include "util/mutex.hpp"
 
 namespace sprofil::agent {
 
@@ -60,11 +61,8 @@ extern rt::ClockRequest g_clock;
 extern uint32_t g_bin_bytes;
 extern char g_exe[SPROF_PATH_MAX];  // the main program's path (read once: rescans run often)
 
-struct Lock {
-  Lock() { pthread_mutex_lock(&g_mu); }
-  ~Lock() { pthread_mutex_unlock(&g_mu); }
-  Lock(const Lock&) = delete;
-  Lock& operator=(const Lock&) = delete;
+struct Lock : util::MutexGuard {
+  Lock() : MutexGuard(&g_mu) {}
 };
 
 uint64_t now_ns();

@@ -17,6 +17,7 @@
 #include "engine/engine.hpp"
 #include "sprofil/sprofil.h"
 #include "util/elfsym.hpp"
+#include "util/mutex.hpp"
 #include "util/self_exe.hpp"
 
 using namespace sprofil;
@@ -34,11 +35,8 @@ struct ApiRegion {
 pthread_mutex_t g_api_mu = PTHREAD_MUTEX_INITIALIZER;
 sprofil_session* g_running = nullptr;  // guarded by g_api_mu
 
-struct ApiLock {
-  ApiLock() { pthread_mutex_lock(&g_api_mu); }
-  ~ApiLock() { pthread_mutex_unlock(&g_api_mu); }
-  ApiLock(const ApiLock&) = delete;
-  ApiLock& operator=(const ApiLock&) = delete;
+struct ApiLock : util::MutexGuard {
+  ApiLock() : MutexGuard(&g_api_mu) {}
 };
 
 int fail(int e) {
@@ -313,14 +311,8 @@ sprofil_snapshot* sprofil_snapshot_take(sprofil_session* s) {
     memcpy(names, a.name, name_len);
     regs[i] = sprofil_region_counts{a.lo, a.hi, s->opt.bin_bytes, a.nbins, counts, names};
     names += name_len;
-    for (uint64_t k = 0; k < a.nbins; ++k) {
-      if (w == 2)
-        counts[k] = std::atomic_ref<uint16_t>(static_cast<uint16_t*>(a.mem)[k]).load();
-      else if (w == 4)
-        counts[k] = std::atomic_ref<uint32_t>(static_cast<uint32_t*>(a.mem)[k]).load();
-      else
-        counts[k] = std::atomic_ref<uint64_t>(static_cast<uint64_t*>(a.mem)[k]).load();
-    }
+    const engine::Counters c{a.mem, a.nbins, static_cast<uint8_t>(w), engine::Policy::kSaturate};
+    for (uint64_t k = 0; k < a.nbins; ++k) counts[k] = engine::load(c, k);
     counts += a.nbins;
   }
   *snap = sprofil_snapshot{s->n,

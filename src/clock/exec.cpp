@@ -53,7 +53,7 @@ char** collect_args(const char* arg0, va_list ap, char*** envp) {
 
 }  // namespace
 
-#define SPROFIL_EXPORT extern "C" __attribute__((visibility("default")))
+#include "util/export.hpp"
 
 SPROFIL_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   auto f = sprofil::rt::real_fn(g_execve, "execve");

@@ -151,7 +151,7 @@ void set_virtual_blocked(uint64_t v) {
 
 using namespace sprofil::rt;
 
-#define SPROFIL_EXPORT extern "C" __attribute__((visibility("default")))
+#include "util/export.hpp"
 
 SPROFIL_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) __THROW {
   return do_sigaction(sig, act, old);

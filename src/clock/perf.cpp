@@ -103,8 +103,9 @@ void drain(Event* e) {
         ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &e->period);
         e->period_set = true;
       }
-      const uint64_t w = periods_since(body[1] + e->phase, e->period, &e->credited);
-      if (w) eng.sample(static_cast<uintptr_t>(body[0]), w);
+      uint64_t system_w = 0;
+      const uint64_t w = credit(body[1] + e->phase, e->period, &e->credits, &system_w);
+      if (w) eng.sample(static_cast<uintptr_t>(body[0]), w, system_w);
     } else if (h.type == PERF_RECORD_LOST)
       eng.lost(body[1]);
     tail += h.size;
@@ -277,7 +278,7 @@ std::atomic<uint64_t> g_period{1};
 // Per-thread: the generation of its event, the periods credited to it so far, and the state
 // of its jitter generator.
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_generation;
-__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_credited;
+__attribute__((tls_model("initial-exec"))) thread_local Credit t_credit;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_rng;
 
 // Against lockstep with periodic code: every kJitterEvery-th sample re-draws the period
@@ -317,7 +318,8 @@ void new_generation(uint64_t period_ns) {
   g_generation.fetch_add(1, std::memory_order_release);
 }
 
-uint64_t signal_weight(int fd) {
+uint64_t signal_weight(int fd, uint64_t* system_w) {
+  *system_w = 0;
   uint64_t value = 0;
   if (read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return 1;
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
@@ -325,7 +327,7 @@ uint64_t signal_weight(int fd) {
   const uint64_t phase = fd >= 0 && fd < kMaxFd ? g_phase[fd].load(std::memory_order_relaxed) : 0;
   if (t_generation != gen) {
     t_generation = gen;
-    t_credited = 0;
+    t_credit = Credit{};
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
     if (t_rng == 0) t_rng = 1;
     // The first period was a random phase: from now on, whole periods.
@@ -333,7 +335,7 @@ uint64_t signal_weight(int fd) {
     ioctl(fd, PERF_EVENT_IOC_PERIOD, &p);
   }
   if (g_jitter.load(std::memory_order_relaxed)) jitter(fd, period, &t_rng);
-  return periods_since(value + phase, period, &t_credited);
+  return credit(value + phase, period, &t_credit, system_w);
 }
 
 bool is_ours(int fd) {

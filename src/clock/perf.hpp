@@ -16,13 +16,20 @@
 
 namespace sprofil::rt::perf {
 
+// What one thread's event has been credited so far (see credit()).
+struct Credit {
+  uint64_t periods = 0;  // whole periods of task clock credited
+  uint64_t signals = 0;  // overflows seen (each one a period that ended in user space)
+  uint64_t system = 0;   // of the credited periods, those credited as kernel time
+};
+
 struct Event {
   int fd = -1;
   void* ring = nullptr;  // ring mode: the mmap'd buffer (meta page + data)
   size_t ring_bytes = 0;
   uint64_t period = 0;      // ns of task clock per sample
   uint64_t phase = 0;       // P minus the first period (random): added to the counter
-  uint64_t credited = 0;    // ring mode: periods credited so far (drainer only)
+  Credit credits;           // ring mode: what was credited so far (drainer only)
   bool period_set = false;  // ring mode: the period is back to P after the first record
 };
 
@@ -36,18 +43,36 @@ constexpr int kNoFdRoom = -1;
 // keeps count x period equal to the thread's task clock, as the CPU-time timers' overruns
 // do. An overflow that comes before a whole new period has elapsed (the period is jittered)
 // weighs 0: its time is credited to the next one, so no excess can build up.
-// *credited counts the periods credited so far. Signal-safe.
-inline uint64_t periods_since(uint64_t value, uint64_t period, uint64_t* credited) {
+//
+// The kernel part (*system_w, <= the weight): the task clock's hrtimer fires every period
+// whether the thread is in user space or in the kernel, and perf_swevent_hrtimer() drops the
+// overflow when perf_exclude_event() sees kernel-mode registers (exclude_kernel). So every
+// overflow is one period that ended in user space and every other elapsed period ended in
+// the kernel. Counted cumulatively (periods credited minus overflows seen, never less than
+// what was already credited as kernel time), not as weight - 1 per overflow: a jittered
+// period longer than P gives weight 2 in pure user code after a weight-0 overflow, and the
+// cumulative count cancels the two. Its error is the drift of the jittered periods from P
+// (a random walk of about 0.15 sqrt(overflows) periods) and periods lost to throttling
+// (perf_event_max_sample_rate), which also count as kernel time. Signal-safe.
+inline uint64_t credit(uint64_t value, uint64_t period, Credit* c, uint64_t* system_w) {
+  *system_w = 0;
+  ++c->signals;
   const uint64_t elapsed = value / period;
-  if (elapsed <= *credited) return 0;
-  const uint64_t w = elapsed - *credited;
-  *credited = elapsed;
+  if (elapsed <= c->periods) return 0;
+  const uint64_t w = elapsed - c->periods;
+  c->periods = elapsed;
+  const uint64_t kernel = elapsed > c->signals ? elapsed - c->signals : 0;
+  if (kernel > c->system) {
+    *system_w = kernel - c->system < w ? kernel - c->system : w;
+    c->system += *system_w;
+  }
   return w;
 }
 
 // Signal mode, in the handler: the weight of the overflow signalled on fd, read from the
-// event's counter (one read(2), async-signal-safe). Per-thread state in initial-exec TLS.
-uint64_t signal_weight(int fd);
+// event's counter (one read(2), async-signal-safe), and its kernel part in *system_w.
+// Per-thread state in initial-exec TLS.
+uint64_t signal_weight(int fd, uint64_t* system_w);
 
 // Whether perf_event_open works here for a user-space task-clock event; 0 or the errno.
 int probe(uint64_t period_ns);

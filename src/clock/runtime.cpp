@@ -1,31 +1,14 @@
-// Signal-safety audit of on_signal(), the profiling signal handler:
-// - It reads the siginfo and ucontext the kernel gave it and decides whether the signal is
-//   ours: SI_TIMER with si_value == &g_cookie (our POSIX timers), POLL_IN/POLL_HUP from an fd
-//   in perf's bitmap (perf::is_ours: atomic loads), or SI_KERNEL (ITIMER_PROF). Anything else
-//   (kill(), sigqueue(), tgkill(), another timer on the same signal) is dropped uncounted.
-// - The weight: si_overrun (timers); for perf, perf::signal_weight(): read(2) of the event's
-//   counter and ioctl(PERF_EVENT_IOC_PERIOD) for jitter and, at a thread's first sample, to
-//   end its random first period, plain system calls with no library
-//   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread
-//   state in initial-exec TLS and the period and generation in atomics; for ITIMER_PROF,
-//   itimer_weight(): clock_gettime(2) (async-signal-safe) and a CAS on an atomic.
-// - Then engine::global().sample(), whose own audit is at the top of engine/engine.cpp
-//   (atomics and immutable, safely published tables only).
-// - It saves and restores errno. It takes no lock, allocates nothing, and reads no runtime
-//   state guarded by g_mu: every value it reads is an atomic or was published before the
-//   signal was first armed (g_cookie is a constant).
-// - It runs with every signal blocked (sa_mask full): no handler of the program's can run on
-//   top of it and siglongjmp out while the engine's reader count is raised.
-// Everything else in this file runs outside the handler under g_mu, with every signal blocked
-// in the thread that holds it (Lock): a program handler that calls an interposed function
-// (sigaction, setitimer...) can never interrupt a holder of g_mu on its own thread.
+// The runtime: which clock runs, on which signal, for which sessions; starting, stopping and
+// switching it; fork and exec; the program's view of its signals and timers. The parts live
+// in their own files:
+//   handler.cpp     the signal handler (its async-signal-safety audit), weights, signal choice
+//   clock.hpp       the clock interface (ClockOps), one file per clock:
+//   cpu.cpp wall.cpp itimer.cpp perf_clock.cpp (+ timer.cpp: the POSIX timers of cpu/wall,
+//                   perf.cpp: perf events)
+//   threads.cpp     the thread registry and the pthread_create interposer
+// Everything here runs under g_mu with every signal blocked (Lock, clock.hpp).
 #include "clock/runtime.hpp"
 
-#include "clock/interpose.hpp"
-#include "clock/perf.hpp"
-
-#include <dirent.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -40,40 +23,57 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "clock/clock.hpp"
+#include "profile/sprof_format.h"
+#include "util/mutex.hpp"
+
 namespace sprofil::rt {
+
+// The clocks, by kind: one row of SPROF_CLOCKS each, defined in the clock's own file. The
+// runtime's ClockKind keeps the on-disk ids.
+#define SPROFIL_CLOCK_DECL_(NAME, id, name, description) extern const ClockOps g_clock_##NAME;
+SPROF_CLOCKS(SPROFIL_CLOCK_DECL_)
+#undef SPROFIL_CLOCK_DECL_
+static_assert(static_cast<int>(ClockKind::kCpu) == SPROF_CLOCK_CPU);
+static_assert(static_cast<int>(ClockKind::kItimer) == SPROF_CLOCK_ITIMER);
+static_assert(static_cast<int>(ClockKind::kPerf) == SPROF_CLOCK_PERF);
+static_assert(static_cast<int>(ClockKind::kWall) == SPROF_CLOCK_WALL);
+static_assert(static_cast<int>(ClockKind::kAuto) == SPROF_CLOCK_COUNT);
+
 namespace {
+#define SPROFIL_CLOCK_ROW_(NAME, id, name, description) &g_clock_##NAME,
+const ClockOps* const g_clocks[] = {SPROF_CLOCKS(SPROFIL_CLOCK_ROW_)};
+#undef SPROFIL_CLOCK_ROW_
+#define SPROFIL_CLOCK_NAME_(NAME, id, name, description) name,
+const char* const g_clock_names[] = {SPROF_CLOCKS(SPROFIL_CLOCK_NAME_) "auto"};
+#undef SPROFIL_CLOCK_NAME_
+}  // namespace
 
-// Marks the sigevent of our own timers, so that the handler can tell their signals apart.
-const char g_cookie = 0;
+const ClockOps& clock_ops(ClockKind k) {
+  const auto i = static_cast<unsigned>(k);
+  return *g_clocks[i < SPROF_CLOCK_COUNT ? i : 0];
+}
 
-struct Slot {
-  pid_t tid;
-  bool has_timer;
-  timer_t timer;
-  perf::Event* event;  // kPerf: heap-allocated (the ring drainer keeps pointers to it)
-};
+extern const char g_cookie = 0;
 
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 // All of the following are guarded by g_mu.
 bool g_active = false;  // a clock is running
-// The kind of the clock last started, readable without the runtime mutex (last_clock_kind()).
-std::atomic<uint8_t> g_clock_kind_now{0};
-bool g_exec_suspended = false;  // stopped by before_exec(); restarted if exec fails
 ClockRequest g_clock;
 int g_signo = 0;
-std::atomic<int> g_signo_now{0};  // g_signo, for the lock-free interposers
-struct sigaction g_prev_action;   // the program's view of g_signo: what it set, or had
-uint64_t g_claimed = 0;           // bit s-1: the program put its own handler (or SIG_IGN) on s
-bool g_itimer_taken = false;      // the program uses ITIMER_PROF or SIGPROF: no itimer clock
-Slot* g_slots = nullptr;
-int g_nslots = 0, g_capslots = 0;
+struct sigaction g_prev_action;  // the program's view of g_signo: what it set, or had
+uint64_t g_claimed = 0;          // bit s-1: the program put its own handler (or SIG_IGN) on s
 pid_t g_pid = 0;
+
+namespace {
+// The kind of the clock last started, readable without the runtime mutex (last_clock_kind()).
+std::atomic<uint8_t> g_clock_kind_now{0};
+bool g_exec_suspended = false;    // stopped by before_exec(); restarted if exec fails
+std::atomic<int> g_signo_now{0};  // g_signo, for the lock-free interposers
+bool g_itimer_taken = false;      // the program uses ITIMER_PROF or SIGPROF: no itimer clock
 Hooks g_hooks;
-pthread_key_t g_exit_key;
-bool g_exit_key_ok = false;
-bool g_perf_ring = false;        // kPerf: ring buffers instead of a signal per sample
-const char* g_auto_reason = "";  // why kAuto fell back to kCpu
-char g_auto_reason_buf[160];
+uint64_t g_rng_state = 0;
+}  // namespace
 
 // One line on stderr (unless SPROFIL_QUIET): sprofil moved out of the program's way or stopped.
 void note(const char* fmt, ...) {
@@ -93,184 +93,9 @@ pid_t gettid_() {
   return static_cast<pid_t>(syscall(SYS_gettid));
 }
 
-uintptr_t pc_of(void* ucv) {
-  auto* uc = static_cast<ucontext_t*>(ucv);
-#if defined(__x86_64__)
-  return static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-#elif defined(__aarch64__)
-  return static_cast<uintptr_t>(uc->uc_mcontext.pc);
-#elif defined(__i386__)
-  return static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_EIP]);
-#else
-#error "sprofil: unsupported architecture (add its pc register here)"
-#endif
-}
-
-// ITIMER_PROF: the interval (0 when another clock runs) and the process CPU periods credited
-// so far. The kernel sends at most one SIGPROF per check, and a process-directed SIGPROF that
-// is still pending absorbs the next one; so each signal is weighted by the periods of process
-// CPU time that elapsed since the last one credited (clock_gettime is async-signal-safe).
-std::atomic<uint64_t> g_itimer_interval{0};
-std::atomic<uint64_t> g_itimer_credited{0};
-
-uint64_t process_cpu_ns() {
-  timespec ts;
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t itimer_weight() {
-  const uint64_t interval = g_itimer_interval.load(std::memory_order_relaxed);
-  if (interval == 0) return 1;
-  const uint64_t elapsed = process_cpu_ns() / interval;
-  uint64_t credited = g_itimer_credited.load(std::memory_order_relaxed);
-  for (;;) {
-    if (elapsed <= credited) return 0;  // no whole period since the last: the next gets it
-    if (g_itimer_credited.compare_exchange_weak(credited, elapsed, std::memory_order_relaxed))
-      return elapsed - credited;
-  }
-}
-
-// The weight of a signal if it is one of our samples, else 0 (not ours, or no whole period
-// elapsed since the last one: its time is credited to the next).
-uint64_t sample_weight(const siginfo_t* si) {
-  switch (si->si_code) {
-    case SI_TIMER:  // our POSIX timers
-      if (si->si_value.sival_ptr != &g_cookie) return 0;
-      // Each overrun is an expiry the kernel folded into this signal (its tick is coarser
-      // than our interval): weighting by them keeps count x interval equal to the time.
-      return 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
-    case POLL_IN:  // a perf event overflow (F_SETSIG)
-    case POLL_HUP:
-      return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd) : 0;
-    case SI_KERNEL:  // ITIMER_PROF: ours only while the itimer clock runs
-      return g_itimer_interval.load(std::memory_order_relaxed) ? itimer_weight() : 0;
-    default:  // kill(), sigqueue(), tgkill(): not ours
-      return 0;
-  }
-}
-
-void on_signal(int, siginfo_t* si, void* uc) {
-  const int saved_errno = errno;
-  if (const uint64_t weight = sample_weight(si)) engine::global().sample(pc_of(uc), weight);
-  errno = saved_errno;
-}
-
 timespec to_ts(uint64_t ns) {
   return timespec{static_cast<time_t>(ns / 1000000000u), static_cast<long>(ns % 1000000000u)};
 }
-
-// The CPU-time clock of any thread of this process (the kernel's MAKE_THREAD_CPUCLOCK).
-clockid_t thread_cpu_clock(pid_t tid) {
-  return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 4u /*per-thread*/ |
-                                2u /*sched*/);
-}
-
-bool handler_is_ours(const struct sigaction& sa) {
-  return (sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == on_signal;
-}
-
-bool handler_is_free(const struct sigaction& sa) {
-  if (sa.sa_flags & SA_SIGINFO) return sa.sa_sigaction == on_signal;
-  return sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN;
-}
-
-// SPROFIL_SIGNAL names the signal: a number, "SIGPROF", or "SIGRTMIN+n" / "SIGRTMAX-n".
-int configured_signal() {
-  const char* s = secure_getenv("SPROFIL_SIGNAL");
-  if (!s || !*s) return 0;
-  if (strncmp(s, "SIG", 3) == 0) s += 3;
-  if (strcmp(s, "PROF") == 0) return SIGPROF;
-  if (strncmp(s, "RTMIN", 5) == 0) return SIGRTMIN + (s[5] == '+' ? atoi(s + 6) : 0);
-  if (strncmp(s, "RTMAX", 5) == 0) return SIGRTMAX - (s[5] == '-' ? atoi(s + 6) : 0);
-  const int n = atoi(s);
-  return n > 0 && n < NSIG ? n : -1;
-}
-
-bool claimed(int s) {
-  return s >= 1 && s <= 64 && ((g_claimed >> (s - 1)) & 1);
-}
-
-// SIGPROF unless the application has a handler on it (or SPROFIL_SIGNAL says otherwise);
-// then the highest free real-time signal. ITIMER_PROF can only send SIGPROF. A signal the
-// program has claimed through the interposers (even with SIG_IGN) is never free.
-int choose_signal(ClockKind kind, int* err) {
-  const int want = configured_signal();
-  if (want < 0 || (want > 0 && kind == ClockKind::kItimer && want != SIGPROF)) {
-    *err = EINVAL;
-    return 0;
-  }
-  struct sigaction cur;
-  if (want > 0) {
-    if (real_sigaction(want, nullptr, &cur) != 0) {
-      *err = EINVAL;
-      return 0;
-    }
-    if (!handler_is_free(cur) || claimed(want)) *err = EBUSY;
-    return *err ? 0 : want;
-  }
-  if (!claimed(SIGPROF) && real_sigaction(SIGPROF, nullptr, &cur) == 0 && handler_is_free(cur))
-    return SIGPROF;
-  if (kind == ClockKind::kItimer) {
-    *err = EBUSY;
-    return 0;
-  }
-  for (int s = SIGRTMAX - 2; s >= SIGRTMIN + 4; --s) {
-    if (!claimed(s) && real_sigaction(s, nullptr, &cur) == 0 && cur.sa_handler == SIG_DFL &&
-        !(cur.sa_flags & SA_SIGINFO))
-      return s;
-  }
-  *err = EBUSY;
-  return 0;
-}
-
-int install_handler(int signo) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigfillset(&sa.sa_mask);  // nothing interrupts the handler (see the audit above)
-  struct sigaction prev;
-  if (real_sigaction(signo, &sa, &prev) != 0) return errno;
-  if (!handler_is_ours(prev)) g_prev_action = prev;
-  return 0;
-}
-
-// Setting a signal to SIG_IGN discards it wherever it is pending (POSIX), so no sample that
-// was already queued can reach the restored disposition (SIG_DFL would kill the process).
-void restore_handler(int signo) {
-  struct sigaction ign;
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigemptyset(&ign.sa_mask);
-  real_sigaction(signo, &ign, nullptr);
-  real_sigaction(signo, &g_prev_action, nullptr);
-}
-
-Slot* find_slot(pid_t tid) {
-  for (int i = 0; i < g_nslots; ++i)
-    if (g_slots[i].tid == tid) return &g_slots[i];
-  return nullptr;
-}
-
-Slot* add_slot(pid_t tid) {
-  if (Slot* s = find_slot(tid)) return s;
-  if (g_nslots == g_capslots) {
-    const int cap = g_capslots ? g_capslots * 2 : 64;
-    auto* n = static_cast<Slot*>(realloc(g_slots, sizeof(Slot) * static_cast<size_t>(cap)));
-    if (!n) return nullptr;
-    g_slots = n;
-    g_capslots = cap;
-  }
-  g_slots[g_nslots] = Slot{tid, false, timer_t{}, nullptr};
-  return &g_slots[g_nslots++];
-}
-
-void remove_slot(Slot* s) {
-  *s = g_slots[--g_nslots];
-}
-
-uint64_t g_rng_state = 0;  // guarded by g_mu
 
 // Uniform in (0, period].
 uint64_t random_phase(uint64_t period) {
@@ -288,107 +113,36 @@ uint64_t random_phase(uint64_t period) {
   return period ? 1 + (x >> 11) % period : 1;
 }
 
-int arm_timer(Slot* s);
-
-int arm_perf(Slot* s) {
-  if (s->event) return 0;
-  auto* ev = static_cast<perf::Event*>(malloc(sizeof(perf::Event)));
-  if (!ev) return ENOMEM;
-  const uint64_t first = random_phase(g_clock.interval_ns);
-  if (int e = perf::open_event(s->tid, g_clock.interval_ns, first, g_signo, g_perf_ring, ev)) {
-    free(ev);
-    // No fd can be kept out of the program's reach (perf.hpp, place_fd): this thread uses a
-    // CPU-time timer instead, which needs no fd and measures the same time.
-    if (e == perf::kNoFdRoom) {
-      static bool said = false;
-      if (!said)
-        note(
-            "sprofil: RLIMIT_NOFILE leaves no fd out of the program's reach; threads that "
-            "get no perf event use the CPU-time timers\n");
-      said = true;
-      return arm_timer(s);
-    }
-    return e;
-  }
-  s->event = ev;
-  return 0;
+BlockAll::BlockAll() {
+  sigset_t all;
+  sigfillset(&all);
+  real_sigmask(SIG_BLOCK, &all, &saved);
+}
+BlockAll::~BlockAll() {
+  real_sigmask(SIG_SETMASK, &saved, nullptr);
 }
 
-int arm_thread(Slot* s) {
-  if (g_clock.kind == ClockKind::kPerf) return s->has_timer ? 0 : arm_perf(s);
-  if (g_clock.kind == ClockKind::kItimer) return 0;
-  return arm_timer(s);
+int arm_one(Slot* s) {
+  const ClockOps& ops = clock_ops(g_clock.kind);
+  return ops.process_wide ? 0 : ops.arm_thread(s, g_clock);
 }
 
-int arm_timer(Slot* s) {
-  if (s->has_timer) return 0;
-  const clockid_t cid =
-      g_clock.kind == ClockKind::kWall ? CLOCK_MONOTONIC : thread_cpu_clock(s->tid);
-  struct sigevent sev;
-  memset(&sev, 0, sizeof sev);
-  sev.sigev_notify = SIGEV_THREAD_ID;
-  sev.sigev_signo = g_signo;
-  sev.sigev_value.sival_ptr = const_cast<char*>(&g_cookie);
-  sev._sigev_un._tid = s->tid;
-  if (real_timer_create(cid, &sev, &s->timer) != 0) return errno;
-  // The first period has a random phase, uniform in (0, P]: a thread that runs for c < P
-  // then gets one sample with probability c/P, so short threads keep their expected share.
-  const itimerspec its{to_ts(g_clock.interval_ns), to_ts(random_phase(g_clock.interval_ns))};
-  if (timer_settime(s->timer, 0, &its, nullptr) != 0) {
-    const int e = errno;
-    timer_delete(s->timer);
-    return e;
-  }
-  s->has_timer = true;
-  return 0;
-}
+namespace {
 
-void disarm_thread(Slot* s) {
-  if (s->event) {
-    perf::close_event(s->event);
-    free(s->event);
-    s->event = nullptr;
-  }
-  if (!s->has_timer) return;
-  timer_delete(s->timer);
-  s->has_timer = false;
-}
-
-// Threads that exist but did not come through our pthread_create (they predate the library,
-// or were made with clone directly) are found in /proc/self/task.
-void scan_threads() {
-  DIR* d = opendir("/proc/self/task");
-  if (!d) return;
-  const pid_t drainer = perf::drainer_tid();
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const auto tid = static_cast<pid_t>(atoi(e->d_name));
-    if (tid != drainer) add_slot(tid);
-  }
-  closedir(d);
-}
-
-int set_itimer(uint64_t interval_ns) {
-  if (interval_ns) g_itimer_credited.store(process_cpu_ns() / interval_ns);
-  g_itimer_interval.store(interval_ns);
-  const timeval tv{static_cast<time_t>(interval_ns / 1000000000u),
-                   static_cast<suseconds_t>((interval_ns % 1000000000u) / 1000u)};
-  const itimerval it{tv, tv};
-  return real_setitimer(ITIMER_PROF, &it, nullptr) == 0 ? 0 : errno;
-}
-
+// Disarms every thread, then the clock's process-wide part.
 void disarm_all() {
   for (int i = 0; i < g_nslots; ++i) disarm_thread(&g_slots[i]);
-  if (g_clock.kind == ClockKind::kItimer) set_itimer(0);
+  if (const auto stop = clock_ops(g_clock.kind).stop) stop();
 }
 
-// Arms every known thread (and ITIMER_PROF). A thread that has exited since it was seen is
-// forgotten. Fails only if the calling thread itself cannot be armed.
+// Arms the process (a process-wide clock) or every known thread. A thread that has exited
+// since it was seen is forgotten. Fails only if the calling thread itself cannot be armed.
 int arm_all() {
-  if (g_clock.kind == ClockKind::kItimer) return set_itimer(g_clock.interval_ns);
+  const ClockOps& ops = clock_ops(g_clock.kind);
+  if (ops.process_wide) return ops.arm_process(g_clock);
   const pid_t self = gettid_();
   for (int i = 0; i < g_nslots;) {
-    const int e = arm_thread(&g_slots[i]);
+    const int e = ops.arm_thread(&g_slots[i], g_clock);
     if (e != 0 && g_slots[i].tid == self) return e;
     if (e != 0) {
       remove_slot(&g_slots[i]);
@@ -399,41 +153,18 @@ int arm_all() {
   return 0;
 }
 
-// kAuto: the perf clock where perf_event_open allows it, else the CPU timers.
-ClockRequest resolve(const ClockRequest& c) {
-  if (c.kind != ClockKind::kAuto) return c;
-  ClockRequest r = c;
-  const int e = perf::probe(c.interval_ns);
-  if (e == 0) {
-    g_auto_reason = "";
-    r.kind = ClockKind::kPerf;
-  } else {
-    snprintf(g_auto_reason_buf, sizeof g_auto_reason_buf,
-             "perf_event_open failed (%s%s); using the CPU-time timers", strerror(e),
-             e == EACCES || e == EPERM ? ": see /proc/sys/kernel/perf_event_paranoid" : "");
-    g_auto_reason = g_auto_reason_buf;
-    r.kind = ClockKind::kCpu;
-  }
-  return r;
-}
-
 int start_clock(const ClockRequest& req) {
-  const ClockRequest c = resolve(req);
+  const ClockRequest c = resolve_auto(req);
   if (c.interval_ns == 0 || c.interval_ns > 1000000000ull * 3600) return EINVAL;
-  if (c.kind == ClockKind::kPerf) {
-    if (int e = perf::probe(c.interval_ns)) return e;
-    const char* mode = secure_getenv("SPROFIL_PERF_MODE");
-    g_perf_ring = mode && strcmp(mode, "ring") == 0;
-    perf::new_generation(c.interval_ns);
-    const char* jitter = secure_getenv("SPROFIL_JITTER");
-    perf::set_jitter(!(jitter && strcmp(jitter, "0") == 0));
-  }
+  const ClockOps& ops = clock_ops(c.kind);
+  if (ops.prepare)
+    if (int e = ops.prepare(c)) return e;
   int err = 0;
-  const int signo = choose_signal(c.kind, &err);
+  const int signo = choose_signal(ops, &err);
   if (!signo) return err;
   if (int e = install_handler(signo)) return e;
-  if (c.kind == ClockKind::kPerf && g_perf_ring) {
-    if (int e = perf::start_drainer()) {
+  if (ops.start) {
+    if (int e = ops.start(c)) {
       restore_handler(signo);
       return e;
     }
@@ -447,7 +178,6 @@ int start_clock(const ClockRequest& req) {
   add_slot(gettid_());
   if (int e = arm_all()) {
     disarm_all();
-    perf::stop_drainer();
     restore_handler(signo);
     g_active = false;
     g_signo = 0;
@@ -460,7 +190,6 @@ int start_clock(const ClockRequest& req) {
 void stop_clock() {
   if (!g_active) return;
   disarm_all();
-  perf::stop_drainer();
   g_signo_now.store(0, std::memory_order_release);
   restore_handler(g_signo);
   g_active = false;
@@ -472,134 +201,38 @@ bool same_clock(const ClockRequest& a, const ClockRequest& b) {
   return (a.kind == b.kind || a.kind == ClockKind::kAuto) && a.interval_ns == b.interval_ns;
 }
 
-// g_mu with every signal blocked in the holding thread (see the audit at the top).
-struct Lock {
-  Lock() {
-    sigset_t all;
-    sigfillset(&all);
-    real_sigmask(SIG_BLOCK, &all, &saved);
-    pthread_mutex_lock(&g_mu);
-  }
-  ~Lock() {
-    pthread_mutex_unlock(&g_mu);
-    real_sigmask(SIG_SETMASK, &saved, nullptr);
-  }
-  sigset_t saved;
-  Lock(const Lock&) = delete;
-  Lock& operator=(const Lock&) = delete;
-};
-
-// --- thread lifecycle ------------------------------------------------------------------
-
-void thread_exiting(void*) {
-  Lock lock;
-  if (Slot* s = find_slot(gettid_())) {
-    disarm_thread(s);
-    remove_slot(s);
-  }
-}
-
-// Threads that ended without their key destructor (raw SYS_exit) keep a slot, and with it a
-// timer or a perf event (an fd). tgkill(sig 0) tells whether a tid still lives. With g_mu.
-void reap_locked() {
-  for (int i = 0; i < g_nslots;) {
-    if (syscall(SYS_tgkill, g_pid, g_slots[i].tid, 0) != 0 && errno == ESRCH) {
-      disarm_thread(&g_slots[i]);
-      remove_slot(&g_slots[i]);
-      continue;
-    }
-    ++i;
-  }
-}
-
-void thread_started() {
-  {
-    Lock lock;
-    const pid_t self = gettid_();
-    // A slot with our tid belonged to a thread that vanished (the tid was reused): its timer
-    // or event watches nothing that lives. Start afresh.
-    if (Slot* old = find_slot(self)) {
-      disarm_thread(old);
-      remove_slot(old);
-    }
-    reap_locked();
-    Slot* s = add_slot(self);
-    if (s && g_active) arm_thread(s);
-  }
-  if (g_exit_key_ok) pthread_setspecific(g_exit_key, &g_cookie);
-}
-
 __attribute__((tls_model("initial-exec"))) thread_local sigset_t t_fork_mask;
 
 void atfork_prepare() {
   sigset_t all;
   sigfillset(&all);
   real_sigmask(SIG_BLOCK, &all, &t_fork_mask);
-  pthread_mutex_lock(&g_mu);
+  util::ForkSafeMutex<&g_mu>::prepare();
 }
 void atfork_parent() {
-  pthread_mutex_unlock(&g_mu);
+  util::ForkSafeMutex<&g_mu>::parent();
   real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
 }
-void atfork_child_locked();
+// Only the forking thread exists in the child, and no POSIX timer or itimer was inherited.
 void atfork_child() {
-  // Only the forking thread exists in the child, and no POSIX timer or itimer was inherited.
-  pthread_mutex_init(&g_mu, nullptr);
-  atfork_child_locked();
-  real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
-}
-void atfork_child_locked() {
+  util::ForkSafeMutex<&g_mu>::child();
   g_pid = getpid();
-  // Inherited perf fds still name the parent's threads: drop our references only.
-  for (int i = 0; i < g_nslots; ++i)
-    if (g_slots[i].event) {
-      perf::forget_event(g_slots[i].event);
-      free(g_slots[i].event);
-    }
-  perf::reset_after_fork();
-  g_nslots = 0;
-  if (!g_active) return;
-  if (g_hooks.after_fork_child) g_hooks.after_fork_child();
-  if (g_clock.kind == ClockKind::kPerf) {
-    perf::new_generation(g_clock.interval_ns);  // our TLS holds the parent's thread's state
-    if (g_perf_ring) perf::start_drainer();
+  forget_slots_after_fork();
+  timers_split_new_generation();  // our TLS holds the parent's thread's stime
+  if (g_active) {
+    if (g_hooks.after_fork_child) g_hooks.after_fork_child();
+    const ClockOps& ops = clock_ops(g_clock.kind);
+    if (ops.after_fork_child) ops.after_fork_child(g_clock);
+    add_slot(gettid_());
+    arm_all();
   }
-  add_slot(gettid_());
-  arm_all();
+  real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
 }
 
 __attribute__((constructor(101))) void runtime_init() {
   g_pid = getpid();
-  g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exiting) == 0;
+  threads_init();
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-}
-
-// With g_mu: see check_masks().
-void check_masks_locked() {
-  if (!g_active || g_clock.kind == ClockKind::kItimer || g_signo > 64) return;
-  static bool said = false;
-  if (said) return;
-  const pid_t self = gettid_();  // blocks everything while it holds g_mu: not a finding
-  for (int i = 0; i < g_nslots; ++i) {
-    if (g_slots[i].tid == self) continue;
-    char path[64], buf[2048];
-    snprintf(path, sizeof path, "/proc/self/task/%d/status", static_cast<int>(g_slots[i].tid));
-    FILE* f = fopen(path, "re");
-    if (!f) continue;
-    unsigned long long blk = 0;
-    bool found = false;
-    while (fgets(buf, sizeof buf, f))
-      if (strncmp(buf, "SigBlk:", 7) == 0) found = sscanf(buf + 7, "%llx", &blk) == 1;
-    fclose(f);
-    if (found && ((blk >> (g_signo - 1)) & 1)) {
-      note(
-          "sprofil: thread %d blocks the profiling signal %d behind sprofil's back (a raw "
-          "rt_sigprocmask): it is not sampled while it does\n",
-          static_cast<int>(g_slots[i].tid), g_signo);
-      said = true;
-      return;
-    }
-  }
 }
 
 }  // namespace
@@ -659,8 +292,6 @@ int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
   *old = eng.exchange(ch, table);
   return 0;
 }
-
-// --- the program's view of its signals and timers ----------------------------------------
 
 int current_signal() {
   return g_signo_now.load(std::memory_order_acquire);
@@ -750,17 +381,6 @@ bool program_getitimer(itimerval* v) {
   return true;
 }
 
-void reap_threads() {
-  if (getpid() != g_pid) return;  // a vfork child: the registry is its parent's
-  Lock lock;
-  reap_locked();
-}
-
-void check_masks() {
-  Lock lock;
-  check_masks_locked();
-}
-
 ClockKind last_clock_kind() {
   return static_cast<ClockKind>(g_clock_kind_now.load(std::memory_order_relaxed));
 }
@@ -772,9 +392,8 @@ bool running_clock(ClockRequest* out) {
 }
 
 bool parse_clock(const char* name, ClockKind* out) {
-  static const char* const names[] = {"cpu", "itimer", "perf", "wall", "auto"};
-  for (unsigned i = 0; i < 5; ++i) {
-    if (strcmp(name, names[i]) == 0) {
+  for (unsigned i = 0; i <= SPROF_CLOCK_COUNT; ++i) {
+    if (strcmp(name, g_clock_names[i]) == 0) {
       *out = static_cast<ClockKind>(i);
       return true;
     }
@@ -783,24 +402,17 @@ bool parse_clock(const char* name, ClockKind* out) {
 }
 
 const char* clock_name(ClockKind k) {
-  switch (k) {
-    case ClockKind::kCpu:
-      return "cpu";
-    case ClockKind::kItimer:
-      return "itimer";
-    case ClockKind::kPerf:
-      return "perf";
-    case ClockKind::kWall:
-      return "wall";
-    case ClockKind::kAuto:
-      return "auto";
-  }
-  return "?";
+  const auto i = static_cast<unsigned>(k);
+  return i <= SPROF_CLOCK_COUNT ? g_clock_names[i] : "?";
+}
+
+bool clock_splits_system(ClockKind k) {
+  return k != ClockKind::kAuto && clock_ops(k).splits_system;
 }
 
 const char* auto_fallback_reason() {
   Lock lock;
-  return g_auto_reason;
+  return auto_reason();
 }
 
 void set_hooks(const Hooks& hooks) {
@@ -816,7 +428,7 @@ int signal_number() {
 int armed_threads() {
   Lock lock;
   if (!g_active) return 0;
-  if (g_clock.kind == ClockKind::kItimer) return 1;
+  if (clock_ops(g_clock.kind).process_wide) return 1;
   int n = 0;
   for (int i = 0; i < g_nslots; ++i) n += g_slots[i].has_timer || g_slots[i].event;
   return n;
@@ -841,42 +453,3 @@ void after_failed_exec() {
 }
 
 }  // namespace sprofil::rt
-
-// --- interposed pthread_create -------------------------------------------------------------
-// Every thread created through pthread_create registers itself (and arms its own timer when a
-// clock runs) before running its start routine, and unregisters at exit through a key
-// destructor. This also closes the race with a clock starting while threads are created.
-namespace {
-struct StartArgs {
-  void* (*fn)(void*);
-  void* arg;
-  uint64_t vblocked;  // the creator's virtual mask: the new thread inherits its mask
-};
-
-void* start_trampoline(void* p) {
-  const StartArgs a = *static_cast<StartArgs*>(p);
-  free(p);
-  sprofil::rt::set_virtual_blocked(a.vblocked);
-  sprofil::rt::thread_started();
-  return a.fn(a.arg);
-}
-
-using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-}  // namespace
-
-extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
-                                                                     const pthread_attr_t* attr,
-                                                                     void* (*fn)(void*),
-                                                                     void* arg) {
-  static std::atomic<pthread_create_fn> real{nullptr};
-  const pthread_create_fn f = sprofil::rt::real_fn(real, "pthread_create");
-  if (!f) return EAGAIN;
-  auto* a = static_cast<StartArgs*>(malloc(sizeof(StartArgs)));
-  if (!a) return f(thread, attr, fn, arg);
-  a->fn = fn;
-  a->arg = arg;
-  a->vblocked = sprofil::rt::virtual_blocked();
-  const int rc = f(thread, attr, start_trampoline, a);
-  if (rc != 0) free(a);
-  return rc;
-}

@@ -15,6 +15,8 @@
 
 namespace sprofil::rt {
 
+// The numbers are SPROF_CLOCKS' ids (src/profile/sprof_format.h), pinned by static_asserts in
+// runtime.cpp; each clock's implementation is a ClockOps in its own file (clock.hpp).
 enum class ClockKind : uint8_t {
   kCpu = 0,     // per-thread CPU-time POSIX timers (the default)
   kItimer = 1,  // process-wide ITIMER_PROF, the classic
@@ -46,6 +48,13 @@ bool running_clock(ClockRequest* out);
 // The kind of the clock last started (after any move, e.g. itimer to cpu), without taking the
 // runtime mutex: safe in hooks the runtime calls with it held.
 ClockKind last_clock_kind();
+
+// Whether the clock k tells the kernel part of its samples (engine::Region::system): kPerf
+// (from its counter, perf::credit), kCpu and kWall (the thread's getrusage stime, by tick).
+// kItimer does not (a process-wide timer: its signal lands in any thread) and gives system
+// part 0: kernel time is charged to the user pc the thread returns to.
+// kAuto: ask about the clock it resolved to (running_clock / last_clock_kind).
+bool clock_splits_system(ClockKind k);
 
 // Why the last kAuto request did not get the perf clock ("" if it did, or none was made).
 const char* auto_fallback_reason();

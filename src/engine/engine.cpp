@@ -85,6 +85,20 @@ uint64_t bump(const Counters& c, uint64_t index, uint64_t w, bool* at_limit) {
   }
 }
 
+uint64_t load(const Counters& c, uint64_t index) {
+  switch (c.width) {
+    case 2:
+      return std::atomic_ref<uint16_t>(static_cast<uint16_t*>(c.base)[index])
+          .load(std::memory_order_relaxed);
+    case 4:
+      return std::atomic_ref<uint32_t>(static_cast<uint32_t*>(c.base)[index])
+          .load(std::memory_order_relaxed);
+    default:
+      return std::atomic_ref<uint64_t>(static_cast<uint64_t*>(c.base)[index])
+          .load(std::memory_order_relaxed);
+  }
+}
+
 static Error check_counters(const Counters& c) {
   if (c.width != 2 && c.width != 4 && c.width != 8) return Error::kBadWidth;
   if (c.base == nullptr || c.nelems == 0) return Error::kEmptyRange;

@@ -1,5 +1,7 @@
 // The sampling engine: regions of text, their counter arrays, and the lookup that turns a
-// program counter into one counter increment. No OS calls: everything here is testable with
+// program counter into one counter increment. No system calls: the only library calls are
+// malloc and free in Table::create and Table::destroy (never on the signal path, and never
+// in exchange() but through destroy of a retired table); everything here is testable with
 // synthetic pcs.
 //
 // Signal-safety contract (audited in engine.cpp): Engine::sample() and everything it calls
@@ -136,6 +138,10 @@ class Table {
 // Adds w to element `index` of `c` with c's policy. Returns the weight actually added and
 // sets *at_limit when the counter is now at its limit. Signal-safe.
 uint64_t bump(const Counters& c, uint64_t index, uint64_t w, bool* at_limit);
+
+// Reads element `index` of `c` (an atomic load of c's width, relaxed), widened to 64 bits:
+// what readers of live counters (snapshots) use while handlers bump them. Signal-safe.
+uint64_t load(const Counters& c, uint64_t index);
 
 // Independent users of the engine each own one channel; a sample is offered to every
 // channel that has a table.

@@ -5,18 +5,15 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/env.hpp"
+
 namespace sprofil::faces {
 namespace {
 pthread_mutex_t g_face_mu = PTHREAD_MUTEX_INITIALIZER;
 Owner g_owner = Owner::kNone;  // guarded by g_face_mu
 }  // namespace
 
-FaceLock::FaceLock() {
-  pthread_mutex_lock(&g_face_mu);
-}
-FaceLock::~FaceLock() {
-  pthread_mutex_unlock(&g_face_mu);
-}
+FaceLock::FaceLock() : MutexGuard(&g_face_mu) {}
 
 Owner owner() {
   return g_owner;
@@ -25,10 +22,7 @@ Owner owner() {
 rt::ClockRequest default_clock() {
   rt::ClockRequest c;
   if (const char* k = secure_getenv("SPROFIL_CLOCK")) rt::parse_clock(k, &c.kind);
-  if (const char* hz = secure_getenv("SPROFIL_HZ")) {
-    const long v = atol(hz);
-    if (v > 0 && v <= 1000000) c.interval_ns = 1000000000ull / static_cast<uint64_t>(v);
-  }
+  if (const char* why = nullptr; !util::hz_from_env(&c.interval_ns, &why)) util::hz_warn_once(why);
   return c;
 }
 

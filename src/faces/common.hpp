@@ -9,17 +9,15 @@
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 #include "util/memcheck.hpp"
+#include "util/mutex.hpp"
 
 namespace sprofil::faces {
 
 // Which interface (and form) last turned profiling on through the face channel.
 enum class Owner : uint8_t { kNone, kHpux, kSysv, kBsd, kTru64, kTru64Ext, kAix1, kAix2, kN64 };
 
-struct FaceLock {
+struct FaceLock : util::MutexGuard {
   FaceLock();
-  ~FaceLock();
-  FaceLock(const FaceLock&) = delete;
-  FaceLock& operator=(const FaceLock&) = delete;
 };
 
 // The face channel's current owner (guarded by FaceLock).
@@ -31,7 +29,8 @@ inline int fail(int e) {
 }
 
 // The clock the faces use unless a face sets its own interval: SPROFIL_CLOCK (cpu, itimer,
-// wall) and SPROFIL_HZ (default 1000) from the environment.
+// wall) and SPROFIL_HZ (default 1000; a bad value is said once on stderr and ignored: the
+// rule is util::hz_from_env's) from the environment.
 rt::ClockRequest default_clock();
 
 // Publishes the regions (and optional overflow counter) on the face channel for `who`;

@@ -1,0 +1,139 @@
+// The clock interface, for the files of src/clock/ only (the rest of the runtime uses
+// runtime.hpp). A clock is one ClockOps, defined in its own file (cpu.cpp, wall.cpp,
+// itimer.cpp, perf_clock.cpp) as g_clock_<NAME> for its row of SPROF_CLOCKS
+// (src/profile/sprof_format.h); clock_ops() finds it by kind. Adding a clock: one file that
+// defines g_clock_NEW, one row X(NEW, id, "new", "...") in SPROF_CLOCKS, and kNew in
+// ClockKind (runtime.hpp, pinned to the row's id by a static_assert in runtime.cpp).
+//
+// Every hook is called with the runtime mutex held, never from the signal handler. The weight
+// of a sample is not a hook: the handler tells a signal's source by its si_code (a perf-clock
+// thread may hold a CPU-time timer instead of an event), see handler.cpp and the weight
+// functions each clock file exports below.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "clock/runtime.hpp"
+#include "util/mutex.hpp"
+
+namespace sprofil::rt {
+
+namespace perf {
+struct Event;
+}
+
+// One thread the runtime samples, and what it armed for it (the registry: threads.cpp).
+struct Slot {
+  pid_t tid;
+  bool has_timer;
+  timer_t timer;
+  perf::Event* event;  // kPerf: heap-allocated (the ring drainer keeps pointers to it)
+};
+
+struct ClockOps {
+  bool sigprof_only;   // its signal can only be SIGPROF (ITIMER_PROF sends no other)
+  bool process_wide;   // one timer for the process (arm_process), none per thread
+  bool splits_system;  // its samples carry their kernel part (clock_splits_system)
+  // Process-wide checks and setup before the signal is chosen; 0 or an errno value.
+  int (*prepare)(const ClockRequest& c);
+  // After the handler is installed, before any thread is armed; 0 or an errno value.
+  int (*start)(const ClockRequest& c);
+  // Arms the process (process_wide) or one thread; 0 or an errno value.
+  int (*arm_process)(const ClockRequest& c);
+  int (*arm_thread)(Slot* s, const ClockRequest& c);
+  // After every thread is disarmed: undoes arm_process and start.
+  void (*stop)();
+  // In a forked child (only the forking thread lives), before it is armed anew.
+  void (*after_fork_child)(const ClockRequest& c);
+};
+
+// The clock of kind k (not kAuto: resolve it first with resolve_auto).
+const ClockOps& clock_ops(ClockKind k);
+
+// --- what the clock files share (runtime.cpp, threads.cpp, timer.cpp) --------------------
+
+// Marks the sigevent of our own timers, so that the handler can tell their signals apart.
+extern const char g_cookie;
+
+// One line on stderr (unless SPROFIL_QUIET): sprofil moved out of the program's way or stopped.
+void note(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+pid_t gettid_();
+timespec to_ts(uint64_t ns);
+// Uniform in (0, period]: the random phase of a thread's first period. With the runtime mutex.
+uint64_t random_phase(uint64_t period);
+
+// POSIX timers (timer.cpp), for the cpu and wall clocks and for perf-clock threads that get
+// no event: arms s with a timer on clock `cid` signalling `signo` every interval_ns.
+int arm_posix_timer(Slot* s, clockid_t cid, int signo, uint64_t interval_ns);
+// The CPU-time clock of any thread of this process (the kernel's MAKE_THREAD_CPUCLOCK).
+clockid_t thread_cpu_clock(pid_t tid);
+// Start and stop of the timers' kernel-part accounting (cpu and wall clocks).
+void timers_split_start(uint64_t interval_ns);
+void timers_split_stop();
+void timers_split_new_generation();
+// In the handler: a SI_TIMER signal's weight and its kernel part. Signal-safe.
+uint64_t timer_weight(const siginfo_t* si, uint64_t* system_w);
+
+// ITIMER_PROF (itimer.cpp). In the handler: a SI_KERNEL signal's weight, 0 when the itimer
+// clock does not run. Signal-safe.
+uint64_t itimer_signal_weight();
+// Arms (interval_ns) or disarms (0) the real ITIMER_PROF; 0 or an errno value.
+int set_itimer(uint64_t interval_ns);
+
+// kAuto (perf_clock.cpp): the perf clock where perf_event_open works, else kCpu, and why.
+ClockRequest resolve_auto(const ClockRequest& c);
+const char* auto_reason();
+
+// The signal handler and the choice of its signal (handler.cpp). With the runtime mutex.
+int choose_signal(const ClockOps& ops, int* err);
+int install_handler(int signo);
+void restore_handler(int signo);
+bool handler_is_ours(const struct sigaction& sa);
+
+// The thread registry (threads.cpp). With the runtime mutex.
+extern Slot* g_slots;
+extern int g_nslots;
+Slot* find_slot(pid_t tid);
+Slot* add_slot(pid_t tid);
+void remove_slot(Slot* s);
+void disarm_thread(Slot* s);
+void scan_threads();
+void reap_locked();
+void check_masks_locked();
+void forget_slots_after_fork();
+bool threads_init();  // the exit key; false if none could be made
+void thread_started();
+// Arms one thread for the running clock (nothing for a process-wide one) (runtime.cpp).
+int arm_one(Slot* s);
+
+// The runtime's state (runtime.cpp): guarded by g_mu unless atomic.
+extern pthread_mutex_t g_mu;
+extern bool g_active;
+extern ClockRequest g_clock;
+extern int g_signo;
+extern uint64_t g_claimed;  // bit s-1: the program put its own handler (or SIG_IGN) on s
+extern pid_t g_pid;
+extern struct sigaction g_prev_action;
+
+// The runtime mutex with every signal blocked in the holding thread (see handler.cpp's
+// audit): a program handler that calls an interposed function can never interrupt a holder
+// of g_mu on its own thread.
+struct BlockAll {
+  BlockAll();
+  ~BlockAll();
+  sigset_t saved;
+  BlockAll(const BlockAll&) = delete;
+  BlockAll& operator=(const BlockAll&) = delete;
+};
+// The mask is restored after the mutex is released (members are destroyed in reverse).
+struct Lock {
+  BlockAll blocked;
+  util::MutexGuard held{&g_mu};
+};
+
+}  // namespace sprofil::rt

@@ -1,0 +1,74 @@
+// The itimer clock: the process-wide ITIMER_PROF, the classic. Its signal is SIGPROF (the
+// only one it can send) and lands in whichever thread runs; it gives no kernel part.
+#include <sys/time.h>
+#include <time.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include "clock/clock.hpp"
+
+namespace sprofil::rt {
+namespace {
+
+// ITIMER_PROF: the interval (0 when another clock runs) and the process CPU periods credited
+// so far. The kernel sends at most one SIGPROF per check, and a process-directed SIGPROF that
+// is still pending absorbs the next one; so each signal is weighted by the periods of process
+// CPU time that elapsed since the last one credited (clock_gettime is async-signal-safe).
+std::atomic<uint64_t> g_itimer_interval{0};
+std::atomic<uint64_t> g_itimer_credited{0};
+
+uint64_t process_cpu_ns() {
+  timespec ts;
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t itimer_weight() {
+  const uint64_t interval = g_itimer_interval.load(std::memory_order_relaxed);
+  if (interval == 0) return 1;
+  const uint64_t elapsed = process_cpu_ns() / interval;
+  uint64_t credited = g_itimer_credited.load(std::memory_order_relaxed);
+  for (;;) {
+    if (elapsed <= credited) return 0;  // no whole period since the last: the next gets it
+    if (g_itimer_credited.compare_exchange_weak(credited, elapsed, std::memory_order_relaxed))
+      return elapsed - credited;
+  }
+}
+
+int arm_process(const ClockRequest& c) {
+  return set_itimer(c.interval_ns);
+}
+
+void stop() {
+  set_itimer(0);
+}
+
+}  // namespace
+
+uint64_t itimer_signal_weight() {
+  return g_itimer_interval.load(std::memory_order_relaxed) ? itimer_weight() : 0;
+}
+
+int set_itimer(uint64_t interval_ns) {
+  if (interval_ns) g_itimer_credited.store(process_cpu_ns() / interval_ns);
+  g_itimer_interval.store(interval_ns);
+  const timeval tv{static_cast<time_t>(interval_ns / 1000000000u),
+                   static_cast<suseconds_t>((interval_ns % 1000000000u) / 1000u)};
+  const itimerval it{tv, tv};
+  return real_setitimer(ITIMER_PROF, &it, nullptr) == 0 ? 0 : errno;
+}
+
+extern const ClockOps g_clock_ITIMER = {
+    /*sigprof_only=*/true,
+    /*process_wide=*/true,
+    /*splits_system=*/false,
+    /*prepare=*/nullptr,
+    /*start=*/nullptr,
+    arm_process,
+    /*arm_thread=*/nullptr,
+    stop,
+    /*after_fork_child=*/nullptr,
+};
+
+}  // namespace sprofil::rt

@@ -1,0 +1,96 @@
+// The perf clock: one user-space task-clock perf event per thread (the mechanics are in
+// perf.cpp), and kAuto's resolution: perf where perf_event_open works, else the cpu clock.
+// Samples carry their kernel part (perf::credit).
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "clock/clock.hpp"
+#include "clock/perf.hpp"
+
+namespace sprofil::rt {
+namespace {
+
+bool g_perf_ring = false;        // ring buffers instead of a signal per sample (g_mu)
+const char* g_auto_reason = "";  // why kAuto fell back to kCpu (g_mu)
+char g_auto_reason_buf[160];
+
+int prepare(const ClockRequest& c) {
+  if (int e = perf::probe(c.interval_ns)) return e;
+  const char* mode = secure_getenv("SPROFIL_PERF_MODE");
+  g_perf_ring = mode && strcmp(mode, "ring") == 0;
+  perf::new_generation(c.interval_ns);
+  const char* jitter = secure_getenv("SPROFIL_JITTER");
+  perf::set_jitter(!(jitter && strcmp(jitter, "0") == 0));
+  return 0;
+}
+
+int start(const ClockRequest&) {
+  return g_perf_ring ? perf::start_drainer() : 0;
+}
+
+int arm_thread(Slot* s, const ClockRequest& c) {
+  if (s->has_timer || s->event) return 0;
+  auto* ev = static_cast<perf::Event*>(malloc(sizeof(perf::Event)));
+  if (!ev) return ENOMEM;
+  const uint64_t first = random_phase(c.interval_ns);
+  if (int e = perf::open_event(s->tid, c.interval_ns, first, g_signo, g_perf_ring, ev)) {
+    free(ev);
+    // No fd can be kept out of the program's reach (perf.hpp, place_fd): this thread uses a
+    // CPU-time timer instead, which needs no fd and measures the same time.
+    if (e == perf::kNoFdRoom) {
+      static bool said = false;
+      if (!said)
+        note(
+            "sprofil: RLIMIT_NOFILE leaves no fd out of the program's reach; threads that "
+            "get no perf event use the CPU-time timers\n");
+      said = true;
+      return arm_posix_timer(s, thread_cpu_clock(s->tid), g_signo, c.interval_ns);
+    }
+    return e;
+  }
+  s->event = ev;
+  return 0;
+}
+
+void stop() {
+  perf::stop_drainer();
+}
+
+void after_fork_child(const ClockRequest& c) {
+  perf::new_generation(c.interval_ns);  // our TLS holds the parent's thread's state
+  if (g_perf_ring) perf::start_drainer();
+}
+
+}  // namespace
+
+extern const ClockOps g_clock_PERF = {
+    /*sigprof_only=*/false,
+    /*process_wide=*/false,
+    /*splits_system=*/true,  prepare,    start,
+    /*arm_process=*/nullptr, arm_thread, stop,  after_fork_child,
+};
+
+ClockRequest resolve_auto(const ClockRequest& c) {
+  if (c.kind != ClockKind::kAuto) return c;
+  ClockRequest r = c;
+  const int e = perf::probe(c.interval_ns);
+  if (e == 0) {
+    g_auto_reason = "";
+    r.kind = ClockKind::kPerf;
+  } else {
+    snprintf(g_auto_reason_buf, sizeof g_auto_reason_buf,
+             "perf_event_open failed (%s%s); using the CPU-time timers", strerror(e),
+             e == EACCES || e == EPERM ? ": see /proc/sys/kernel/perf_event_paranoid" : "");
+    g_auto_reason = g_auto_reason_buf;
+    r.kind = ClockKind::kCpu;
+  }
+  return r;
+}
+
+const char* auto_reason() {
+  return g_auto_reason;
+}
+
+}  // namespace sprofil::rt

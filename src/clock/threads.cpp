@@ -1,0 +1,214 @@
+// The thread registry: the threads the runtime samples (a slot each, with what was armed for
+// it), found in /proc/self/task when a clock starts and registered by the interposed
+// pthread_create when they start; forgotten when they exit (a key destructor) or vanish
+// (reap). With the runtime mutex unless said otherwise.
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "clock/clock.hpp"
+#include "clock/interpose.hpp"
+#include "clock/perf.hpp"
+
+namespace sprofil::rt {
+
+Slot* g_slots = nullptr;
+int g_nslots = 0;
+
+namespace {
+int g_capslots = 0;
+pthread_key_t g_exit_key;
+bool g_exit_key_ok = false;
+
+void thread_exiting(void*) {
+  Lock lock;
+  if (Slot* s = find_slot(gettid_())) {
+    disarm_thread(s);
+    remove_slot(s);
+  }
+}
+}  // namespace
+
+Slot* find_slot(pid_t tid) {
+  for (int i = 0; i < g_nslots; ++i)
+    if (g_slots[i].tid == tid) return &g_slots[i];
+  return nullptr;
+}
+
+Slot* add_slot(pid_t tid) {
+  if (Slot* s = find_slot(tid)) return s;
+  if (g_nslots == g_capslots) {
+    const int cap = g_capslots ? g_capslots * 2 : 64;
+    auto* n = static_cast<Slot*>(realloc(g_slots, sizeof(Slot) * static_cast<size_t>(cap)));
+    if (!n) return nullptr;
+    g_slots = n;
+    g_capslots = cap;
+  }
+  g_slots[g_nslots] = Slot{tid, false, timer_t{}, nullptr};
+  return &g_slots[g_nslots++];
+}
+
+void remove_slot(Slot* s) {
+  *s = g_slots[--g_nslots];
+}
+
+void disarm_thread(Slot* s) {
+  if (s->event) {
+    perf::close_event(s->event);
+    free(s->event);
+    s->event = nullptr;
+  }
+  if (!s->has_timer) return;
+  timer_delete(s->timer);
+  s->has_timer = false;
+}
+
+// Threads that exist but did not come through our pthread_create (they predate the library,
+// or were made with clone directly) are found in /proc/self/task.
+void scan_threads() {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return;
+  const pid_t drainer = perf::drainer_tid();
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const auto tid = static_cast<pid_t>(atoi(e->d_name));
+    if (tid != drainer) add_slot(tid);
+  }
+  closedir(d);
+}
+
+// Threads that ended without their key destructor (raw SYS_exit) keep a slot, and with it a
+// timer or a perf event (an fd). tgkill(sig 0) tells whether a tid still lives.
+void reap_locked() {
+  for (int i = 0; i < g_nslots;) {
+    if (syscall(SYS_tgkill, g_pid, g_slots[i].tid, 0) != 0 && errno == ESRCH) {
+      disarm_thread(&g_slots[i]);
+      remove_slot(&g_slots[i]);
+      continue;
+    }
+    ++i;
+  }
+}
+
+// Without the mutex: a thread made by the interposed pthread_create, before its start routine.
+void thread_started() {
+  {
+    Lock lock;
+    const pid_t self = gettid_();
+    // A slot with our tid belonged to a thread that vanished (the tid was reused): its timer
+    // or event watches nothing that lives. Start afresh.
+    if (Slot* old = find_slot(self)) {
+      disarm_thread(old);
+      remove_slot(old);
+    }
+    reap_locked();
+    Slot* s = add_slot(self);
+    if (s && g_active) arm_one(s);
+  }
+  if (g_exit_key_ok) pthread_setspecific(g_exit_key, &g_cookie);
+}
+
+bool threads_init() {
+  g_exit_key_ok = pthread_key_create(&g_exit_key, thread_exiting) == 0;
+  return g_exit_key_ok;
+}
+
+// In a forked child: inherited perf fds still name the parent's threads: drop our references
+// only (no POSIX timer was inherited).
+void forget_slots_after_fork() {
+  for (int i = 0; i < g_nslots; ++i)
+    if (g_slots[i].event) {
+      perf::forget_event(g_slots[i].event);
+      free(g_slots[i].event);
+    }
+  perf::reset_after_fork();
+  g_nslots = 0;
+}
+
+// See check_masks().
+void check_masks_locked() {
+  if (!g_active || clock_ops(g_clock.kind).process_wide || g_signo > 64) return;
+  static bool said = false;
+  if (said) return;
+  const pid_t self = gettid_();  // blocks everything while it holds g_mu: not a finding
+  for (int i = 0; i < g_nslots; ++i) {
+    if (g_slots[i].tid == self) continue;
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", static_cast<int>(g_slots[i].tid));
+    FILE* f = fopen(path, "re");
+    if (!f) continue;
+    unsigned long long blk = 0;
+    bool found = false;
+    while (fgets(buf, sizeof buf, f))
+      if (strncmp(buf, "SigBlk:", 7) == 0) found = sscanf(buf + 7, "%llx", &blk) == 1;
+    fclose(f);
+    if (found && ((blk >> (g_signo - 1)) & 1)) {
+      note(
+          "sprofil: thread %d blocks the profiling signal %d behind sprofil's back (a raw "
+          "rt_sigprocmask): it is not sampled while it does\n",
+          static_cast<int>(g_slots[i].tid), g_signo);
+      said = true;
+      return;
+    }
+  }
+}
+
+void reap_threads() {
+  if (getpid() != g_pid) return;  // a vfork child: the registry is its parent's
+  Lock lock;
+  reap_locked();
+}
+
+void check_masks() {
+  Lock lock;
+  check_masks_locked();
+}
+
+}  // namespace sprofil::rt
+
+// --- interposed pthread_create -------------------------------------------------------------
+// Every thread created through pthread_create registers itself (and arms its own timer when a
+// clock runs) before running its start routine, and unregisters at exit through a key
+// destructor. This also closes the race with a clock starting while threads are created.
+namespace {
+struct StartArgs {
+  void* (*fn)(void*);
+  void* arg;
+  uint64_t vblocked;  // the creator's virtual mask: the new thread inherits its mask
+};
+
+void* start_trampoline(void* p) {
+  const StartArgs a = *static_cast<StartArgs*>(p);
+  free(p);
+  sprofil::rt::set_virtual_blocked(a.vblocked);
+  sprofil::rt::thread_started();
+  return a.fn(a.arg);
+}
+
+using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
+                                                                     const pthread_attr_t* attr,
+                                                                     void* (*fn)(void*),
+                                                                     void* arg) {
+  static std::atomic<pthread_create_fn> real{nullptr};
+  const pthread_create_fn f = sprofil::rt::real_fn(real, "pthread_create");
+  if (!f) return EAGAIN;
+  auto* a = static_cast<StartArgs*>(malloc(sizeof(StartArgs)));
+  if (!a) return f(thread, attr, fn, arg);
+  a->fn = fn;
+  a->arg = arg;
+  a->vblocked = sprofil::rt::virtual_blocked();
+  const int rc = f(thread, attr, start_trampoline, a);
+  if (rc != 0) free(a);
+  return rc;
+}
