@@ -228,9 +228,11 @@ TEST(SystemArray, SpilledRecordsKeepTheLayout) {
             10u);
 }
 
-TEST(SystemArray, CpuClockHasNoSystemArray) {
+// The itimer clock (one process-wide timer whose signal lands in any thread) cannot tell a
+// thread's system time: its records have no system array.
+TEST(SystemArray, ItimerClockHasNoSystemArray) {
   TempDir dir;
-  const FaultsRun fr = run_faults(dir, "cpu", "1", false);
+  const FaultsRun fr = run_faults(dir, "itimer", "1", false);
   ASSERT_EQ(fr.result.status, 0) << describe(fr.result);
   const RawProfile p = parse(fr.file);
   ASSERT_FALSE(p.regions.empty());
