@@ -97,7 +97,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   // With system data: the row's own time split into user and system (percent of the row).
   const bool split = t.has_system && !t.user_only;
   std::snprintf(buf, sizeof buf, "%12s %7s %17s %10s  %s%s%s  %s\n", "samples", "percent",
-                "ci95 low-high", "self s", split ? "  user%   sys%  " : "",
+                "ci95 low-high", "self s", split ? " user%   sys%  " : "",
                 t.per_process ? "command          " : "",
                 t.by == By::kObject ? "object" : "function", t.by == By::kObject ? "" : "object");
   out << buf;
