@@ -497,6 +497,7 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
   std::vector<Profile> parts(h.process_count);
   std::vector<std::string> names(h.process_count);
   std::vector<std::string> comms(h.process_count);
+  uint64_t images_end = 0;
   for (uint32_t i = 0; i < h.process_count; ++i) {
     sprof_run_process e;
     const std::string where = "process " + num(i);
@@ -514,6 +515,14 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
                num(e.image_size) + " (file has " + num(size) + " bytes)";
       return false;
     }
+    // Images follow one another without overlap (as the writer lays them out): a table that
+    // pointed many entries at one image would multiply its memory.
+    if (e.image_offset < images_end) {
+      *error = where + ": image at offset " + num(e.image_offset) +
+               " overlaps the previous process's image (which ends at " + num(images_end) + ")";
+      return false;
+    }
+    images_end = e.image_offset + e.image_size;
     SubSource sub(src, e.image_offset, e.image_size);
     if (kind_of(sub) != Kind::kV1 || !parse_v1(sub, &parts[i], error)) {
       if (kind_of(sub) != Kind::kV1) *error = "no v1 image (bad magic)";

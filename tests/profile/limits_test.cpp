@@ -210,6 +210,24 @@ TEST(ProfileSystem, MergeAddsSystemArrays) {
   EXPECT_EQ(q.regions[0].bins, r.bins);
 }
 
+// A run profile whose table points two processes at one image is refused: overlapping images
+// would let a small file multiply the reader's memory.
+TEST(ProfileLimits, RunImagesMustNotOverlap) {
+  Profile run = combine_processes({sample_profile(), sample_profile()}, {"", ".2"});
+  std::vector<uint8_t> img = image_of(run);
+  const size_t e0 = SPROF_PAGE, e1 = SPROF_PAGE + SPROF_RUN_ENTRY;
+  Profile q;
+  std::string error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+  poke<uint64_t>(img, e1 + offsetof(sprof_run_process, image_offset),
+                 peek<uint64_t>(img, e0 + offsetof(sprof_run_process, image_offset)));
+  poke<uint64_t>(img, e1 + offsetof(sprof_run_process, image_size),
+                 peek<uint64_t>(img, e0 + offsetof(sprof_run_process, image_size)));
+  EXPECT_FALSE(parse_profile(img.data(), img.size(), &q, &error));
+  EXPECT_NE(error.find("process 1: image at offset"), std::string::npos) << error;
+  EXPECT_NE(error.find("overlaps the previous process's image"), std::string::npos) << error;
+}
+
 // A 12 KB file (header, one region record, one page of counters) whose region claims 2^40
 // bins: a clear error naming the region, at once, in bounded memory.
 TEST(ProfileLimits, TwelveKilobyteFileClaimingHugeRegion) {
