@@ -177,7 +177,10 @@ void region_from_le(sprof_region* r) {
 
 // Reads and checks region record `k` at `off`; on success fills *out and sets *next to the
 // offset just past the record.
-bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* next,
+// `live`: the profile did not finish (still running, or killed), so its counters may be read
+// mid-update: a system part read after its count may exceed it by the samples in between, and
+// is clamped to the count. In a finished profile that is corruption, and an error.
+bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, uint64_t* next,
                  std::string* error) {
   const uint64_t size = src.size();
   std::string where = "region " + num(k);
@@ -288,7 +291,7 @@ bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* n
     if (src.is_hole(r.counters_offset + done, n)) {  // sparse counters: all zero
       if (!sys_hole) {                               // system parts of bins without a count?
         if (!src.read(system_offset + done, sys.data(), n, error)) return fail(*error);
-        for (uint64_t i = 0; i < n / w; ++i)
+        for (uint64_t i = 0; i < n / w && !live; ++i)
           if (const uint64_t s = load_le(sys.data() + w * i, w); s != 0)
             return fail("bin " + num(done / w + i) + ": system count " + num(s) +
                         " exceeds its count 0");
@@ -301,7 +304,8 @@ bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* n
     const uint64_t first = done / w;
     for (uint64_t i = 0; i < n / w; ++i) {
       const uint64_t c = load_le(buf.data() + w * i, w);
-      const uint64_t s = sys_hole ? 0 : load_le(sys.data() + w * i, w);
+      uint64_t s = sys_hole ? 0 : load_le(sys.data() + w * i, w);
+      if (s > c && live) s = c;
       if (s > c)
         return fail("bin " + num(first + i) + ": system count " + num(s) + " exceeds its count " +
                     num(c));
@@ -425,7 +429,8 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
   p.regions.resize(h.region_count);
   uint64_t off = h.header_size;
   for (uint32_t k = 0; k < h.region_count; ++k) {
-    if (!read_region(src, k, off, &p.regions[k], &off, error)) return false;
+    if (!read_region(src, k, off, (h.flags & SPROF_F_FINISHED) == 0, &p.regions[k], &off, error))
+      return false;
   }
   if (h.region_count > 0 && h.regions_end < off) {
     *error = "regions_end " + num(h.regions_end) + " is before the end of the " +

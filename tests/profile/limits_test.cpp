@@ -167,6 +167,21 @@ TEST(ProfileSystem, ReaderRefusesBadSystemArrays) {
   std::vector<uint8_t> img = good;
   poke<uint16_t>(img, so + 10, 8);  // bin 5: system 8 > count 7
   expect(img, {"region 0 (/usr/bin/prog)", "bin 5: system count 8 exceeds its count 7"});
+  {
+    // Unfinished (running or killed): a system part read after its count may exceed it by the
+    // samples in between; it is clamped, not an error.
+    img = good;
+    poke<uint16_t>(img, so + 10, 8);
+    poke<uint16_t>(img, so + 12, 1);
+    poke<uint32_t>(img, offsetof(sprof_header, flags), 0);
+    Profile q;
+    std::string error;
+    ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+    EXPECT_EQ(q.regions[0].count_at(5), 7u);
+    EXPECT_EQ(q.regions[0].system_at(5), 7u);
+    EXPECT_EQ(q.regions[0].count_at(6), 0u);
+    check_invariants(q);
+  }
   img = good;
   poke<uint16_t>(img, so + 12, 1);  // bin 6 has no count
   expect(img, {"region 0 (/usr/bin/prog)", "bin 6: system count 1 exceeds its count 0"});
