@@ -57,6 +57,23 @@ const Region::Bin* find_bin(const std::vector<Region::Bin>& bins, uint64_t index
 }
 }  // namespace
 
+void Region::subtract(const Region& o) {
+  std::vector<Bin> out;
+  out.reserve(bins.size());
+  size_t j = 0;
+  for (const Bin& b : bins) {
+    while (j < o.bins.size() && o.bins[j].index < b.index) ++j;
+    Bin d = b;
+    if (j < o.bins.size() && o.bins[j].index == b.index) {
+      d.count = b.count > o.bins[j].count ? b.count - o.bins[j].count : 0;
+      d.system = b.system > o.bins[j].system ? b.system - o.bins[j].system : 0;
+      d.system = std::min(d.system, d.count);
+    }
+    if (d.count != 0) out.push_back(d);
+  }
+  bins = std::move(out);
+}
+
 uint64_t Region::count_at(uint64_t index) const {
   const Bin* b = find_bin(bins, index);
   return b ? b->count : 0;

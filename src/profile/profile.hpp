@@ -47,6 +47,9 @@ struct Region {
   // Adds count (and its system part) to bin `index`, saturating at UINT64_MAX; system is
   // clamped to the bin's count. Appending in index order is O(1); otherwise O(bins).
   void add(uint64_t index, uint64_t count, uint64_t system = 0);
+  // Subtracts o's counts and system parts from this region's, bin by bin, flooring at 0 (the
+  // samples of a later snapshot not already in an earlier one); bins that reach 0 go.
+  void subtract(const Region& o);
   uint64_t count_at(uint64_t index) const;   // 0 for a bin without samples
   uint64_t system_at(uint64_t index) const;  // 0 for a bin without samples
   uint64_t max_count() const;                // the largest bin's count (0 when none)

@@ -92,6 +92,18 @@ TEST(ProfileSparse, RegionHoldsOnlyNonZeroBins) {
   EXPECT_EQ(sat_add(40, 2), 42u);
 }
 
+TEST(ProfileSparse, SubtractFloorsAtZero) {
+  Region a, b;
+  a.add(1, 10, 4);
+  a.add(3, 5, 5);
+  a.add(8, 2);
+  b.add(0, 7);
+  b.add(1, 4, 1);
+  b.add(3, 9, 2);
+  a.subtract(b);
+  EXPECT_EQ(a.bins, (std::vector<Region::Bin>{{1, 6, 3}, {8, 2, 0}}));
+}
+
 // A region whose system parts come back bit for bit, in the layout docs/file-format.md gives.
 Profile system_profile() {
   Profile p = sample_profile();
