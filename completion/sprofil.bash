@@ -71,7 +71,7 @@ _sprofil() {
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         *)
           if [[ $cur == -* ]]; then
-            _sprofil_reply -W "--by --inline --full-names --limit --min-percent --object
+            _sprofil_reply -W "--by --inline --full-names --user-only --limit --min-percent --object
               --pid --comm --format -o --output -h --help" -- "$cur"
           else
             _sprofil_reply -f -- "$cur"

@@ -38,6 +38,7 @@ expect "record report" sprofil re
 expect "merge" sprofil m
 expect "--format" sprofil report --for
 expect "--full-names" sprofil report --fu
+expect "--user-only" sprofil report --us
 expect "address" sprofil report --by add
 expect "csv" sprofil report --format cs
 expect "json" sprofil report prof.sprof --format j

@@ -12,11 +12,6 @@ std::string num(uint64_t v) {
   return std::to_string(v);
 }
 
-uint64_t sat_add(uint64_t a, uint64_t b) {
-  uint64_t r;
-  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
 uint32_t width_for(uint64_t max_count) {
   if (max_count <= 0xffffu) return 2;
   if (max_count <= 0xffffffffu) return 4;
@@ -25,6 +20,28 @@ uint32_t width_for(uint64_t max_count) {
 
 std::string describe(const Region& r) {
   return "size " + num(r.end - r.start) + ", bin_size " + num(r.bin_size);
+}
+
+// The bin-by-bin sum of two sorted bin lists (counts and system parts saturate).
+std::vector<Region::Bin> add_bins(const std::vector<Region::Bin>& a,
+                                  const std::vector<Region::Bin>& b) {
+  std::vector<Region::Bin> out;
+  out.reserve(a.size() + b.size());
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && a[i].index < b[j].index)) {
+      out.push_back(a[i++]);
+    } else if (i == a.size() || b[j].index < a[i].index) {
+      out.push_back(b[j++]);
+    } else {
+      Region::Bin s{a[i].index, sat_add(a[i].count, b[j].count), 0};
+      s.system = std::min(sat_add(a[i].system, b[j].system), s.count);
+      out.push_back(s);
+      ++i;
+      ++j;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -106,25 +123,19 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
         m.regions.push_back(r);
         Region& n = m.regions.back();
         n.process = 0;
-        const uint64_t top =
-            n.counts.empty() ? 0 : *std::max_element(n.counts.begin(), n.counts.end());
-        n.counter_width = std::max(n.counter_width, width_for(top));
+        n.counter_width = std::max(n.counter_width, width_for(n.max_count()));
         continue;
       }
       Region& o = *it;
       if (o.end - o.start != r.end - r.start || o.bin_size != r.bin_size ||
-          o.counts.size() != r.counts.size()) {
+          o.nbins() != r.nbins()) {
         *bad_input = i;
         *error = r.path + ": bin layout differs from an earlier profile (" + describe(r) +
                  " here, " + describe(o) + " before; file_offset " + num(r.file_offset) + ")";
         return false;
       }
-      uint64_t max_count = 0;
-      for (size_t b = 0; b < o.counts.size(); ++b) {
-        o.counts[b] = sat_add(o.counts[b], r.counts[b]);
-        max_count = std::max(max_count, o.counts[b]);
-      }
-      o.counter_width = std::max({o.counter_width, r.counter_width, width_for(max_count)});
+      o.bins = add_bins(o.bins, r.bins);
+      o.counter_width = std::max({o.counter_width, r.counter_width, width_for(o.max_count())});
       if (o.build_id.empty()) o.build_id = r.build_id;
       // Still loaded if loaded in any run; the earliest load, the latest unload.
       if (!(r.flags & SPROF_R_UNLOADED)) {

@@ -15,8 +15,9 @@ bool same_object(const Region& a, const Region& b);
 
 // Sums `in` into *out. Regions are matched by object (same_object) and file_offset, so runs
 // loaded at different addresses (ASLR) merge; a matched pair must also have the same size
-// (end - start) and bin_size, else it is an error naming the object. Counts are summed bin by
-// bin, saturating at UINT64_MAX, and counter_width widens as needed; regions present in only
+// (end - start) and bin_size, else it is an error naming the object. Counts and their system
+// parts are summed bin by bin, saturating at UINT64_MAX (SPROF_R_SYSTEM is kept if any input
+// has it), and counter_width widens as needed; regions present in only
 // some inputs are kept. overflow, delivered and lost are summed. tick_ns must agree; clock,
 // requested_hz, pid, ppid and argv come from the first input; FINISHED is set only if every
 // input finished. Run profiles merge too: every process's regions are summed into one

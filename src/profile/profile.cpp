@@ -1,17 +1,11 @@
 #include "profile/profile.hpp"
 
+#include <algorithm>
 #include <iterator>
 
 #include "profile/sprof_format.h"
 
 namespace sprofil::profile {
-
-namespace {
-uint64_t sat_add(uint64_t a, uint64_t b) {
-  uint64_t r;
-  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-}  // namespace
 
 namespace {
 struct ClockInfo {
@@ -37,10 +31,79 @@ const char* clock_description(Clock c) {
   return uint32_t(c) < SPROF_CLOCK_COUNT ? kClocks[uint32_t(c)].description : "unknown clock";
 }
 
+uint64_t Region::nbins() const {
+  if (start >= end || bin_size == 0) return 0;
+  const uint64_t span = end - start;
+  return span / bin_size + (span % bin_size != 0 ? 1 : 0);
+}
+
+void Region::add(uint64_t index, uint64_t count, uint64_t system) {
+  if (count == 0 && system == 0) return;
+  auto it = bins.end();
+  if (!bins.empty() && bins.back().index >= index)
+    it = std::lower_bound(bins.begin(), bins.end(), index,
+                          [](const Bin& b, uint64_t i) { return b.index < i; });
+  if (it == bins.end() || it->index != index) it = bins.insert(it, Bin{index, 0, 0});
+  it->count = sat_add(it->count, count);
+  it->system = std::min(sat_add(it->system, system), it->count);
+  if (it->count == 0) bins.erase(it);
+}
+
+namespace {
+const Region::Bin* find_bin(const std::vector<Region::Bin>& bins, uint64_t index) {
+  auto it = std::lower_bound(bins.begin(), bins.end(), index,
+                             [](const Region::Bin& b, uint64_t i) { return b.index < i; });
+  return it != bins.end() && it->index == index ? &*it : nullptr;
+}
+}  // namespace
+
+void Region::subtract(const Region& o) {
+  std::vector<Bin> out;
+  out.reserve(bins.size());
+  size_t j = 0;
+  for (const Bin& b : bins) {
+    while (j < o.bins.size() && o.bins[j].index < b.index) ++j;
+    Bin d = b;
+    if (j < o.bins.size() && o.bins[j].index == b.index) {
+      d.count = b.count > o.bins[j].count ? b.count - o.bins[j].count : 0;
+      d.system = b.system > o.bins[j].system ? b.system - o.bins[j].system : 0;
+      d.system = std::min(d.system, d.count);
+    }
+    if (d.count != 0) out.push_back(d);
+  }
+  bins = std::move(out);
+}
+
+uint64_t Region::count_at(uint64_t index) const {
+  const Bin* b = find_bin(bins, index);
+  return b ? b->count : 0;
+}
+
+uint64_t Region::system_at(uint64_t index) const {
+  const Bin* b = find_bin(bins, index);
+  return b ? b->system : 0;
+}
+
+uint64_t Region::max_count() const {
+  uint64_t m = 0;
+  for (const Bin& b : bins) m = std::max(m, b.count);
+  return m;
+}
+
 uint64_t Region::total() const {
   uint64_t t = 0;
-  for (uint64_t c : counts) t = sat_add(t, c);
+  for (const Bin& b : bins) t = sat_add(t, b.count);
   return t;
+}
+
+uint64_t Region::system_total() const {
+  uint64_t t = 0;
+  for (const Bin& b : bins) t = sat_add(t, b.system);
+  return t;
+}
+
+bool Region::has_system() const {
+  return (flags & SPROF_R_SYSTEM) != 0;
 }
 
 bool Profile::finished() const {
@@ -50,6 +113,18 @@ bool Profile::finished() const {
 uint64_t Profile::total_samples() const {
   uint64_t t = overflow;
   for (const Region& r : regions) t = sat_add(t, r.total());
+  return t;
+}
+
+bool Profile::has_system() const {
+  for (const Region& r : regions)
+    if (r.has_system()) return true;
+  return false;
+}
+
+uint64_t Profile::system_samples() const {
+  uint64_t t = 0;
+  for (const Region& r : regions) t = sat_add(t, r.system_total());
   return t;
 }
 

@@ -8,6 +8,12 @@
 
 namespace sprofil::profile {
 
+// a + b, or UINT64_MAX when the sum does not fit: every total of counts is summed with this.
+inline uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 enum class Clock : uint32_t { kCpu = 0, kItimer = 1, kPerf = 2, kWall = 3 };
 const char* clock_name(Clock c);         // "cpu"
 const char* clock_description(Clock c);  // "per-thread CPU-time timers"
@@ -22,17 +28,42 @@ struct Region {
   uint32_t bin_size = 4;          // bytes of text per counter
   uint32_t counter_width = 4;     // 2, 4 or 8
   uint64_t load_ns = 0, unload_ns = 0;
-  std::vector<uint64_t> counts;  // one per bin: bin i covers [start + i*bin_size, ...)
-  uint32_t process = 0;          // index in Profile::processes (0 when it has none)
+  uint32_t process = 0;  // index in Profile::processes (0 when it has none)
 
+  // One bin with a non-zero count: system is the part of count the thread spent in the kernel
+  // (0 where the profile does not tell; always <= count).
+  struct Bin {
+    uint64_t index = 0, count = 0, system = 0;
+    bool operator==(const Bin&) const = default;
+  };
+  // The non-zero bins only, sorted by index (memory follows the samples, not the region's
+  // size). Inside src/profile only; other code reads them with for_each_bin and builds
+  // regions with add.
+  std::vector<Bin> bins;
+
+  // Bins the address range needs: ceil((end - start) / bin_size) (0 if start >= end or
+  // bin_size is 0). Bin i covers [start + i*bin_size, ...).
+  uint64_t nbins() const;
+  // Adds count (and its system part) to bin `index`, saturating at UINT64_MAX; system is
+  // clamped to the bin's count. Appending in index order is O(1); otherwise O(bins).
+  void add(uint64_t index, uint64_t count, uint64_t system = 0);
+  // Subtracts o's counts and system parts from this region's, bin by bin, flooring at 0 (the
+  // samples of a later snapshot not already in an earlier one); bins that reach 0 go.
+  void subtract(const Region& o);
+  uint64_t count_at(uint64_t index) const;   // 0 for a bin without samples
+  uint64_t system_at(uint64_t index) const;  // 0 for a bin without samples
+  uint64_t max_count() const;                // the largest bin's count (0 when none)
+  bool empty() const { return bins.empty(); }
+  // Sums of every bin's count and system part (saturating).
   uint64_t total() const;
+  uint64_t system_total() const;
+  bool has_system() const;  // SPROF_R_SYSTEM: the profile tells the system part of each bin
   // Calls f(index, count, system) for every bin with a non-zero count, in index order; system
   // is the part of count spent in the kernel (0 where the profile does not tell). Code outside
   // src/profile reads the counts through this, whatever their representation.
   template <class F>
   void for_each_bin(F&& f) const {
-    for (uint64_t i = 0; i < counts.size(); ++i)
-      if (counts[i]) f(i, counts[i], uint64_t{0});
+    for (const Bin& b : bins) f(b.index, b.count, b.system);
   }
   // The runtime address of bin i's first byte.
   uint64_t bin_address(uint64_t i) const { return start + i * bin_size; }
@@ -84,8 +115,12 @@ struct Profile {
 
   bool finished() const;  // SPROF_F_FINISHED
   uint64_t counted() const { return delivered > lost ? delivered - lost : 0; }
-  // Sum of all counts, overflow included: what percentages are relative to.
+  // Sum of all counts, overflow included: what percentages are relative to (saturating).
   uint64_t total_samples() const;
+  // True if any region tells the system part of its counts (SPROF_R_SYSTEM).
+  bool has_system() const;
+  // Sum of the regions' system parts (saturating); the overflow has none.
+  uint64_t system_samples() const;
 };
 
 // A single-process profile of one process in a run (its header fields and its regions).

@@ -172,11 +172,15 @@ void region_from_le(sprof_region* r) {
   r->unload_ns = from_le(r->unload_ns);
   r->build_id_len = from_le(r->build_id_len);
   r->path_len = from_le(r->path_len);
+  r->system_offset = from_le(r->system_offset);
 }
 
 // Reads and checks region record `k` at `off`; on success fills *out and sets *next to the
 // offset just past the record.
-bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* next,
+// `live`: the profile did not finish (still running, or killed), so its counters may be read
+// mid-update: a system part read after its count may exceed it by the samples in between, and
+// is clamped to the count. In a finished profile that is corruption, and an error.
+bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, uint64_t* next,
                  std::string* error) {
   const uint64_t size = src.size();
   std::string where = "region " + num(k);
@@ -231,16 +235,34 @@ bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* n
   const uint64_t padded = (bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
   if (r.record_size < SPROF_PAGE || r.record_size % SPROF_PAGE != 0)
     return fail("bad record_size " + num(r.record_size) + " (must be a multiple of 4096, >= 4096)");
-  if (r.record_size != SPROF_PAGE + padded)
-    return fail("bad record_size " + num(r.record_size) + " (" + num(r.nbins) + " counters of " +
-                num(r.counter_width) + " bytes need " + num(SPROF_PAGE + padded) + ")");
   if (off > UINT64_MAX - SPROF_PAGE || r.counters_offset != off + SPROF_PAGE)
     return fail("bad counters_offset " + num(r.counters_offset) + " (expected " +
                 num(off + SPROF_PAGE) + ")");
-  // The whole record, padding included, must be inside the file.
+  // Sizes are checked against the file before anything is read or allocated: a region that
+  // claims more counters than the file holds is an error, whatever it claims.
   if (size - off - SPROF_PAGE < padded)
     return fail("counters truncated: need " + num(padded) + " bytes at offset " +
-                num(r.counters_offset) + ", file has " + num(size));
+                num(r.counters_offset) + ", file has " + num(size) + " (the region claims " +
+                num(r.nbins) + " counters of " + num(r.counter_width) +
+                " bytes, more than the file holds)");
+  const bool system = (r.flags & SPROF_R_SYSTEM) != 0;
+  const uint64_t system_offset = r.system_offset;
+  if (!system) {
+    if (r.record_size != SPROF_PAGE + padded)
+      return fail("bad record_size " + num(r.record_size) + " (" + num(r.nbins) + " counters of " +
+                  num(r.counter_width) + " bytes need " + num(SPROF_PAGE + padded) + ")");
+  } else {
+    // The system array: 4096-aligned, after the counters, inside the record and the file.
+    if (system_offset % SPROF_PAGE != 0 || system_offset < r.counters_offset + padded ||
+        system_offset - off > r.record_size || r.record_size - (system_offset - off) < padded)
+      return fail("bad system_offset " + num(system_offset) + " (must be 4096-aligned, after the " +
+                  num(padded) + " bytes of counters at " + num(r.counters_offset) +
+                  " and inside the record of " + num(r.record_size) + " bytes at " + num(off) +
+                  ")");
+  }
+  if (r.record_size > size - off)
+    return fail("record truncated: record_size " + num(r.record_size) + " at offset " + num(off) +
+                ", file has " + num(size));
 
   out->path = std::move(path);
   out->build_id.assign(r.build_id, r.build_id + r.build_id_len);
@@ -253,32 +275,41 @@ bool read_region(Source& src, uint32_t k, uint64_t off, Region* out, uint64_t* n
   out->counter_width = r.counter_width;
   out->load_ns = r.load_ns;
   out->unload_ns = r.unload_ns;
-  out->counts.assign(r.nbins, 0);
+  out->bins.clear();
 
-  // Decode in chunks so that huge (mostly sparse) regions need no second full-size buffer.
-  constexpr uint64_t kChunk = 1u << 20;
+  // Stream the counters through a bounded buffer, keeping only the non-zero bins; holes of a
+  // sparse file are skipped without reading. Memory follows the non-zero bins.
+  constexpr uint64_t kChunk = 1u << 20;  // a multiple of every counter width
   std::vector<uint8_t> buf(std::min<uint64_t>(kChunk, bytes));
+  std::vector<uint8_t> sys;
+  if (system) sys.resize(buf.size());
+  const uint32_t w = r.counter_width;
   uint64_t done = 0;
   while (done < bytes) {
     const uint64_t n = std::min<uint64_t>(kChunk, bytes - done);
-    if (src.is_hole(r.counters_offset + done, n)) {  // sparse counters: already zero
+    const bool sys_hole = !system || src.is_hole(system_offset + done, n);
+    if (src.is_hole(r.counters_offset + done, n)) {  // sparse counters: all zero
+      if (!sys_hole) {                               // system parts of bins without a count?
+        if (!src.read(system_offset + done, sys.data(), n, error)) return fail(*error);
+        for (uint64_t i = 0; i < n / w && !live; ++i)
+          if (const uint64_t s = load_le(sys.data() + w * i, w); s != 0)
+            return fail("bin " + num(done / w + i) + ": system count " + num(s) +
+                        " exceeds its count 0");
+      }
       done += n;
       continue;
     }
     if (!src.read(r.counters_offset + done, buf.data(), n, error)) return fail(*error);
-    const uint64_t first = done / r.counter_width;
-    const uint64_t count = n / r.counter_width;
-    uint64_t* dst = out->counts.data() + first;
-    switch (r.counter_width) {
-      case 2:
-        for (uint64_t i = 0; i < count; ++i) dst[i] = load_le(buf.data() + 2 * i, 2);
-        break;
-      case 4:
-        for (uint64_t i = 0; i < count; ++i) dst[i] = load_le(buf.data() + 4 * i, 4);
-        break;
-      default:
-        for (uint64_t i = 0; i < count; ++i) dst[i] = load_le(buf.data() + 8 * i, 8);
-        break;
+    if (!sys_hole && !src.read(system_offset + done, sys.data(), n, error)) return fail(*error);
+    const uint64_t first = done / w;
+    for (uint64_t i = 0; i < n / w; ++i) {
+      const uint64_t c = load_le(buf.data() + w * i, w);
+      uint64_t s = sys_hole ? 0 : load_le(sys.data() + w * i, w);
+      if (s > c && live) s = c;
+      if (s > c)
+        return fail("bin " + num(first + i) + ": system count " + num(s) + " exceeds its count " +
+                    num(c));
+      if (c != 0) out->bins.push_back(Region::Bin{first + i, c, s});
     }
     done += n;
   }
@@ -398,7 +429,8 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
   p.regions.resize(h.region_count);
   uint64_t off = h.header_size;
   for (uint32_t k = 0; k < h.region_count; ++k) {
-    if (!read_region(src, k, off, &p.regions[k], &off, error)) return false;
+    if (!read_region(src, k, off, (h.flags & SPROF_F_FINISHED) == 0, &p.regions[k], &off, error))
+      return false;
   }
   if (h.region_count > 0 && h.regions_end < off) {
     *error = "regions_end " + num(h.regions_end) + " is before the end of the " +
@@ -470,6 +502,7 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
   std::vector<Profile> parts(h.process_count);
   std::vector<std::string> names(h.process_count);
   std::vector<std::string> comms(h.process_count);
+  uint64_t images_end = 0;
   for (uint32_t i = 0; i < h.process_count; ++i) {
     sprof_run_process e;
     const std::string where = "process " + num(i);
@@ -487,6 +520,14 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
                num(e.image_size) + " (file has " + num(size) + " bytes)";
       return false;
     }
+    // Images follow one another without overlap (as the writer lays them out): a table that
+    // pointed many entries at one image would multiply its memory.
+    if (e.image_offset < images_end) {
+      *error = where + ": image at offset " + num(e.image_offset) +
+               " overlaps the previous process's image (which ends at " + num(images_end) + ")";
+      return false;
+    }
+    images_end = e.image_offset + e.image_size;
     SubSource sub(src, e.image_offset, e.image_size);
     if (kind_of(sub) != Kind::kV1 || !parse_v1(sub, &parts[i], error)) {
       if (kind_of(sub) != Kind::kV1) *error = "no v1 image (bad magic)";

@@ -1,7 +1,10 @@
 // Reading .sprof files (src/profile/sprof_format.h, docs/file-format.md). The reader validates
 // every field and never trusts the file: any input either yields an error naming the problem
 // and where it is, or a Profile whose regions are consistent (start < end, bin_size > 0,
-// counts.size() == ceil((end - start) / bin_size), counter_width in {2, 4, 8}).
+// counter_width in {2, 4, 8}, bins holding only non-zero bins, sorted, each index < nbins()
+// and each system part <= its count). Memory follows the non-zero bins: the counters are
+// streamed through a bounded buffer, holes of a sparse file are skipped unread, and every size
+// is checked against the file's before anything is read or allocated.
 #pragma once
 
 #include <cstddef>

@@ -59,10 +59,36 @@ bool pwrite_all(int fd, const void* data, size_t len, uint64_t off, std::string*
 // The layout of one region in the output file.
 struct Planned {
   uint32_t width;
-  uint64_t bytes;   // nbins * width
-  uint64_t offset;  // of the record
-  uint64_t record_size;
+  uint64_t bytes;        // nbins * width
+  uint64_t offset;       // of the record
+  uint64_t record_size;  // with a system array: the page, the counters, the system parts
 };
+
+// Writes one counter array of `l.width`-byte counters at `at`: only the pages that hold a
+// non-zero value (the rest stay holes, so the cost follows the non-zero bins).
+bool write_array(int fd, const Region& r, const Planned& l, uint64_t at, bool system,
+                 std::string* error) {
+  std::vector<uint8_t> page(SPROF_PAGE);
+  uint64_t current = UINT64_MAX;  // the page being filled
+  auto flush = [&]() {
+    if (current == UINT64_MAX) return true;
+    const uint64_t from = current * SPROF_PAGE;
+    const uint64_t len = std::min<uint64_t>(SPROF_PAGE, l.bytes - from);
+    return pwrite_all(fd, page.data(), len, at + from, error);
+  };
+  for (const Region::Bin& b : r.bins) {
+    const uint64_t v = system ? b.system : b.count;
+    if (v == 0) continue;
+    const uint64_t byte = b.index * l.width;
+    if (byte / SPROF_PAGE != current) {
+      if (!flush()) return false;
+      current = byte / SPROF_PAGE;
+      std::fill(page.begin(), page.end(), 0);
+    }
+    store_le(page.data() + byte % SPROF_PAGE, v, l.width);
+  }
+  return flush();
+}
 
 bool plan(const Profile& p, std::vector<Planned>* out, uint64_t* total, std::string* error) {
   uint64_t off = SPROF_PAGE;
@@ -93,20 +119,32 @@ bool plan(const Profile& p, std::vector<Planned>* out, uint64_t* total, std::str
       *error = where + "bad address range: start " + num(r.start) + " >= end " + num(r.end);
       return false;
     }
-    const uint64_t span = r.end - r.start;
-    const uint64_t nbins = span / r.bin_size + (span % r.bin_size != 0 ? 1 : 0);
-    if (r.counts.size() != nbins) {
-      *error = where + num(r.counts.size()) + " counts for " + num(nbins) + " bins";
-      return false;
+    const uint64_t nbins = r.nbins();
+    for (size_t i = 0; i < r.bins.size(); ++i) {
+      const Region::Bin& b = r.bins[i];
+      if (b.index >= nbins || (i > 0 && r.bins[i - 1].index >= b.index) || b.count == 0 ||
+          b.system > b.count) {
+        *error = where + "bad bin " + num(b.index) + " (count " + num(b.count) + ", system " +
+                 num(b.system) + ") of " + num(nbins) +
+                 " bins (bins must be sorted, non-zero, system <= count)";
+        return false;
+      }
     }
     uint32_t width = r.counter_width;
-    const uint64_t limit = max_for_width(width);
-    if (std::any_of(r.counts.begin(), r.counts.end(), [&](uint64_t c) { return c > limit; }))
-      width = 8;
-    const uint64_t bytes = nbins * width;  // nbins <= counts.size(): no overflow in practice
+    if (r.max_count() > max_for_width(width)) width = 8;
+    if (nbins > (UINT64_MAX - 4 * SPROF_PAGE) / 2 / width) {
+      *error = where + num(nbins) + " bins are too many to write";
+      return false;
+    }
+    const uint64_t bytes = nbins * width;
     const uint64_t padded = (bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
-    out->push_back(Planned{width, bytes, off, SPROF_PAGE + padded});
-    off += SPROF_PAGE + padded;
+    const uint64_t record = SPROF_PAGE + padded * (r.has_system() ? 2 : 1);
+    if (off > UINT64_MAX - record) {
+      *error = where + "the file would exceed 2^64 bytes";
+      return false;
+    }
+    out->push_back(Planned{width, bytes, off, record});
+    off += record;
   }
   *total = off;
   return true;
@@ -154,7 +192,6 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
   h.cmdline_len = to_le(static_cast<uint32_t>(len));
   if (!pwrite_all(fd, &h, sizeof h, base, error)) return false;
 
-  std::vector<uint8_t> buf;
   for (size_t k = 0; k < p.regions.size(); ++k) {
     const Region& r = p.regions[k];
     const Planned& l = layout[k];
@@ -167,7 +204,7 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
     rec.end = to_le(r.end);
     rec.load_bias = to_le(r.load_bias);
     rec.file_offset = to_le(r.file_offset);
-    rec.nbins = to_le(static_cast<uint64_t>(r.counts.size()));
+    rec.nbins = to_le(r.nbins());
     rec.bin_size = to_le(r.bin_size);
     rec.counter_width = to_le(l.width);
     rec.load_ns = to_le(r.load_ns);
@@ -176,43 +213,15 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, ui
     rec.path_len = to_le(static_cast<uint32_t>(r.path.size()));
     std::copy(r.build_id.begin(), r.build_id.end(), rec.build_id);
     std::memcpy(rec.path, r.path.data(), r.path.size());
+    if (r.has_system())
+      rec.system_offset = to_le(l.offset + SPROF_PAGE + (l.record_size - SPROF_PAGE) / 2);
     if (!pwrite_all(fd, &rec, sizeof rec, base + l.offset, error)) return false;
 
-    // Counters in chunks of whole pages; all-zero pages stay holes (ftruncate below).
-    constexpr uint64_t kChunkBins = 1u << 16;
-    const uint64_t nbins = r.counts.size();
-    for (uint64_t first = 0; first < nbins; first += kChunkBins) {
-      const uint64_t n = std::min(kChunkBins, nbins - first);
-      buf.assign(n * l.width, 0);
-      bool any = false;
-      for (uint64_t i = 0; i < n; ++i) {
-        const uint64_t c = r.counts[first + i];
-        if (c) {
-          any = true;
-          store_le(buf.data() + i * l.width, c, l.width);
-        }
-      }
-      if (!any) continue;
-      // Write only the runs of pages holding a non-zero counter.
-      const uint64_t at0 = base + l.offset + SPROF_PAGE + first * l.width;
-      auto zero_page = [&](size_t at) {
-        const size_t end = std::min<size_t>(at + SPROF_PAGE, buf.size());
-        return std::all_of(buf.begin() + static_cast<ptrdiff_t>(at),
-                           buf.begin() + static_cast<ptrdiff_t>(end),
-                           [](uint8_t b) { return b == 0; });
-      };
-      for (size_t at = 0; at < buf.size();) {
-        if (zero_page(at)) {
-          at += SPROF_PAGE;
-          continue;
-        }
-        size_t run_end = at + SPROF_PAGE;
-        while (run_end < buf.size() && !zero_page(run_end)) run_end += SPROF_PAGE;
-        run_end = std::min(run_end, buf.size());
-        if (!pwrite_all(fd, buf.data() + at, run_end - at, at0 + at, error)) return false;
-        at = run_end;
-      }
-    }
+    if (!write_array(fd, r, l, base + l.offset + SPROF_PAGE, false, error)) return false;
+    if (r.has_system() &&
+        !write_array(fd, r, l, base + l.offset + SPROF_PAGE + (l.record_size - SPROF_PAGE) / 2,
+                     true, error))
+      return false;
   }
   return true;
 }

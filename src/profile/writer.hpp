@@ -11,10 +11,13 @@ namespace sprofil::profile {
 // container); else as a v1 file of the top-level fields and every region.
 // Writes `p` to `path` (through a temporary file in the same directory, then rename). Counters
 // are written little-endian at each region's counter_width; a region whose counts do not fit
-// its width is written with 8-byte counters. Zero pages of counters are left as file holes.
+// its width is written with 8-byte counters. Only pages holding a non-zero counter are written
+// (the rest are file holes), so the cost follows the non-zero bins. A region with
+// SPROF_R_SYSTEM also gets its system array, right after the counters (system_offset =
+// counters_offset + padded counters; record_size covers both).
 // Fails (with *error set) on an inconsistent Profile: counter_width not 2/4/8, bin_size 0,
-// start >= end, counts.size() != ceil((end - start) / bin_size), path or build-id too long,
-// argv too long for the header.
+// start >= end, a bin unsorted, zero, past nbins() or with system > count, path or build-id
+// too long, argv too long for the header.
 bool write_profile(const Profile& p, const std::string& path, std::string* error);
 
 }  // namespace sprofil::profile

@@ -26,7 +26,8 @@ std::string csv_field(const std::string& s) {
 void write_csv(const Table& t, std::ostream& out) {
   const bool by_address = t.by == By::kAddress;
   out << "samples,percent,ci95_low,ci95_high,seconds,name,object,file,line,address"
-      << (by_address ? ",vaddr" : "") << (t.per_process ? ",comm" : "") << "\n";
+      << (by_address ? ",vaddr" : "") << (t.per_process ? ",comm" : "")
+      << (t.has_system ? ",system_samples" : "") << "\n";
   char buf[256];
   for (const Row& r : t.rows) {
     std::snprintf(buf, sizeof buf, "%.6g,%.6f,%.6f,%.6f,%.9g,", r.samples, r.percent, r.ci95_lo,
@@ -36,6 +37,10 @@ void write_csv(const Table& t, std::ostream& out) {
         << (r.address != 0 ? hex_addr(r.address) : std::string());
     if (by_address) out << "," << (r.object.empty() ? std::string() : hex_addr(r.vaddr));
     if (t.per_process) out << "," << csv_field(r.comm);
+    if (t.has_system) {
+      std::snprintf(buf, sizeof buf, ",%.6g", r.system_samples);
+      out << buf;
+    }
     out << "\n";
   }
 }

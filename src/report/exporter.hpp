@@ -19,7 +19,8 @@ struct ExportInput {
   const profile::Profile& profile;
   symbolize::Symbolizer& symbolizer;
   const Options& options;
-  const Table* table;  // null unless needs_table()
+  const Table* table;                            // null unless needs_table()
+  std::vector<std::string>* warnings = nullptr;  // where render() may add warnings; may be null
 };
 
 class Exporter {

@@ -34,12 +34,15 @@ bool write_report(const profile::Profile& p, const Exporter& format, const Optio
   Table table;
   if (format.needs_table()) table = aggregate(p, symbolizer, opts);
   std::string bytes;
-  const ExportInput in{p, symbolizer, opts, format.needs_table() ? &table : nullptr};
+  std::vector<std::string> render_warnings;
+  const ExportInput in{p, symbolizer, opts, format.needs_table() ? &table : nullptr,
+                       &render_warnings};
   std::string problem;
   const bool rendered = format.render(in, &bytes, &problem);
   if (warnings != nullptr) {
     *warnings = format.needs_table() ? table.warnings : std::vector<std::string>();
     for (std::string& w : symbolizer.take_warnings()) warnings->push_back(std::move(w));
+    for (std::string& w : render_warnings) warnings->push_back(std::move(w));
   }
   std::string path = out_path;
   if (path.empty()) path = format.default_path().empty() ? "-" : std::string(format.default_path());

@@ -8,6 +8,14 @@
 
 namespace sprofil::report {
 
+namespace {
+// A non-negative double as a count, saturating at UINT64_MAX (a cast beyond it is undefined).
+uint64_t to_count(double x) {
+  if (!(x > 0)) return 0;
+  return x >= 18446744073709551615.0 ? UINT64_MAX : uint64_t(x);
+}
+}  // namespace
+
 void write_folded(const Table& t, std::ostream& out) {
   // Largest-remainder rounding keeps the sum equal to the rows' (integral) total.
   std::vector<uint64_t> n(t.rows.size());
@@ -17,11 +25,11 @@ void write_folded(const Table& t, std::ostream& out) {
   for (size_t i = 0; i < t.rows.size(); ++i) {
     double s = t.rows[i].samples;
     sum += s;
-    n[i] = uint64_t(std::floor(s + 1e-9));
-    floor_sum += n[i];
+    n[i] = to_count(std::floor(s + 1e-9));
+    floor_sum = profile::sat_add(floor_sum, n[i]);
     rem.emplace_back(s - double(n[i]), i);
   }
-  uint64_t target = uint64_t(std::llround(sum));
+  uint64_t target = to_count(std::round(sum));
   std::stable_sort(rem.begin(), rem.end(), [](auto& a, auto& b) { return a.first > b.first; });
   for (size_t k = 0; floor_sum < target && k < rem.size(); ++k, ++floor_sum) ++n[rem[k].second];
   for (size_t i = 0; i < t.rows.size(); ++i) {

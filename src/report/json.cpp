@@ -48,7 +48,14 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["finished"] = (p.flags & SPROF_F_FINISHED) != 0;
   // samples x tick / cpu_seconds for CPU clocks (null for the wall clock or without cpu_ns);
   // coverage_warning is set when the samples fall far below the process's CPU time.
-  Coverage cov = coverage_of(p, t.total_samples);
+  // With system data (SPROF_R_SYSTEM): the system part of the total and of each row; with
+  // --user-only the rows and total_samples are user time only.
+  if (t.has_system) {
+    j["system_samples"] = t.system_samples;
+    j["user_only"] = t.user_only;
+  }
+  Coverage cov = coverage_of(
+      p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples);
   j["coverage"] = cov.known ? nlohmann::json(rounded(cov.ratio, 4)) : nlohmann::json(nullptr);
   if (!cov.warning.empty()) j["coverage_warning"] = cov.warning;
   j["warnings"] = strings(t.warnings);
@@ -73,6 +80,7 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
     if (t.per_process) row["comm"] = valid_utf8(r.comm);
     const double samples = rounded(r.samples, 6);
     row["samples"] = samples;
+    if (t.has_system) row["system_samples"] = rounded(r.system_samples, 6);
     row["percent"] = significant(r.percent, 12);
     row["ci95"] = {significant(r.ci95_lo, 12), significant(r.ci95_hi, 12)};
     row["seconds"] = significant(samples * t.tick_seconds, 12);

@@ -4,8 +4,10 @@
 // re-symbolize from the binaries.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -52,9 +54,21 @@ bool gzip(const std::string& in, std::string* out) {
   return rc == Z_STREAM_END;
 }
 
+// x rounded to an int64 value, never negative: values past INT64_MAX (pprof's values are
+// signed) become INT64_MAX and set *clamped.
+int64_t pprof_value(double x, bool* clamped) {
+  if (!(x > 0)) return 0;
+  if (x >= 9223372036854775807.0) {
+    *clamped = true;
+    return INT64_MAX;
+  }
+  return std::llround(x);
+}
+
 }  // namespace
 
-std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbolizer) {
+std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbolizer,
+                        std::vector<std::string>* warnings) {
   pb::Profile out;
   Strings str(&out);
   auto* st = out.add_sample_type();
@@ -65,13 +79,26 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
   st->set_unit(str.id("nanoseconds"));
   out.mutable_period_type()->set_type(str.id("cpu"));
   out.mutable_period_type()->set_unit(str.id("nanoseconds"));
-  out.set_period(int64_t(p.tick_ns));
+  bool clamped = false;
+  out.set_period(pprof_value(double(p.tick_ns), &clamped));
   out.set_default_sample_type(str.id("cpu"));
-  out.set_time_nanos(int64_t(p.start_ns));
-  if (p.end_ns > p.start_ns) out.set_duration_nanos(int64_t(p.end_ns - p.start_ns));
+  out.set_time_nanos(pprof_value(double(p.start_ns), &clamped));
+  if (p.end_ns > p.start_ns)
+    out.set_duration_nanos(pprof_value(double(p.end_ns - p.start_ns), &clamped));
   std::string cmd;
   for (const std::string& a : p.argv) cmd += (cmd.empty() ? "" : " ") + a;
   if (!cmd.empty()) out.add_comment(str.id("command: " + cmd));
+  // No sample type for system time (pprof's tools and users select "samples" or "cpu"); the
+  // split is stated in a comment.
+  if (p.has_system()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "system time: %.3f s of the %.3f s sampled (kernel time charged to the user pc "
+                  "it returned to)",
+                  double(p.system_samples()) * double(p.tick_ns) / 1e9,
+                  double(p.total_samples()) * double(p.tick_ns) / 1e9);
+    out.add_comment(str.id(buf));
+  }
 
   std::vector<Piece> pieces = attribute(p, symbolizer);
 
@@ -154,18 +181,25 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
       ++j;
     double total = 0;
     for (size_t k = i; k < j; ++k) total += pieces[k].samples;
-    int64_t target = std::llround(total), assigned = 0;
+    const int64_t target = pprof_value(total, &clamped);
+    int64_t assigned = 0;
     for (size_t k = i; k < j; ++k) {
-      int64_t n = k + 1 == j ? target - assigned : std::llround(pieces[k].samples);
+      int64_t n = pprof_value(pieces[k].samples, &clamped);
+      if (k + 1 == j) n = std::max<int64_t>(0, target - assigned);
+      n = std::min(n, target - std::min(target, assigned));
       assigned += n;
       auto* s = out.add_sample();
       s->add_location_id(location_id(pieces[k]));
       s->add_value(n);
-      s->add_value(std::llround(pieces[k].samples * double(p.tick_ns)));
+      s->add_value(pprof_value(pieces[k].samples * double(p.tick_ns), &clamped));
     }
     i = j;
   }
 
+  if (clamped && warnings != nullptr)
+    warnings->push_back(
+        "pprof: some values exceed pprof's signed 64-bit range and were clamped to "
+        "9223372036854775807 (INT64_MAX)");
   std::string raw, gz;
   out.SerializeToString(&raw);
   gzip(raw, &gz);
@@ -182,7 +216,7 @@ class PprofExporter final : public Exporter {
   std::string_view default_path() const override { return "sprofil.pb.gz"; }
   bool needs_table() const override { return false; }
   bool render(const ExportInput& in, std::string* bytes, std::string* error) const override {
-    *bytes = pprof_bytes(in.profile, in.symbolizer);
+    *bytes = pprof_bytes(in.profile, in.symbolizer, in.warnings);
     if (bytes->empty()) *error = "cannot compress the pprof profile";
     return !bytes->empty();
   }

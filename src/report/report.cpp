@@ -69,19 +69,20 @@ std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer
   std::vector<Piece> pieces;
   size_t nonempty = 0, done = 0;
   for (const Region& r : p.regions)
-    if (process_selected(p, r.process, opts) &&
-        std::any_of(r.counts.begin(), r.counts.end(), [](uint64_t c) { return c != 0; }))
-      ++nonempty;
+    if (process_selected(p, r.process, opts) && !r.empty()) ++nonempty;
   for (size_t ri = 0; ri < p.regions.size(); ++ri) {
     const Region& r = p.regions[ri];
     if (!process_selected(p, r.process, opts)) continue;
-    if (std::none_of(r.counts.begin(), r.counts.end(), [](uint64_t c) { return c != 0; })) continue;
+    if (r.empty()) continue;
     if (opts.progress) opts.progress(done++, nonempty, r.path);
     const symbolize::Object* obj = symbolizer.open(r.path, r.build_id);
     const std::vector<symbolize::Symbol>& fns = obj->functions();
-    for (uint64_t i = 0; i < r.counts.size(); ++i) {
-      uint64_t count = r.counts[i];
-      if (count == 0) continue;
+    r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t system) {
+      if (opts.user_only) {  // the user part only
+        count -= std::min(count, system);
+        system = 0;
+      }
+      if (count == 0) return;
       uint64_t a = r.bin_address(i);
       uint64_t b = std::min(a + r.bin_size, std::max(r.end, a + 1));
       uint64_t va = a - r.load_bias, vb = b - r.load_bias;
@@ -113,13 +114,17 @@ std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer
         pc.bin = i;
         pc.address = a;
         pc.samples = double(count);
+        pc.system = double(system);
         pc.object = obj;
         pieces.push_back(pc);
       } else {
-        for (size_t k = first; k < pieces.size(); ++k)
-          pieces[k].samples = double(count) * pieces[k].samples / double(covered);
+        for (size_t k = first; k < pieces.size(); ++k) {
+          const double share = pieces[k].samples / double(covered);
+          pieces[k].samples = double(count) * share;
+          pieces[k].system = double(system) * share;
+        }
       }
-    }
+    });
   }
   if (opts.progress && done > 0) opts.progress(done, nonempty, "");
   if (p.processes.size() <= 1) {
@@ -147,22 +152,27 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
   t.by = opts.by;
   t.tick_seconds = double(p.tick_ns) / 1e9;
   t.per_process = p.processes.size() > 1;
+  for (const Region& r : p.regions)
+    if (process_selected(p, r.process, opts)) {
+      t.total_samples = profile::sat_add(t.total_samples, r.total());
+      t.system_samples = profile::sat_add(t.system_samples, r.system_total());
+      t.has_system = t.has_system || r.has_system();
+    }
   if (opts.pids.empty() && opts.comms.empty()) {
     t.total_samples = p.total_samples();
-  } else {  // percentages of what the filter keeps, as perf does with --pid/--comms
-    auto add = [](uint64_t a, uint64_t b) {
-      uint64_t r;
-      return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-    };
-    for (const Region& r : p.regions)
-      if (process_selected(p, r.process, opts)) t.total_samples = add(t.total_samples, r.total());
-    if (p.processes.size() <= 1) {
-      if (process_selected(p, 0, opts)) t.total_samples = add(t.total_samples, p.overflow);
-    } else {
-      for (uint32_t k = 0; k < p.processes.size(); ++k)
-        if (process_selected(p, k, opts))
-          t.total_samples = add(t.total_samples, p.processes[k].overflow);
-    }
+  } else if (p.processes.size() <= 1) {
+    if (process_selected(p, 0, opts))
+      t.total_samples = profile::sat_add(t.total_samples, p.overflow);
+  } else {  // percentages of what a --pid/--comm filter keeps, as perf does
+    for (uint32_t k = 0; k < p.processes.size(); ++k)
+      if (process_selected(p, k, opts))
+        t.total_samples = profile::sat_add(t.total_samples, p.processes[k].overflow);
+  }
+  if (opts.user_only && t.has_system) {
+    t.user_only = true;
+    // A saturated total cannot say how much of it is user time: keep it as the bound.
+    if (t.total_samples != UINT64_MAX)
+      t.total_samples -= std::min(t.total_samples, t.system_samples);
   }
   std::vector<Piece> pieces = attribute(p, symbolizer, opts);
 
@@ -223,6 +233,7 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
     if (inserted && pc.sym != nullptr && opts.by != By::kObject) row.aliases = pc.sym->aliases;
     if (inserted) t.rows.push_back(std::move(row));
     t.rows[it->second].samples += pc.samples;
+    t.rows[it->second].system_samples += pc.system;
   }
 
   double n = double(t.total_samples);
@@ -231,8 +242,9 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
     if (!opts.object.empty() &&
         (row.object.empty() || row.object.find(opts.object) == std::string::npos))
       continue;
-    row.percent = n > 0 ? 100.0 * row.samples / n : 0;
-    Interval iv = wilson(row.samples, n);
+    // Clamped to [0, 100]: a saturated total (UINT64_MAX) can be below the rows' exact sum.
+    row.percent = n > 0 ? std::clamp(100.0 * row.samples / n, 0.0, 100.0) : 0;
+    Interval iv = wilson(std::min(row.samples, n), n);
     row.ci95_lo = 100.0 * iv.lo;
     row.ci95_hi = 100.0 * iv.hi;
     row.seconds = row.samples * t.tick_seconds;

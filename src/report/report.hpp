@@ -37,6 +37,10 @@ struct Options {
   // Keep only these processes (by pid, or by command name as perf's --comms); empty = all.
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
+  // Shares of user time only: each bin's system part (a profile with SPROF_R_SYSTEM) is left
+  // out of the rows and the total, as `perf record -e cpu-clock:u` would count. No effect on a
+  // profile without system data.
+  bool user_only = false;
 };
 
 // True if process `index` of `p` passes the --pid/--comm filters.
@@ -55,6 +59,7 @@ struct Piece {
   uint64_t bin = 0;      // bin index in the region
   uint64_t address = 0;  // runtime address: max(bin start, function start)
   double samples = 0;    // count * covered bytes of this function / covered bytes
+  double system = 0;     // the same share of the bin's system part (<= samples)
   const symbolize::Symbol* sym = nullptr;
   const symbolize::Object* object = nullptr;
 };
@@ -77,14 +82,20 @@ struct Row {
   uint64_t vaddr = 0;                    // --by address: link-time address
   std::vector<symbolize::Frame> frames;  // --by line with inline_frames: innermost first
   double samples = 0;
+  double system_samples = 0;  // the part of samples spent in the kernel (profiles with system
+                              // data; 0 otherwise and with --user-only)
   double percent = 0, ci95_lo = 0, ci95_hi = 0;  // percentages 0-100
   double seconds = 0;
 };
 
 struct Table {
   By by = By::kFunction;
-  uint64_t total_samples = 0;  // all counts + overflow (of the selected processes)
-  bool per_process = false;    // several processes: rows are per (comm, name), like perf
+  uint64_t total_samples = 0;   // all counts + overflow (of the selected processes); with
+                                // user_only, without the system parts. Saturates at UINT64_MAX.
+  bool has_system = false;      // the profile tells the system part of its counts
+  bool user_only = false;       // Options::user_only applied to a profile with system data
+  uint64_t system_samples = 0;  // the system parts of the selected processes' counts
+  bool per_process = false;     // several processes: rows are per (comm, name), like perf
   double tick_seconds = 0;
   std::vector<Row> rows;  // sorted by samples descending, filtered
   std::vector<std::string> warnings;
@@ -100,10 +111,17 @@ void write_csv(const Table& t, std::ostream& out);
 // the rows shown); with --by line, `object;function;file:line count`.
 void write_folded(const Table& t, std::ostream& out);
 // Gzipped perftools.profiles.Profile (go tool pprof); empty if compression failed.
-std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym);
-// gmon.out (GNU gprof) of the main executable's regions: link-time addresses, several
-// identical-range histogram records when a count exceeds 65535. False if there is nothing.
-bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* error);
+// Values beyond INT64_MAX (pprof's signed 64-bit values) are clamped, with a warning added to
+// *warnings (if given).
+std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym,
+                        std::vector<std::string>* warnings = nullptr);
+// gmon.out (GNU gprof) of the main executable's regions: link-time addresses, one histogram
+// record per region. gprof's counters are 16-bit: when a bin exceeds 65535 every bin of the
+// profile is divided by one factor (rounding to nearest, proportions kept) so that the largest
+// fits, and a warning gives the factor. The size follows the text size, never the counts.
+// False if there is nothing, or a region too large for gprof's 32-bit bin count.
+bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* error,
+                std::vector<std::string>* warnings = nullptr);
 
 class Exporter;
 // Everything `sprofil report` does after reading: aggregates if the format needs rows, renders

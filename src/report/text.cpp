@@ -1,5 +1,6 @@
 // The text report: a header describing the run, then one row per function, line, object or
 // address with samples, percent, its 95% interval and seconds.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <sstream>
@@ -39,6 +40,20 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
       double(t.total_samples) * t.tick_seconds,
       wall ? "wall-clock seconds of all threads, on- and off-CPU" : "CPU seconds estimated");
   out << buf;
+  if (t.has_system) {
+    const uint64_t all =
+        t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples;
+    const uint64_t user = all - std::min(all, t.system_samples);
+    std::snprintf(buf, sizeof buf,
+                  "user/system:    %.3f s user, %.3f s system (%" PRIu64 " and %" PRIu64
+                  " samples; kernel time charged to the user pc it returned to)\n",
+                  double(user) * t.tick_seconds, double(t.system_samples) * t.tick_seconds, user,
+                  t.system_samples);
+    out << buf;
+    if (t.user_only)
+      out << "user only:      percentages are of user time only (--user-only); system time is "
+             "left out, as perf record -e cpu-clock:u counts\n";
+  }
   out << "overflow:       " << count_of(p.overflow, "sample", "samples") << " outside any object\n";
   std::snprintf(buf, sizeof buf,
                 "delivered:      %" PRIu64 " delivered, %" PRIu64 " counted, %" PRIu64 " lost\n",
@@ -64,7 +79,8 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   if ((p.flags & SPROF_F_FINISHED) == 0)
     out << "warning: the profile did not finish cleanly (crash, kill or still running); "
            "the counts are partial\n";
-  Coverage cov = coverage_of(p, t.total_samples);
+  Coverage cov = coverage_of(
+      p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples);
   if (!cov.warning.empty()) out << "warning: " << cov.warning << "\n";
   for (const std::string& w : t.warnings) out << "warning: " << printable(w) << "\n";
   bool shortened = false;
@@ -78,8 +94,11 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
                       "keeps them)"
                     : "")
       << "\n\n";
-  std::snprintf(buf, sizeof buf, "%12s %7s %17s %10s  %s%s  %s\n", "samples", "percent",
-                "ci95 low-high", "self s", t.per_process ? "command          " : "",
+  // With system data: the row's own time split into user and system (percent of the row).
+  const bool split = t.has_system && !t.user_only;
+  std::snprintf(buf, sizeof buf, "%12s %7s %17s %10s  %s%s%s  %s\n", "samples", "percent",
+                "ci95 low-high", "self s", split ? " user%   sys%  " : "",
+                t.per_process ? "command          " : "",
                 t.by == By::kObject ? "object" : "function", t.by == By::kObject ? "" : "object");
   out << buf;
   for (const Row& r : t.rows) {
@@ -88,6 +107,12 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
     std::snprintf(buf, sizeof buf, "%12s %7.2f %17s %10.3f  ", format_samples(r.samples).c_str(),
                   r.percent, ci, r.seconds);
     out << buf;
+    if (split) {
+      const double sys =
+          r.samples > 0 ? std::clamp(100.0 * r.system_samples / r.samples, 0.0, 100.0) : 0.0;
+      std::snprintf(buf, sizeof buf, "%6.1f %6.1f  ", 100.0 - sys, sys);
+      out << buf;
+    }
     if (t.per_process) {
       std::snprintf(buf, sizeof buf, "%-15s  ", printable(r.comm).c_str());
       out << buf;

@@ -115,9 +115,7 @@ Profile delta(const Profile& before, const Profile& after) {
   for (Region& r : d.regions) {
     auto it = old.find({r.start, r.path});
     if (it == old.end() || it->second->bin_size != r.bin_size) continue;
-    const Region& o = *it->second;
-    const size_t n = std::min(r.counts.size(), o.counts.size());
-    for (size_t i = 0; i < n; ++i) r.counts[i] = minus(r.counts[i], o.counts[i]);
+    r.subtract(*it->second);
   }
   for (size_t k = 0; k < d.processes.size() && k < before.processes.size(); ++k) {
     profile::Process& p = d.processes[k];

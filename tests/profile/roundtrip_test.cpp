@@ -38,7 +38,7 @@ void expect_same(const Profile& a, const Profile& b) {
     EXPECT_EQ(x.counter_width, y.counter_width);
     EXPECT_EQ(x.load_ns, y.load_ns);
     EXPECT_EQ(x.unload_ns, y.unload_ns);
-    EXPECT_EQ(x.counts, y.counts);
+    EXPECT_EQ(x.bins, y.bins);
   }
 }
 
@@ -54,9 +54,9 @@ TEST(ProfileModel, TotalsAndFinished) {
   Profile p;
   p.overflow = 5;
   Region a;
-  a.counts = {1, 2, 3};
+  set_counts(a, {1, 2, 3});
   Region b;
-  b.counts = {10, 0, 20, 30};
+  set_counts(b, {10, 0, 20, 30});
   p.regions = {a, b};
   EXPECT_EQ(a.total(), 6u);
   EXPECT_EQ(b.total(), 60u);
@@ -64,7 +64,7 @@ TEST(ProfileModel, TotalsAndFinished) {
   EXPECT_FALSE(p.finished());
   p.flags = SPROF_F_FINISHED | SPROF_F_CHILD;
   EXPECT_TRUE(p.finished());
-  p.regions[0].counts = {UINT64_MAX, 1};
+  set_counts(p.regions[0], {UINT64_MAX, 1});
   EXPECT_EQ(p.regions[0].total(), UINT64_MAX);  // saturates
   EXPECT_EQ(p.total_samples(), UINT64_MAX);
   a.start = 0x1000;
@@ -84,8 +84,7 @@ TEST(ProfileRoundTrip, AllCounterWidths) {
   // Exact byte size: header + each record page + counters padded to pages.
   uint64_t want = SPROF_PAGE;
   for (const Region& r : p.regions)
-    want +=
-        SPROF_PAGE + (r.counts.size() * r.counter_width + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
+    want += SPROF_PAGE + (r.nbins() * r.counter_width + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
   std::vector<uint8_t> img = slurp(dir.file("a.sprof"));
   EXPECT_EQ(img.size(), want);
   EXPECT_EQ(peek<uint64_t>(img, offsetof(sprof_header, regions_end)), want);
@@ -122,8 +121,8 @@ TEST(ProfileRoundTrip, ExactBytesOfHeaderAndRecord) {
   for (size_t i = r0 + offsetof(sprof_region, reserved); i < r0 + SPROF_PAGE; ++i)
     ASSERT_EQ(img[i], 0);
   const Region& a = p.regions[0];
-  EXPECT_EQ(img[8192], a.counts[0] & 0xff);
-  EXPECT_EQ(img[8193], a.counts[0] >> 8);
+  EXPECT_EQ(img[8192], a.count_at(0) & 0xff);
+  EXPECT_EQ(img[8193], a.count_at(0) >> 8);
   EXPECT_EQ(peek<uint16_t>(img, 8192 + 2 * 2499), 0xffffu);
   // Padding after the counters is zero.
   for (size_t i = 8192 + 5000; i < 8192 + 8192; ++i) ASSERT_EQ(img[i], 0);
@@ -131,8 +130,8 @@ TEST(ProfileRoundTrip, ExactBytesOfHeaderAndRecord) {
 
 TEST(ProfileRoundTrip, CountsTooWideForTheirWidthAreWidenedTo8) {
   Profile p = sample_profile();
-  p.regions[0].counts[5] = 70000;           // does not fit 2 bytes
-  p.regions[1].counts[1] = 0x100000000ull;  // does not fit 4 bytes
+  p.regions[0].add(5, 70000);           // does not fit 2 bytes
+  p.regions[1].add(1, 0x100000000ull);  // does not fit 4 bytes
   std::vector<uint8_t> img = image_of(p);
   Profile q;
   std::string error;
@@ -141,8 +140,8 @@ TEST(ProfileRoundTrip, CountsTooWideForTheirWidthAreWidenedTo8) {
   EXPECT_EQ(q.regions[1].counter_width, 8u);
   EXPECT_EQ(q.regions[2].counter_width, 8u);
   EXPECT_EQ(q.regions[3].counter_width, 2u);  // untouched
-  EXPECT_EQ(q.regions[0].counts, p.regions[0].counts);
-  EXPECT_EQ(q.regions[1].counts, p.regions[1].counts);
+  EXPECT_EQ(q.regions[0].bins, p.regions[0].bins);
+  EXPECT_EQ(q.regions[1].bins, p.regions[1].bins);
 }
 
 TEST(ProfileRoundTrip, UnfinishedProfileReads) {
@@ -160,7 +159,7 @@ TEST(ProfileRoundTrip, UnfinishedProfileReads) {
   EXPECT_EQ(q.flags, SPROF_F_CHILD);
   EXPECT_EQ(q.end_ns, 0u);
   EXPECT_EQ(q.effective_hz, 0.0);
-  EXPECT_EQ(q.regions[1].counts, p.regions[1].counts);
+  EXPECT_EQ(q.regions[1].bins, p.regions[1].bins);
 }
 
 TEST(ProfileRoundTrip, NoRegionsNoArgv) {
@@ -186,7 +185,7 @@ TEST(ProfileRoundTrip, UncommittedRecordsAndTrailingBytesAreIgnored) {
   std::string error;
   ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
   ASSERT_EQ(q.regions.size(), 4u);
-  EXPECT_EQ(q.regions[3].counts, p.regions[3].counts);
+  EXPECT_EQ(q.regions[3].bins, p.regions[3].bins);
 }
 
 TEST(ProfileRoundTrip, UnknownFlagBitsAreTolerated) {
@@ -208,9 +207,8 @@ TEST(ProfileRoundTrip, CounterZeroPagesAreHoles) {
   r.end = r.start + (64u << 20);  // 16 Mi bins of 4 bytes: 64 MiB of counters
   r.bin_size = 4;
   r.counter_width = 4;
-  r.counts.assign((64u << 20) / 4, 0);
-  r.counts[12345] = 7;
-  r.counts.back() = 9;
+  r.add(12345, 7);
+  r.add(r.nbins() - 1, 9);
   p.regions = {r};
   std::string error;
   ASSERT_TRUE(write_profile(p, dir.file("big.sprof"), &error)) << error;
@@ -221,8 +219,9 @@ TEST(ProfileRoundTrip, CounterZeroPagesAreHoles) {
   Profile q;
   ASSERT_TRUE(read_profile(dir.file("big.sprof"), &q, &error)) << error;
   ASSERT_EQ(q.regions.size(), 1u);
-  EXPECT_EQ(q.regions[0].counts[12345], 7u);
-  EXPECT_EQ(q.regions[0].counts.back(), 9u);
+  EXPECT_EQ(q.regions[0].count_at(12345), 7u);
+  EXPECT_EQ(q.regions[0].count_at(q.regions[0].nbins() - 1), 9u);
+  EXPECT_EQ(q.regions[0].bins.size(), 2u);  // only the non-zero bins are held
   EXPECT_EQ(q.regions[0].total(), 16u);
 }
 
@@ -239,7 +238,7 @@ TEST(ProfileWriter, RejectsInconsistentProfiles) {
   bad([](Profile& p) { p.regions[1].counter_width = 3; }, "counter_width");
   bad([](Profile& p) { p.regions[1].bin_size = 0; }, "bin_size");
   bad([](Profile& p) { p.regions[1].end = p.regions[1].start; }, "start");
-  bad([](Profile& p) { p.regions[1].counts.pop_back(); }, "counts for");
+  bad([](Profile& p) { p.regions[1].bins.push_back({p.regions[1].nbins(), 1, 0}); }, "bad bin");
   bad([](Profile& p) { p.regions[1].path.assign(SPROF_PATH_MAX + 1, 'x'); }, "path");
   bad([](Profile& p) { p.regions[1].build_id.assign(65, 1); }, "build-id");
   bad([](Profile& p) { p.argv.assign(1, std::string(SPROF_CMDLINE_MAX, 'a')); }, "command line");

@@ -39,6 +39,19 @@ class TempDir {
   std::string path_;
 };
 
+// The counts of a (small) region bin by bin, zeros included: for comparisons in tests.
+inline std::vector<uint64_t> dense(const Region& r) {
+  std::vector<uint64_t> out(r.nbins());
+  r.for_each_bin([&](uint64_t i, uint64_t c, uint64_t) { out.at(i) = c; });
+  return out;
+}
+
+// Sets the counts of a region (which has its range) from a dense vector.
+inline void set_counts(Region& r, const std::vector<uint64_t>& counts) {
+  r.bins.clear();
+  for (uint64_t i = 0; i < counts.size(); ++i) r.add(i, counts[i]);
+}
+
 inline Region make_region(const std::string& path, uint64_t start, uint64_t size, uint32_t bin,
                           uint32_t width, uint64_t seed) {
   Region r;
@@ -51,10 +64,9 @@ inline Region make_region(const std::string& path, uint64_t start, uint64_t size
   r.file_offset = 0x1000;
   r.load_ns = 1000 + seed;
   const uint64_t nbins = (size + bin - 1) / bin;
-  r.counts.assign(nbins, 0);
   const uint64_t limit = width == 2 ? 0xffff : width == 4 ? 0xffffffffu : UINT64_MAX;
-  for (uint64_t i = 0; i < nbins; i += 3) r.counts[i] = (i * 7919 + seed) % 1000 + 1;
-  r.counts[nbins - 1] = limit;  // the largest value the width holds
+  for (uint64_t i = 0; i + 1 < nbins; i += 3) r.add(i, (i * 7919 + seed) % 1000 + 1);
+  r.add(nbins - 1, limit);  // the largest value the width holds
   return r;
 }
 
@@ -87,7 +99,7 @@ inline Profile sample_profile() {
   d.unload_ns = 99999;
   Region e = make_region("/usr/lib/libm.so.6", 0x7f2000000000, 40000, 8, 4, 5);
   Region f = make_region("/opt/big.so", 0x7f3000000000, 70000, 4, 8, 6);
-  f.counts[1] = 0x123456789abcdefull;
+  f.add(1, 0x123456789abcdefull);
   p.regions = {a, b, c, d, e, f};
   return p;
 }
@@ -146,12 +158,20 @@ inline void check_invariants(const Profile& p) {
     ASSERT_GT(r.bin_size, 0u);
     ASSERT_LT(r.start, r.end);
     const uint64_t span = r.end - r.start;
-    ASSERT_EQ(r.counts.size(), span / r.bin_size + (span % r.bin_size != 0));
+    ASSERT_EQ(r.nbins(), span / r.bin_size + (span % r.bin_size != 0));
+    for (size_t i = 0; i < r.bins.size(); ++i) {
+      ASSERT_LT(r.bins[i].index, r.nbins());
+      ASSERT_NE(r.bins[i].count, 0u);
+      ASSERT_LE(r.bins[i].system, r.bins[i].count);
+      if (i > 0) {
+        ASSERT_LT(r.bins[i - 1].index, r.bins[i].index);
+      }
+    }
     ASSERT_LE(r.path.size(), SPROF_PATH_MAX);
     ASSERT_LE(r.build_id.size(), SPROF_BUILD_ID_MAX);
     const uint64_t limit =
         r.counter_width == 8 ? UINT64_MAX : (uint64_t{1} << (8 * r.counter_width)) - 1;
-    for (uint64_t c : r.counts) ASSERT_LE(c, limit);
+    r.for_each_bin([&](uint64_t, uint64_t c, uint64_t) { ASSERT_LE(c, limit); });
   }
   (void)p.total_samples();
 }

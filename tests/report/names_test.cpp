@@ -409,8 +409,7 @@ TEST(Escaping, HostileCommandLineAndPath) {
   r.end = r.start + 4096;
   r.bin_size = 16;
   r.counter_width = 8;
-  r.counts.assign(256, 0);
-  r.counts[3] = 7;
+  r.add(3, 7);
   p.regions.push_back(r);
   std::string file = write(p, "hostile");
 

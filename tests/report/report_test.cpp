@@ -87,8 +87,7 @@ Fixture make_fixture() {
   vdso.start = 0x7fff00000000ull;
   vdso.end = vdso.start + 0x1000;
   vdso.bin_size = 16;
-  vdso.counts.assign(0x100, 0);
-  vdso.counts[3] = f.vdso_samples;
+  vdso.add(3, f.vdso_samples);
   f.p.regions.push_back(vdso);
 
   profile::Region gone = vdso;
@@ -96,8 +95,8 @@ Fixture make_fixture() {
   gone.flags = 0;
   gone.start = 0x7e0000000000ull;
   gone.end = gone.start + 0x1000;
-  gone.counts.assign(0x100, 0);
-  gone.counts[9] = f.gone_samples;
+  gone.bins.clear();
+  gone.add(9, f.gone_samples);
   f.p.regions.push_back(gone);
 
   f.p.overflow = f.overflow;
@@ -243,7 +242,7 @@ TEST(Report, BinSpanningTwoFunctionsIsSplitByBytes) {
   profile::Region r = testing::text_region(TESTPROG, bias, 8, SPROF_R_MAIN);
   uint64_t boundary = f2->addr + bias;
   r.start = boundary - 3 - ((boundary - 3 - r.start) / 8) * 8;
-  r.counts.assign((r.end - r.start + 7) / 8, 0);
+  r.bins.clear();
   testing::add_at(&r, boundary - 3, 800);
   p.regions.push_back(r);
   symbolize::Symbolizer sym;
@@ -446,47 +445,53 @@ TEST(Report, TextCsvAndFolded) {
   EXPECT_EQ(sum, fixture_total(f));
 }
 
-TEST(Report, GmonRecordsSplitLargeCounts) {
+// gprof's counters are 16-bit: a bin of 70000 makes every count halved (factor 2, rounded to
+// nearest), one record per region, and a warning says so; the size follows the text only.
+TEST(Report, GmonScalesLargeCounts) {
   auto fns = nm_functions(TESTPROG);
   const NmSymbol& s = fns["demo::Widget::spin(long)"];
   profile::Profile p = testing::base_profile(kTick);
   profile::Region r = testing::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
   testing::add_at(&r, prog_bias() + s.addr + s.size / 2, 70000);
+  testing::add_at(&r, prog_bias() + s.addr, 3);  // 1.5 rounds to 2
+  testing::add_at(&r, r.end - 1, 1);             // 0.5 rounds to 1 (half up)
   p.regions.push_back(r);
   std::string path = ::testing::TempDir() + "/report_gmon.out";
   std::string err;
-  ASSERT_TRUE(report::write_report(p, report::gmon_exporter(), {}, path, nullptr, &err)) << err;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(report::write_report(p, report::gmon_exporter(), {}, path, &warnings, &err)) << err;
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("divided by 2"), std::string::npos) << warnings[0];
   std::string g = testing::read_file(path);
   ASSERT_GE(g.size(), 20u);
   EXPECT_EQ(g.substr(0, 4), "gmon");
   int32_t version;
   std::memcpy(&version, g.data() + 4, 4);
   EXPECT_EQ(version, 1);
-  size_t rec = 1 + 8 + 8 + 4 + 4 + 15 + 1 + 2 * r.counts.size();
-  ASSERT_EQ(g.size(), 20 + 2 * rec);  // 70000 > 65535: two records
+  size_t rec = 1 + 8 + 8 + 4 + 4 + 15 + 1 + 2 * r.nbins();
+  ASSERT_EQ(g.size(), 20 + rec);  // one record, however large the counts
+  const char* h = g.data() + 20;
+  EXPECT_EQ(h[0], 0);  // GMON_TAG_TIME_HIST
+  uint64_t lo, hi;
+  uint32_t n, rate;
+  std::memcpy(&lo, h + 1, 8);
+  std::memcpy(&hi, h + 9, 8);
+  std::memcpy(&n, h + 17, 4);
+  std::memcpy(&rate, h + 21, 4);
+  EXPECT_EQ(lo, r.start - r.load_bias);
+  EXPECT_EQ(hi, lo + 4 * r.nbins());
+  EXPECT_EQ(n, r.nbins());
+  EXPECT_EQ(rate, 1000u);
+  EXPECT_EQ(std::string(h + 25, 7), "seconds");
+  EXPECT_EQ(h[40], 's');
+  std::vector<uint16_t> bins(n);
+  std::memcpy(bins.data(), h + 41, 2 * size_t{n});
+  r.for_each_bin([&](uint64_t i, uint64_t c, uint64_t) {
+    EXPECT_EQ(bins[i], c == 70000 ? 35000u : c == 3 ? 2u : 1u) << c;
+  });
   uint64_t sum = 0;
-  for (int k = 0; k < 2; ++k) {
-    const char* h = g.data() + 20 + k * rec;
-    EXPECT_EQ(h[0], 0);  // GMON_TAG_TIME_HIST
-    uint64_t lo, hi;
-    uint32_t n, rate;
-    std::memcpy(&lo, h + 1, 8);
-    std::memcpy(&hi, h + 9, 8);
-    std::memcpy(&n, h + 17, 4);
-    std::memcpy(&rate, h + 21, 4);
-    EXPECT_EQ(lo, r.start - r.load_bias);
-    EXPECT_EQ(hi, lo + 4 * r.counts.size());
-    EXPECT_EQ(n, r.counts.size());
-    EXPECT_EQ(rate, 1000u);
-    EXPECT_EQ(std::string(h + 25, 7), "seconds");
-    EXPECT_EQ(h[40], 's');
-    for (uint32_t i = 0; i < n; ++i) {
-      uint16_t c;
-      std::memcpy(&c, h + 41 + 2 * i, 2);
-      sum += c;
-    }
-  }
-  EXPECT_EQ(sum, 70000u);
+  for (uint16_t c : bins) sum += c;
+  EXPECT_EQ(sum, 35000u + 2 + 1);
   std::string none_err;
   profile::Profile empty = testing::base_profile(kTick);
   EXPECT_FALSE(report::write_report(empty, report::gmon_exporter(), {}, path, nullptr, &none_err));

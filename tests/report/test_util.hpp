@@ -109,7 +109,6 @@ inline profile::Region text_region(const std::string& path, uint64_t bias, uint3
   r.file_offset = seg.offset;
   r.bin_size = bin_size;
   r.counter_width = 8;
-  r.counts.assign((seg.memsz + bin_size - 1) / bin_size, 0);
   return r;
 }
 
@@ -117,7 +116,7 @@ inline profile::Region text_region(const std::string& path, uint64_t bias, uint3
 inline void add_at(profile::Region* r, uint64_t addr, uint64_t n) {
   ASSERT_GE(addr, r->start);
   ASSERT_LT(addr, r->end);
-  r->counts[(addr - r->start) / r->bin_size] += n;
+  r->add((addr - r->start) / r->bin_size, n);
 }
 
 // The bin containing `addr` lies entirely inside [lo, hi).

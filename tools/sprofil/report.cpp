@@ -25,6 +25,7 @@ struct ReportArgs {
   double min_percent = 0;
   bool inline_frames = false;
   bool full_names = false;
+  bool user_only = false;
 };
 
 // "sprofil: symbolizing 3/12 libc.so.6" on a terminal, erased when done.
@@ -48,6 +49,7 @@ int run_report(const ReportArgs& args) {
   opts.pids = args.pids;
   opts.comms = args.comms;
   opts.source = args.file;
+  opts.user_only = args.user_only;
   if (::isatty(STDERR_FILENO)) opts.progress = show_progress;
   profile::Profile p;
   std::string err;
@@ -80,6 +82,9 @@ Run setup_report(CLI::App& sub) {
   sub.add_flag("--full-names", args->full_names,
                "Text: keep the parameter lists and template arguments of long C++ names (JSON/CSV "
                "always do)");
+  sub.add_flag("--user-only", args->user_only,
+               "Shares of user time only: leave out the kernel time the profile records per "
+               "row (compare with perf record -e cpu-clock:u)");
   sub.add_option("--limit", args->limit, "Show at most N rows (0 = all)");
   sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent");
   sub.add_option("--object", args->object, "Only rows of objects whose file name contains NAME");
