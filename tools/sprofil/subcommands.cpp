@@ -9,6 +9,10 @@ std::span<const Subcommand> subcommands() {
       {"report", "Print or export a report of a .sprof profile", setup_report},
       {"merge", "Sum profiles of the same program (runs, fork children) into one file",
        setup_merge},
+      {"fetch", "Copy a live snapshot of a running program to a .sprof file", setup_fetch},
+      {"gperf", "Report a running program live, or receive its osProfileFlush (--serve)",
+       setup_gperf},
+      {"list", "List the running processes of this user that serve live profiles", setup_list},
   };
   return kAll;
 }

@@ -23,5 +23,8 @@ std::span<const Subcommand> subcommands();
 Run setup_record(CLI::App& sub);
 Run setup_report(CLI::App& sub);
 Run setup_merge(CLI::App& sub);
+Run setup_fetch(CLI::App& sub);
+Run setup_gperf(CLI::App& sub);
+Run setup_list(CLI::App& sub);
 
 }  // namespace sprofil::tool
