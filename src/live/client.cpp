@@ -109,8 +109,11 @@ bool fetch_image(const std::string& socket, std::vector<uint8_t>* image, std::st
   req.version = kVersion;
   req.op_or_status = kOpSnapshot;
   Message ans{};
-  bool ok = io(fd, &req, sizeof req, true, deadline, error) &&
-            io(fd, &ans, sizeof ans, false, deadline, error);
+  // A refusal is answered before the request is read: read the answer even if sending failed.
+  std::string send_error;
+  const bool sent = io(fd, &req, sizeof req, true, deadline, &send_error);
+  bool ok = io(fd, &ans, sizeof ans, false, deadline, error);
+  if (!ok && !sent) *error = send_error;
   if (ok && std::memcmp(ans.magic, kAnswerMagic, 4) != 0) {
     *error = "not a sprofil live answer";
     ok = false;
