@@ -256,6 +256,27 @@ TEST_F(Live, AgentCountsGrowWhileItRuns) {
   EXPECT_GT(total(fin), 0u);
 }
 
+// fork: the child serves its own counts on its own socket; the parent's stays the parent's.
+TEST_F(Live, ForkedChildServesItsOwn) {
+  Proc p = spawn({kProg, "n64fork", "3"}, env_);
+  const int child = wait_ready(p);
+  ASSERT_GT(child, 0);
+  const int parent = p.pid;
+  ASSERT_TRUE(wait_exists(sock(child)));
+  profile::Profile c, par;
+  std::string err;
+  ASSERT_TRUE(live::fetch_profile(sock(child), &c, &err)) << err;
+  EXPECT_EQ(c.pid, child);
+  EXPECT_EQ(c.ppid, parent);
+  ASSERT_TRUE(live::fetch_profile(sock(parent), &par, &err)) << err;
+  EXPECT_EQ(par.pid, parent);
+  finish(&p);
+  EXPECT_EQ(p.status, 0) << p.stderr_text;
+  EXPECT_NE(p.stdout_text.find("child done\ndone\n"), std::string::npos) << p.stdout_text;
+  EXPECT_NE(access(sock(child).c_str(), F_OK), 0);
+  EXPECT_NE(access(sock(parent).c_str(), F_OK), 0);
+}
+
 // Flush with `sprofil gperf --serve` running: the file arrives and holds exactly the counters
 // the program's own snapshot (osProfileFlushSnapshot) holds.
 TEST_F(Live, N64FlushWithServer) {

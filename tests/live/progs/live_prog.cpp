@@ -3,8 +3,11 @@
 //   live_prog n64 SECONDS        the N64 face: osProfileInit/Start over burn()'s text
 //   live_prog api SECONDS        the modern API session over this program, sprofil_live_serve
 //   live_prog plain SECONDS      no profiling calls (run it under `sprofil record --live`)
+//   live_prog n64fork SECONDS    the N64 face, then fork: the child prints "ready CHILD PARENT"
+//                                and burns; the parent waits for it
 //   live_prog n64flush           N64: profile 0.5 s, Stop, then one osProfileFlush, and print
 //                                "flush err=E us=T sum=S" (S: the counters' sum the snapshot has)
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +59,24 @@ int main(int argc, char** argv) {
     printf("ready %d\n", getpid());
     fflush(stdout);
     burn(seconds);
+    osProfileStop();
+  } else if (strcmp(mode, "n64fork") == 0) {
+    OSProf p = segment();
+    osProfileInit(&p, 1);
+    osProfileStart(1000);
+    if (osProfileLastError()) return 3;
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child < 0) return 4;
+    if (child == 0) {
+      printf("ready %d %d\n", getpid(), getppid());
+      fflush(stdout);
+      burn(seconds);
+      printf("child done\n");
+      return 0;
+    }
+    int st = 0;
+    if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 5;
     osProfileStop();
   } else if (strcmp(mode, "api") == 0) {
     sprofil_session* s = sprofil_create(nullptr);
