@@ -458,4 +458,56 @@ TEST_F(Live, HundredConcurrentFetches) {
   EXPECT_EQ(p.status, 0) << p.stderr_text;
 }
 
+// `sprofil top` with stdout not a terminal: one block per interval, burn() on top; it ends by
+// itself when the program exits.
+TEST_F(Live, TopPlainBlocksAndEndsWithTheProgram) {
+  Proc p = spawn({kProg, "api", "2.5"}, env_);
+  const int pid = wait_ready(p);
+  ASSERT_GT(pid, 0);
+  const Proc t = run({kTool, "top", std::to_string(pid), "-i", "0.5", "--limit", "3"}, env_);
+  finish(&p);
+  EXPECT_EQ(p.status, 0);
+  EXPECT_EQ(t.status, 0) << t.stderr_text;
+  size_t blocks = 0, burns = 0;
+  for (size_t at = 0; (at = t.stdout_text.find("sprofil top: pid ", at)) != std::string::npos; ++at)
+    ++blocks;
+  for (size_t at = 0; (at = t.stdout_text.find("burn(double)", at)) != std::string::npos; ++at)
+    ++burns;
+  EXPECT_GE(blocks, 3u) << t.stdout_text;  // ~4 intervals of 0.5 s in 2.5 s, and the end
+  EXPECT_GE(burns, 2u) << t.stdout_text;
+  EXPECT_NE(t.stdout_text.find("is gone"), std::string::npos) << t.stdout_text;
+}
+
+// `sprofil top` in a real terminal (tmux): it draws the view, and q quits it.
+TEST_F(Live, TopInATerminalQuitsOnQ) {
+  if (access("/usr/bin/tmux", X_OK) != 0) GTEST_SKIP() << "no tmux";
+  Proc p = spawn({kProg, "api", "5"}, env_);
+  const int pid = wait_ready(p);
+  ASSERT_GT(pid, 0);
+  const std::string server = "sprofil_live_" + std::to_string(getpid());
+  Env env = env_;
+  env.emplace_back("TERM", "xterm");
+  const Proc started = run({"tmux", "-L", server, "new-session", "-d", "-s", "top", "-x", "160",
+                            "-y", "40", kTool + " top " + sock(pid) + " -i 0.3"},
+                           env);
+  ASSERT_EQ(started.status, 0) << started.stderr_text;
+  std::string screen;
+  for (int i = 0; i < 100 && screen.find("burn(double)") == std::string::npos; ++i) {  // 10 s
+    usleep(100000);
+    screen = run({"tmux", "-L", server, "capture-pane", "-p", "-t", "top"}, env).stdout_text;
+  }
+  EXPECT_NE(screen.find("[q quit, p pause, s sort]"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("burn(double)"), std::string::npos) << screen;
+  run({"tmux", "-L", server, "send-keys", "-t", "top", "q"}, env);
+  bool ended = false;
+  for (int i = 0; i < 50 && !ended; ++i) {  // 5 s
+    usleep(100000);
+    ended = run({"tmux", "-L", server, "has-session", "-t", "top"}, env).status != 0;
+  }
+  EXPECT_TRUE(ended) << "top did not quit on q";
+  run({"tmux", "-L", server, "kill-server"}, env);
+  finish(&p);
+  EXPECT_EQ(p.status, 0) << p.stderr_text;
+}
+
 }  // namespace

@@ -12,6 +12,7 @@ std::span<const Subcommand> subcommands() {
       {"fetch", "Copy a live snapshot of a running program to a .sprof file", setup_fetch},
       {"gperf", "Report a running program live, or receive its osProfileFlush (--serve)",
        setup_gperf},
+      {"top", "A live view of a running program's hottest functions, like perf top", setup_top},
       {"list", "List the running processes of this user that serve live profiles", setup_list},
   };
   return kAll;

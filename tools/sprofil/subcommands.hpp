@@ -26,5 +26,6 @@ Run setup_merge(CLI::App& sub);
 Run setup_fetch(CLI::App& sub);
 Run setup_gperf(CLI::App& sub);
 Run setup_list(CLI::App& sub);
+Run setup_top(CLI::App& sub);
 
 }  // namespace sprofil::tool
