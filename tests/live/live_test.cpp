@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -254,6 +255,25 @@ TEST_F(Live, AgentCountsGrowWhileItRuns) {
   std::string err;
   ASSERT_TRUE(profile::read_profile(dir_ / "run.sprof", &fin, &err)) << err;
   EXPECT_GT(total(fin), 0u);
+  // The last snapshot's share of the program's own code agrees with the final profile's:
+  // their 95% Wilson intervals overlap.
+  profile::Profile last;
+  ASSERT_TRUE(profile::read_profile(dir_ / "s2.sprof", &last, &err)) << err;
+  auto share = [](const profile::Profile& q) {
+    double x = 0;
+    for (const auto& r : q.regions)
+      if (r.path.find("live_prog") != std::string::npos) x += static_cast<double>(r.total());
+    const double n = static_cast<double>(q.total_samples()), z = 1.959963984540054;
+    const double ph = x / n, den = 1 + z * z / n;
+    const double mid = (ph + z * z / (2 * n)) / den;
+    const double half = z * std::sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / den;
+    return std::pair<double, double>{mid - half, mid + half};
+  };
+  const auto [lo1, hi1] = share(last);
+  const auto [lo2, hi2] = share(fin);
+  EXPECT_TRUE(lo1 <= hi2 && lo2 <= hi1)
+      << "snapshot [" << lo1 << ", " << hi1 << "] final [" << lo2 << ", " << hi2 << "]";
+  EXPECT_GT(lo2, 0.5);  // burn() dominates
 }
 
 // fork: the child serves its own counts on its own socket; the parent's stays the parent's.
