@@ -1,6 +1,7 @@
 // The live I/O service (live.hpp, docs/live.md).
 #include "live/live.hpp"
 
+#include <dirent.h>
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -349,8 +350,37 @@ void serve_client(int fd) {
   image_free(&im);
 }
 
+char g_dir[sizeof(sockaddr_un::sun_path)];  // the per-user directory (set by launch)
+
+// Removes the sockets of processes that are gone (killed, or ended with _exit: no atexit),
+// so the directory does not fill with them: only "<digits>.sock" sockets of ours whose pid
+// no longer exists. Bounded: at most 4096 entries looked at.
+void sweep_stale() {
+  const int dfd = open(g_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return;
+  DIR* d = fdopendir(dfd);
+  if (!d) {
+    close(dfd);
+    return;
+  }
+  int seen = 0;
+  while (dirent* e = readdir(d)) {
+    if (++seen > 4096) break;
+    char* end = nullptr;
+    const long pid = strtol(e->d_name, &end, 10);
+    if (pid <= 0 || end == e->d_name || strcmp(end, ".sock") != 0) continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    struct stat st;
+    if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&
+        st.st_uid == geteuid())
+      unlinkat(dfd, e->d_name, 0);
+  }
+  closedir(d);
+}
+
 void* io_thread(void* arg) {
   const int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
+  sweep_stale();
   for (;;) {
     const int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
@@ -375,6 +405,7 @@ void remove_socket() {
 int launch() {
   char dir[sizeof g_sock_path];
   if (!user_dir(dir, sizeof dir)) return errno;
+  memcpy(g_dir, dir, sizeof g_dir);
   char path[sizeof g_sock_path];
   const int len = snprintf(path, sizeof path, "%s/%d.sock", dir, static_cast<int>(getpid()));
   if (len < 0 || static_cast<size_t>(len) >= sizeof path) return ENAMETOOLONG;

@@ -297,6 +297,25 @@ TEST_F(Live, ForkedChildServesItsOwn) {
   EXPECT_NE(access(sock(parent).c_str(), F_OK), 0);
 }
 
+// Sockets of processes that are gone (here: a pid that cannot exist) are removed when a
+// process starts the service; other files are left alone.
+TEST_F(Live, StaleSocketsAreSwept) {
+  ASSERT_EQ(mkdir((dir_ / "sprofil").c_str(), 0700), 0);
+  const std::string stale = dir_ / "sprofil/99999999.sock";
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, stale.c_str(), sizeof a.sun_path - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  close(fd);
+  const std::string other = dir_ / "sprofil/99999999.txt";
+  close(open(other.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  const Proc p = run({kProg, "n64", "0.5"}, env_);
+  EXPECT_EQ(p.status, 0);
+  EXPECT_NE(access(stale.c_str(), F_OK), 0);
+  EXPECT_EQ(access(other.c_str(), F_OK), 0);
+}
+
 // Flush with `sprofil gperf --serve` running: the file arrives and holds exactly the counters
 // the program's own snapshot (osProfileFlushSnapshot) holds.
 TEST_F(Live, N64FlushWithServer) {
