@@ -20,7 +20,7 @@ _sprofil() {
   done
   COMPREPLY=()
   if [[ -z $sub ]]; then
-    _sprofil_reply -W "record report merge -h --help" -- "$cur"
+    _sprofil_reply -W "record report merge fetch gperf top list -h --help" -- "$cur"
     return 0
   fi
   case $sub in
@@ -56,7 +56,7 @@ _sprofil() {
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         *)
           if [[ $cur == -* ]]; then
-            _sprofil_reply -W "-F --frequency --clock -o --output -h --help --" -- "$cur"
+            _sprofil_reply -W "-F --frequency --clock --live -o --output -h --help --" -- "$cur"
           else
             mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
           fi

@@ -67,6 +67,12 @@ int sprofil_reset(sprofil_session* s); /* zero the counts */
 sprofil_snapshot* sprofil_snapshot_take(sprofil_session* s);
 void sprofil_snapshot_free(sprofil_snapshot* snap);
 
+/* Live profiles (docs/live.md), opt-in: serves the session's counts to `sprofil fetch PID`,
+ * `sprofil gperf PID` and `sprofil top PID` while the program runs, through an I/O thread and
+ * a Unix-domain socket of this process (same user or root only). NULL stops serving; a
+ * destroyed session is no longer served. One session is served at a time (the last). */
+int sprofil_live_serve(sprofil_session* s);
+
 #pragma GCC visibility pop
 #ifdef __cplusplus
 }

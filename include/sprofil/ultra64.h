@@ -37,6 +37,9 @@ typedef struct {
 #define ERR_OSPROFILEINIT_OVL 10   /* segments overlap (the seed's BUGS wish) */
 #define ERR_OSPROFILESTART_INIT 11 /* osProfileInit has not been called */
 #define ERR_OSPROFILESTART_SYS 12  /* the system refused the timer (see errno) */
+/* osProfileFlush: no host tool in server mode took the snapshot (none runs, or it did not
+ * read it within a second); returned at once, the counters are unchanged (docs/live.md). */
+#define ERR_OSPROFILEFLUSH_HOST 13
 
 /* osProfileInitEx flag: histo_base points at u32 counters (the seed's BUGS wish). */
 #define OS_PROFILE_U32 0x1u
@@ -45,6 +48,8 @@ void osProfileInit(OSProf* profp, u32 profcnt);
 void osProfileInitEx(OSProf* profp, u32 profcnt, u32 flags);
 void osProfileStart(u32 microseconds);
 void osProfileStop(void);
+/* Takes a snapshot (osProfileFlushSnapshot) and sends it to `sprofil gperf --serve`, found at
+ * $SPROFIL_GPERF_SOCKET or in the per-user directory (docs/live.md). */
 void osProfileFlush(void);
 
 int osProfileLastError(void);

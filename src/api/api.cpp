@@ -15,6 +15,7 @@
 #include "api/version.h"
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
+#include "live/live.hpp"
 #include "sprofil/sprofil.h"
 #include "util/elfsym.hpp"
 #include "util/mutex.hpp"
@@ -203,6 +204,7 @@ sprofil_session* sprofil_create(const sprofil_options* opt) {
 
 void sprofil_destroy(sprofil_session* s) {
   if (!s) return;
+  sprofil_live_session_gone(s);  // src/live: never served after this
   sprofil_stop(s);
   for (size_t i = 0; i < s->n; ++i) munmap(s->regs[i].mem, s->regs[i].mem_bytes);
   free(s->regs);

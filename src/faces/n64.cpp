@@ -1,12 +1,16 @@
 // Nintendo 64 libultra osProfile*: seed 004. Rules and tests: docs/faces.md, "Nintendo 64".
-// The I/O thread that serves the host tool comes with the live-profile issue; here Flush
-// takes a consistent snapshot that is safe at any time.
+// osProfileInit starts the I/O thread (src/live, docs/live.md) that serves the current
+// histograms to `sprofil gperf PID`; osProfileFlush takes a consistent snapshot (kept for
+// osProfileFlushSnapshot) and pushes it to `sprofil gperf --serve`, never blocking when no
+// server runs (ERR_OSPROFILEFLUSH_HOST). The live service is called without FaceLock held
+// (its source takes FaceLock on the I/O thread).
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "faces/common.hpp"
+#include "live/live.hpp"
 #include "sprofil/ultra64.h"
 
 using namespace sprofil;
@@ -29,7 +33,9 @@ Segment* g_segs = nullptr;
 u32 g_nsegs = 0;
 void* g_snapshot = nullptr;  // counters copied by Flush, segment after segment
 u32 g_flushes = 0;
-u32 g_overflow = 0;  // the internal 32-bit overflow counter (updated by the handler)
+u32 g_overflow = 0;            // the internal 32-bit overflow counter (updated by the handler)
+uint64_t g_tick_ns = 1000000;  // the last osProfileStart period
+uint32_t g_clock = 0;          // its clock (sprof_clock)
 
 void set_error(int e) {
   g_last_error = e;
@@ -41,10 +47,64 @@ size_t counters_bytes(const Segment* s, u32 n, u32 width) {
   return b;
 }
 
+// Copies the counters of every segment (read atomically, as the handler writes them) into
+// `dst`, segment after segment.
+void copy_counters(unsigned char* dst) {
+  for (u32 i = 0; i < g_nsegs; ++i) {
+    const size_t bytes = static_cast<size_t>(g_segs[i].histo_size) * g_width;
+    for (size_t k = 0; k < g_segs[i].histo_size; ++k) {
+      if (g_width == 2) {
+        const u16 v = std::atomic_ref<u16>(static_cast<u16*>(g_segs[i].histo)[k]).load();
+        memcpy(dst + k * 2, &v, 2);
+      } else {
+        const u32 v = std::atomic_ref<u32>(static_cast<u32*>(g_segs[i].histo)[k]).load();
+        memcpy(dst + k * 4, &v, 4);
+      }
+    }
+    dst += bytes;
+  }
+}
+
+// A .sprof image of `counters` (laid out as copy_counters does). FaceLock held. Each segment
+// is one region [text_start, text_end + 4) of one counter per 32-bit word; the counters past
+// the last word (histo_size may be larger) are not part of it.
+bool build_image(const unsigned char* counters, live::Image* im) {
+  size_t total = SPROF_PAGE;
+  for (u32 i = 0; i < g_nsegs; ++i)
+    total += live::record_bytes((g_segs[i].end - g_segs[i].start) / 4 + 1, g_width);
+  const u32 overflow = std::atomic_ref<u32>(g_overflow).load();
+  if (!live::image_begin(im, total, g_clock, g_tick_ns, overflow, 0, 0)) return false;
+  for (u32 i = 0; i < g_nsegs; ++i) {
+    const Segment& s = g_segs[i];
+    uint8_t* dst = live::image_region(im, s.start, s.end + 4, 4, g_width);
+    if (!dst) return live::image_free(im), false;
+    memcpy(dst, counters, ((s.end - s.start) / 4 + 1) * g_width);
+    counters += static_cast<size_t>(s.histo_size) * g_width;
+  }
+  return true;
+}
+
+// The live source: the counters as they are now (the I/O thread, any time after Init).
+bool live_source(void*, live::Image* out) {
+  unsigned char* tmp = nullptr;
+  {
+    faces::FaceLock lock;
+    if (!g_init) return false;
+    tmp = static_cast<unsigned char*>(malloc(counters_bytes(g_segs, g_nsegs, g_width)));
+    if (!tmp) return false;
+    copy_counters(tmp);
+    const bool ok = build_image(tmp, out);
+    free(tmp);
+    if (!ok) return false;
+  }
+  live::image_finish(out);
+  return true;
+}
+
 }  // namespace
 
-extern "C" void osProfileInitEx(OSProf* profp, u32 profcnt, u32 flags) {
-  faces::FaceLock lock;
+namespace {
+void init_locked(OSProf* profp, u32 profcnt, u32 flags) {
   if (g_running) return set_error(ERR_OSPROFILEINIT_STR);
   if (profcnt == 0 || profcnt > PROF_MAX_SEGMENTS || (flags & ~OS_PROFILE_U32) || !profp ||
       !util::mapped(profp, profcnt * sizeof(OSProf), false))
@@ -94,6 +154,19 @@ extern "C" void osProfileInitEx(OSProf* profp, u32 profcnt, u32 flags) {
   g_init = true;
   set_error(0);
 }
+}  // namespace
+
+extern "C" void osProfileInitEx(OSProf* profp, u32 profcnt, u32 flags) {
+  bool ok;
+  {
+    faces::FaceLock lock;
+    init_locked(profp, profcnt, flags);
+    ok = g_init && g_last_error == 0;
+  }
+  // The I/O thread (once per process; the errors of the service do not fail Init: the
+  // program's profile works without it).
+  if (ok) live::start(live_source, nullptr);
+}
 
 extern "C" void osProfileInit(OSProf* profp, u32 profcnt) {
   osProfileInitEx(profp, profcnt, 0);
@@ -126,6 +199,8 @@ extern "C" void osProfileStart(u32 microseconds) {
   const engine::Counters overflow{&g_overflow, 1, 4, engine::Policy::kSaturate, 0};
   rt::ClockRequest clock = faces::default_clock();
   clock.interval_ns = uint64_t{microseconds} * 1000u;
+  g_tick_ns = clock.interval_ns;
+  g_clock = static_cast<uint32_t>(clock.kind);
   const int e = faces::apply(faces::Owner::kN64, regs, g_nsegs, &overflow, clock);
   free(regs);
   if (e) return set_error(ERR_OSPROFILESTART_SYS);
@@ -143,25 +218,28 @@ extern "C" void osProfileStop(void) {
 }
 
 extern "C" void osProfileFlush(void) {
-  faces::FaceLock lock;
-  set_error(0);
-  if (!g_init) return;  // nothing to send yet: safe, and a no-op
-  auto* dst = static_cast<unsigned char*>(g_snapshot);
-  for (u32 i = 0; i < g_nsegs; ++i) {
-    const size_t bytes = static_cast<size_t>(g_segs[i].histo_size) * g_width;
-    // Counters are updated by the handler with atomic operations: read them the same way.
-    for (size_t k = 0; k < g_segs[i].histo_size; ++k) {
-      if (g_width == 2) {
-        const u16 v = std::atomic_ref<u16>(static_cast<u16*>(g_segs[i].histo)[k]).load();
-        memcpy(dst + k * 2, &v, 2);
-      } else {
-        const u32 v = std::atomic_ref<u32>(static_cast<u32*>(g_segs[i].histo)[k]).load();
-        memcpy(dst + k * 4, &v, 4);
-      }
+  live::Image im;
+  {
+    faces::FaceLock lock;
+    set_error(0);
+    if (!g_init) return;  // nothing to send yet: safe, and a no-op
+    copy_counters(static_cast<unsigned char*>(g_snapshot));
+    ++g_flushes;
+    if (!build_image(static_cast<unsigned char*>(g_snapshot), &im)) {
+      set_error(ERR_OSPROFILEFLUSH_HOST);
+      return;
     }
-    dst += bytes;
   }
-  ++g_flushes;
+  // To the host tool in server mode, outside the lock: a non-blocking connect (no server:
+  // back at once), at most kPushMs to hand it over, never SIGPIPE.
+  constexpr int kPushMs = 1000;
+  live::image_finish(&im);
+  const int e = live::push(im, kPushMs);
+  live::image_free(&im);
+  if (e) {
+    faces::FaceLock lock;
+    set_error(ERR_OSPROFILEFLUSH_HOST);
+  }
 }
 
 extern "C" int osProfileLastError(void) {

@@ -247,4 +247,29 @@ uint64_t uncovered_cpu_ns(const Profile& p) {
   return p.run_cpu_ns > covered ? p.run_cpu_ns - covered : 0;
 }
 
+Profile delta(const Profile& before, const Profile& after) {
+  auto minus = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
+  Profile d = after;
+  d.overflow = minus(after.overflow, before.overflow);
+  d.delivered = minus(after.delivered, before.delivered);
+  d.lost = minus(after.lost, before.lost);
+  d.cpu_ns = minus(after.cpu_ns, before.cpu_ns);
+  for (Region& r : d.regions)
+    for (const Region& o : before.regions)
+      if (o.start == r.start && o.end == r.end && o.path == r.path && o.bin_size == r.bin_size &&
+          o.process == r.process) {
+        r.subtract(o);
+        break;
+      }
+  for (size_t k = 0; k < d.processes.size() && k < before.processes.size(); ++k) {
+    Process& p = d.processes[k];
+    const Process& b = before.processes[k];
+    p.overflow = minus(p.overflow, b.overflow);
+    p.delivered = minus(p.delivered, b.delivered);
+    p.lost = minus(p.lost, b.lost);
+    p.cpu_ns = minus(p.cpu_ns, b.cpu_ns);
+  }
+  return d;
+}
+
 }  // namespace sprofil::profile

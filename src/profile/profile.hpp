@@ -128,6 +128,11 @@ Profile process_image(const Profile& p, size_t process);
 // Combines single-process profiles into a run profile: processes in the given order (the first
 // is the root), regions tagged with their process, top-level fields as described above.
 Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names);
+// The samples of `after` not already in `before`, two snapshots of one running program: bins,
+// tallies and CPU time subtracted (never below zero); regions are matched by range, path and
+// bin size, and a region new in `after` counts whole. Used for live windows (serve, top).
+Profile delta(const Profile& before, const Profile& after);
+
 // The CPU time no sample covers: run_cpu_ns minus the processes' cpu_ns (0 if unknown).
 uint64_t uncovered_cpu_ns(const Profile& p);
 

@@ -28,10 +28,6 @@ uint64_t now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-uint64_t minus(uint64_t a, uint64_t b) {
-  return a > b ? a - b : 0;
-}
-
 // Go's serveError: plain text, X-Go-Pprof, no Content-Disposition.
 void error_reply(httplib::Response& res, int status, const std::string& text) {
   res.status = status;
@@ -102,30 +98,6 @@ int32_t parse_pid(const std::string& s) {
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
-}
-
-Profile delta(const Profile& before, const Profile& after) {
-  Profile d = after;
-  d.overflow = minus(after.overflow, before.overflow);
-  d.delivered = minus(after.delivered, before.delivered);
-  d.lost = minus(after.lost, before.lost);
-  d.cpu_ns = minus(after.cpu_ns, before.cpu_ns);
-  std::map<std::pair<uint64_t, std::string>, const Region*> old;
-  for (const Region& r : before.regions) old[{r.start, r.path}] = &r;
-  for (Region& r : d.regions) {
-    auto it = old.find({r.start, r.path});
-    if (it == old.end() || it->second->bin_size != r.bin_size) continue;
-    r.subtract(*it->second);
-  }
-  for (size_t k = 0; k < d.processes.size() && k < before.processes.size(); ++k) {
-    profile::Process& p = d.processes[k];
-    const profile::Process& b = before.processes[k];
-    p.overflow = minus(p.overflow, b.overflow);
-    p.delivered = minus(p.delivered, b.delivered);
-    p.lost = minus(p.lost, b.lost);
-    p.cpu_ns = minus(p.cpu_ns, b.cpu_ns);
-  }
-  return d;
 }
 
 struct Server::Impl {
@@ -228,7 +200,7 @@ struct Server::Impl {
         notes += "process " + std::to_string(t.pid) + " ended during the window (" +
                  (t.why.empty() ? std::string("exited") : t.why) +
                  "): its samples up to its last snapshot; ";
-      parts.push_back(delta(t.first, t.last));
+      parts.push_back(profile::delta(t.first, t.last));
       names.push_back("." + std::to_string(t.pid));
     }
     Profile p = parts.size() == 1 ? std::move(parts.front())

@@ -32,6 +32,9 @@ class Source {
   virtual bool snapshot(int32_t pid, profile::Profile* out, bool* exited, std::string* error) = 0;
 };
 
+// The live transport's processes (live_source.cpp).
+std::unique_ptr<Source> live_source();
+
 struct Options {
   std::string host = "127.0.0.1";
   int port = 6060;            // 0 = any free port (Server::port() tells which)
@@ -46,10 +49,6 @@ struct Options {
 
 // Whether host names a loopback address (127.0.0.0/8, ::1, localhost).
 bool is_loopback(const std::string& host);
-
-// The CPU samples of `after` not already in `before` (two snapshots of one process): counts,
-// tallies and CPU time subtracted (never below zero), time = before's end .. after's end.
-profile::Profile delta(const profile::Profile& before, const profile::Profile& after);
 
 class Server {
  public:

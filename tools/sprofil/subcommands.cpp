@@ -13,6 +13,13 @@ std::span<const Subcommand> subcommands() {
        setup_diff},
       {"annotate", "Source lines and disassembly of the hottest functions, with their samples",
        setup_annotate},
+      {"fetch", "Copy a live snapshot of a running program to a .sprof file", setup_fetch},
+      {"gperf", "Report a running program live, or receive its osProfileFlush (--serve)",
+       setup_gperf},
+      {"top", "A live view of a running program's hottest functions, like perf top", setup_top},
+      {"list", "List the running processes of this user that serve live profiles", setup_list},
+      {"serve", "Serve this user's live profiles over HTTP as Go's net/http/pprof does",
+       setup_serve},
   };
   return kAll;
 }

@@ -25,5 +25,10 @@ Run setup_report(CLI::App& sub);
 Run setup_merge(CLI::App& sub);
 Run setup_diff(CLI::App& sub);
 Run setup_annotate(CLI::App& sub);
+Run setup_fetch(CLI::App& sub);
+Run setup_gperf(CLI::App& sub);
+Run setup_list(CLI::App& sub);
+Run setup_top(CLI::App& sub);
+Run setup_serve(CLI::App& sub);
 
 }  // namespace sprofil::tool

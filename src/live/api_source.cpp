@@ -1,0 +1,66 @@
+// The modern API's live source: sprofil_live_serve(session) (include/sprofil/sprofil.h).
+#include <pthread.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "live/live.hpp"
+#include "sprofil/sprofil.h"
+
+using namespace sprofil;
+
+namespace {
+
+pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  // orders serving against sprofil_destroy
+sprofil_session* g_session = nullptr;
+
+bool api_source(void*, live::Image* out) {
+  pthread_mutex_lock(&g_mu);
+  sprofil_snapshot* snap = g_session ? sprofil_snapshot_take(g_session) : nullptr;
+  pthread_mutex_unlock(&g_mu);
+  if (!snap) return false;
+  size_t total = SPROF_PAGE;
+  for (size_t i = 0; i < snap->nregions; ++i)
+    total += live::record_bytes(snap->regions[i].nbins, 8);
+  bool ok = live::image_begin(out, total, SPROF_CLOCK_CPU, snap->tick_ns, snap->outside,
+                              snap->delivered, snap->lost);
+  for (size_t i = 0; ok && i < snap->nregions; ++i) {
+    const sprofil_region_counts& r = snap->regions[i];
+    uint8_t* dst = live::image_region(out, r.lo, r.hi, r.bin_bytes, 8);
+    if (!dst) {
+      live::image_free(out);
+      ok = false;
+      break;
+    }
+    memcpy(dst, r.counts, r.nbins * 8);  // little-endian hosts (x86-64, aarch64)
+  }
+  sprofil_snapshot_free(snap);
+  if (ok) live::image_finish(out);
+  return ok;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int sprofil_live_serve(sprofil_session* s) {
+  pthread_mutex_lock(&g_mu);
+  g_session = s;
+  pthread_mutex_unlock(&g_mu);
+  if (!s) {
+    live::forget(api_source, nullptr);
+    return 0;
+  }
+  if (int e = live::start(api_source, nullptr)) {
+    pthread_mutex_lock(&g_mu);
+    g_session = nullptr;
+    pthread_mutex_unlock(&g_mu);
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+extern "C" void sprofil_live_session_gone(sprofil_session* s) {
+  pthread_mutex_lock(&g_mu);
+  if (g_session == s) g_session = nullptr;
+  pthread_mutex_unlock(&g_mu);
+}

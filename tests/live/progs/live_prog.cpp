@@ -1,0 +1,115 @@
+// A program to look at while it runs (tests/live). Burns CPU in burn() for SECONDS of wall
+// time (bounded: it stops then whatever happens) and prints a line when the live service is up.
+//   live_prog n64 SECONDS        the N64 face: osProfileInit/Start over burn()'s text
+//   live_prog api SECONDS        the modern API session over this program, sprofil_live_serve
+//   live_prog plain SECONDS      no profiling calls (run it under `sprofil record --live`)
+//   live_prog n64fork SECONDS    the N64 face, then fork: the child prints "ready CHILD PARENT"
+//                                and burns; the parent waits for it
+//   live_prog n64flush           N64: profile 0.5 s, Stop, then one osProfileFlush, and print
+//                                "flush err=E us=T sum=S" (S: the counters' sum the snapshot has)
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "sprofil/sprofil.h"
+#include "sprofil/ultra64.h"
+
+namespace {
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+volatile unsigned long g_sink;
+
+__attribute__((noinline)) void burn(double seconds) {
+  const double end = now_s() + seconds;
+  unsigned long x = 1;
+  while (now_s() < end)
+    for (int i = 0; i < 100000; ++i) x = x * 6364136223846793005ul + 1442695040888963407ul;
+  g_sink = x;
+}
+
+constexpr u32 kWords = 16384;  // 64 KiB of text from burn()'s page
+alignas(4) u16 g_histo[kWords];
+
+OSProf segment() {
+  const auto lo = reinterpret_cast<uintptr_t>(&burn) & ~uintptr_t{4095};
+  return OSProf{g_histo, kWords, reinterpret_cast<u32*>(lo),
+                reinterpret_cast<u32*>(lo + 4 * (kWords - 1))};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const char* mode = argv[1];
+  const double seconds = argc > 2 ? atof(argv[2]) : 1;
+  if (strcmp(mode, "n64") == 0) {
+    OSProf p = segment();
+    osProfileInit(&p, 1);
+    osProfileStart(1000);
+    if (osProfileLastError()) return 3;
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    burn(seconds);
+    osProfileStop();
+  } else if (strcmp(mode, "n64fork") == 0) {
+    OSProf p = segment();
+    osProfileInit(&p, 1);
+    osProfileStart(1000);
+    if (osProfileLastError()) return 3;
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child < 0) return 4;
+    if (child == 0) {
+      printf("ready %d %d\n", getpid(), getppid());
+      fflush(stdout);
+      burn(seconds);
+      printf("child done\n");
+      return 0;
+    }
+    int st = 0;
+    if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 5;
+    osProfileStop();
+  } else if (strcmp(mode, "api") == 0) {
+    sprofil_session* s = sprofil_create(nullptr);
+    if (!s || sprofil_add_object(s, reinterpret_cast<const void*>(&burn)) != 0 ||
+        sprofil_start(s) != 0 || sprofil_live_serve(s) != 0)
+      return 3;
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    burn(seconds);
+    sprofil_stop(s);
+    sprofil_destroy(s);
+  } else if (strcmp(mode, "plain") == 0) {
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    burn(seconds);
+  } else if (strcmp(mode, "n64flush") == 0) {
+    OSProf p = segment();
+    osProfileInit(&p, 1);
+    osProfileStart(1000);
+    burn(0.5);
+    osProfileStop();
+    const double t0 = now_s();
+    osProfileFlush();
+    const double t1 = now_s();
+    const int err = osProfileLastError();
+    static u16 snap[kWords];
+    osProfileFlushSnapshot(snap, sizeof snap);
+    unsigned long long sum = 0;
+    for (u16 v : snap) sum += v;
+    printf("flush err=%d us=%lld sum=%llu\n", err, static_cast<long long>((t1 - t0) * 1e6), sum);
+  } else {
+    return 2;
+  }
+  printf("done\n");
+  return 0;
+}

@@ -1,0 +1,44 @@
+// `sprofil fetch PID|SOCKET -o FILE`: one live snapshot of a running program as a .sprof file.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "live/client.hpp"
+#include "profile/reader.hpp"
+#include "profile/writer.hpp"
+#include "subcommands.hpp"
+
+namespace sprofil::tool {
+
+Run setup_fetch(CLI::App& sub) {
+  struct Args {
+    std::string target;
+    std::string out = "sprofil.live";
+    int timeout_ms = 10000;
+  };
+  auto args = std::make_shared<Args>();
+  sub.add_option("target", args->target, "The process (its pid) or a live socket's path")
+      ->required();
+  sub.add_option("-o,--output", args->out, "The .sprof file to write")->capture_default_str();
+  sub.add_option("--timeout", args->timeout_ms, "Give up after this many milliseconds")
+      ->capture_default_str();
+  return [args] {
+    std::string socket, err;
+    profile::Profile p;
+    if (!live::socket_of(args->target, &socket, &err) ||
+        !live::fetch_profile(socket, &p, &err, args->timeout_ms)) {
+      std::fprintf(stderr, "sprofil fetch: %s\n", err.c_str());
+      return 1;
+    }
+    if (!profile::write_profile(p, args->out, &err)) {
+      std::fprintf(stderr, "sprofil fetch: %s: %s\n", args->out.c_str(), err.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "sprofil fetch: pid %d: %llu samples in %zu regions -> %s\n", p.pid,
+                 static_cast<unsigned long long>(p.total_samples()), p.regions.size(),
+                 args->out.c_str());
+    return 0;
+  };
+}
+
+}  // namespace sprofil::tool

@@ -1,0 +1,24 @@
+// `sprofil list`: the processes of this user that serve live profiles.
+#include <cstdio>
+#include <string>
+
+#include "live/client.hpp"
+#include "subcommands.hpp"
+
+namespace sprofil::tool {
+
+Run setup_list(CLI::App&) {
+  return [] {
+    std::string err;
+    const std::vector<live::Target> targets = live::list_targets(&err);
+    if (!err.empty()) {
+      std::fprintf(stderr, "sprofil list: %s\n", err.c_str());
+      return 1;
+    }
+    std::printf("%8s  %s\n", "PID", "COMMAND");
+    for (const live::Target& t : targets) std::printf("%8d  %s\n", t.pid, t.command.c_str());
+    return 0;
+  };
+}
+
+}  // namespace sprofil::tool
