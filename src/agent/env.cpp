@@ -6,7 +6,7 @@
 //   SPROFIL_PERF_MODE    signal (default) or ring, for the perf clock (read by the clock)
 //   SPROFIL_BIN_BYTES    bytes of text per counter, a power of two (default 4)
 //   SPROFIL_SYSTEM       1: a system-time array per region where the clock splits system time;
-//                        0: none (default kSystemDefault)
+//                        0: none (default 1)
 //   SPROFIL_SIGNAL       the signal to use (default SIGPROF, else a free real-time signal)
 //   SPROFIL_QUIET        no message on stderr
 // Set by the agent for its descendants: SPROFIL_STARTED (a later image of the same run).
@@ -23,10 +23,8 @@
 namespace sprofil::agent {
 namespace {
 
-// Whether regions get a system-time array unless SPROFIL_SYSTEM says. Off until the host
-// reader reads SPROF_R_SYSTEM records (on main it still requires record_size = page +
-// counters): flip to true when it does.
-constexpr bool kSystemDefault = false;
+// Whether regions get a system-time array unless SPROFIL_SYSTEM says (where the clock splits).
+constexpr bool kSystemDefault = true;
 
 // SPROFIL_OUTPUT made absolute (the program may chdir; the file is re-opened by path).
 bool make_absolute(const char* out, char* base, size_t n) {

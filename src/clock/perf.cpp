@@ -299,12 +299,13 @@ uint64_t xorshift(uint64_t* s) {
   return *s = x;
 }
 
-void jitter(int fd, uint64_t period, uint64_t* rng) {
+// Returns the new period (the event restarts it from now), or 0 if it stays.
+uint64_t jitter(int fd, uint64_t period, uint64_t* rng) {
   const uint64_t r = xorshift(rng);
-  if (r % kJitterEvery != 0) return;
+  if (r % kJitterEvery != 0) return 0;
   uint64_t next = period / 2 + (r >> 8) % (period + 1);
   if (next == 0) next = 1;
-  ioctl(fd, PERF_EVENT_IOC_PERIOD, &next);
+  return ioctl(fd, PERF_EVENT_IOC_PERIOD, &next) == 0 ? next : 0;
 }
 
 }  // namespace
@@ -325,17 +326,23 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
   const uint64_t period = g_period.load(std::memory_order_relaxed);
   const uint64_t phase = fd >= 0 && fd < kMaxFd ? g_phase[fd].load(std::memory_order_relaxed) : 0;
-  if (t_generation != gen) {
+  const bool first = t_generation != gen;
+  if (first) {
     t_generation = gen;
     t_credit = Credit{};
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
     if (t_rng == 0) t_rng = 1;
-    // The first period was a random phase: from now on, whole periods.
+  }
+  // Credited with the length of the period that just ended; then the next one is set.
+  const uint64_t w = credit(value + phase, period, &t_credit, system_w);
+  if (first) {  // the first period was a random phase: from now on, whole periods
     uint64_t p = period;
     ioctl(fd, PERF_EVENT_IOC_PERIOD, &p);
+    t_credit.next_ns = 0;
   }
-  if (g_jitter.load(std::memory_order_relaxed)) jitter(fd, period, &t_rng);
-  return credit(value + phase, period, &t_credit, system_w);
+  if (g_jitter.load(std::memory_order_relaxed))
+    if (const uint64_t next = jitter(fd, period, &t_rng)) t_credit.next_ns = next;
+  return w;
 }
 
 bool is_ours(int fd) {

@@ -243,14 +243,16 @@ TEST(SystemArray, ItimerClockHasNoSystemArray) {
   EXPECT_EQ(total_system(p), 0u);
 }
 
-TEST(SystemArray, OffByDefaultUntilTheReaderReadsIt) {
+// On by default: a perf-clock profile with no SPROFIL_SYSTEM has the array, and the host
+// reader takes it with its system counts.
+TEST(SystemArray, OnByDefaultAndTheReaderTakesIt) {
   if (int e = perf_probe()) GTEST_SKIP() << "perf events denied here: " << strerror(e);
   TempDir dir;
   const FaultsRun fr = run_faults(dir, "perf", "\x01", false);  // SPROFIL_SYSTEM unset
   ASSERT_EQ(fr.result.status, 0) << describe(fr.result);
   const RawProfile p = parse(fr.file);
   ASSERT_FALSE(p.regions.empty());
-  for (const RawRegion& r : p.regions) EXPECT_FALSE(r.rec.flags & SPROF_R_SYSTEM);
+  for (const RawRegion& r : p.regions) EXPECT_TRUE(r.rec.flags & SPROF_R_SYSTEM);
   read(fr.file);  // the host reader takes it
 }
 
