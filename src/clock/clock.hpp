@@ -72,10 +72,11 @@ uint64_t random_phase(uint64_t period);
 int arm_posix_timer(Slot* s, clockid_t cid, int signo, uint64_t interval_ns);
 // The CPU-time clock of any thread of this process (the kernel's MAKE_THREAD_CPUCLOCK).
 clockid_t thread_cpu_clock(pid_t tid);
-// Start and stop of the timers' kernel-part accounting (cpu and wall clocks).
-void timers_split_start(uint64_t interval_ns);
+// Start and stop of the timers' kernel-part accounting: the cpu and wall clocks' start, stop
+// and after_fork_child operations (they differ only in the clock their timers count).
+int timers_split_start(const ClockRequest& c);
 void timers_split_stop();
-void timers_split_new_generation();
+void timers_split_after_fork(const ClockRequest& c);
 // In the handler: a SI_TIMER signal's weight and its kernel part. Signal-safe.
 uint64_t timer_weight(const siginfo_t* si, uint64_t* system_w);
 

@@ -5,21 +5,8 @@
 namespace sprofil::rt {
 namespace {
 
-int start(const ClockRequest& c) {
-  timers_split_start(c.interval_ns);
-  return 0;
-}
-
 int arm_thread(Slot* s, const ClockRequest& c) {
   return arm_posix_timer(s, thread_cpu_clock(s->tid), g_signo, c.interval_ns);
-}
-
-void stop() {
-  timers_split_stop();
-}
-
-void after_fork_child(const ClockRequest&) {
-  timers_split_new_generation();
 }
 
 }  // namespace
@@ -28,8 +15,9 @@ extern const ClockOps g_clock_CPU = {
     /*sigprof_only=*/false,
     /*process_wide=*/false,
     /*splits_system=*/true,
-    /*prepare=*/nullptr,     start,
-    /*arm_process=*/nullptr, arm_thread, stop, after_fork_child,
+    /*prepare=*/nullptr,     timers_split_start,
+    /*arm_process=*/nullptr, arm_thread,
+    timers_split_stop,       timers_split_after_fork,
 };
 
 }  // namespace sprofil::rt

@@ -218,7 +218,7 @@ void atfork_child() {
   util::ForkSafeMutex<&g_mu>::child();
   g_pid = getpid();
   forget_slots_after_fork();
-  timers_split_new_generation();  // our TLS holds the parent's thread's stime
+  timers_split_after_fork(ClockRequest{});  // our TLS holds the parent's thread's stime
   if (g_active) {
     if (g_hooks.after_fork_child) g_hooks.after_fork_child();
     const ClockOps& ops = clock_ops(g_clock.kind);

@@ -49,16 +49,17 @@ uint64_t timer_system_part(uint64_t w) {
 
 }  // namespace
 
-void timers_split_start(uint64_t interval_ns) {
+int timers_split_start(const ClockRequest& c) {
   g_split_gen.fetch_add(1, std::memory_order_release);
-  g_split_interval.store(interval_ns, std::memory_order_relaxed);
+  g_split_interval.store(c.interval_ns, std::memory_order_relaxed);
+  return 0;
 }
 
 void timers_split_stop() {
   g_split_interval.store(0, std::memory_order_relaxed);
 }
 
-void timers_split_new_generation() {
+void timers_split_after_fork(const ClockRequest&) {
   g_split_gen.fetch_add(1, std::memory_order_release);  // our TLS holds the parent's stime
 }
 

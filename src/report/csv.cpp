@@ -7,20 +7,6 @@
 
 namespace sprofil::report {
 
-namespace {
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-}  // namespace
-
 // With --by address a last column, vaddr, gives the object-relative (link-time) address that
 // `addr2line -e OBJECT` and objdump take; address is the run-time one (ASLR).
 void write_csv(const Table& t, std::ostream& out) {

@@ -22,16 +22,6 @@ std::string key_of(const Row& r, By by) {
   return k;
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string row_label(const DiffRow& r, By by) {
   Row tmp;
   tmp.name = r.name;

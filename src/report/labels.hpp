@@ -32,6 +32,8 @@ std::string printable(const std::string& s);
 // Valid UTF-8 for JSON and protobuf strings: every byte that is not part of a valid UTF-8
 // sequence becomes U+FFFD.
 std::string valid_utf8(const std::string& s);
+// A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, quote or newline.
+std::string csv_field(const std::string& s);
 // "1 sample", "2 samples".
 std::string count_of(uint64_t n, const char* one, const char* many);
 // `x` rounded to `digits` decimals, or to `digits` significant digits, so that JSON prints
