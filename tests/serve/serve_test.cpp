@@ -207,6 +207,9 @@ class Serve : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
+    // The real clients: curl for every test, go tool pprof (golang-go) where named.
+    if (std::system("command -v curl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no curl";
+    has_go_ = std::system("command -v go >/dev/null 2>&1") == 0;
     setenv("XDG_RUNTIME_DIR", dir_.path().c_str(), 1);
     env_ = {{"XDG_RUNTIME_DIR", dir_.path()}};
     std::filesystem::create_directories(dir_ / "home");
@@ -257,7 +260,11 @@ class Serve : public ::testing::Test {
   Env env_, go_env_;
   Proc prog_, server_;
   std::vector<int> programs_;  // the pids the programs printed
+  bool has_go_ = false;
 };
+
+#define NEED_GO() \
+  if (!has_go_) GTEST_SKIP() << "no go toolchain: go tool pprof not run"
 
 // The total go tool pprof -top states ("Showing nodes accounting for X, P% of 1.50s total"),
 // in seconds; -1 if none.
@@ -291,6 +298,7 @@ uint64_t csv_samples(const std::string& csv, const std::string& name) {
 // windows nearly coincide (the fetches bracket the scrape), so their shares differ by less than
 // the 95% half-width of the difference of two independent estimates, 1.96*sqrt(p(1-p)(1/n+1/m)).
 TEST_F(Serve, GoPprofTopAgreesWithTheWorkload) {
+  NEED_GO();
   const int pid = start_prog(12);
   ASSERT_GT(pid, 0) << read_fd(prog_.err);
   const int port = start_server({"--listen", "127.0.0.1:0", std::to_string(pid)});
@@ -331,6 +339,7 @@ TEST_F(Serve, GoPprofTopAgreesWithTheWorkload) {
 
 // The response as Go's handler gives it, and the decoded profile's fields (go tool pprof -raw).
 TEST_F(Serve, HeadersAndProfileFields) {
+  NEED_GO();
   const int pid = start_prog(12);
   ASSERT_GT(pid, 0);
   const int port = start_server({"--listen", "127.0.0.1:0", std::to_string(pid)});
@@ -382,6 +391,7 @@ TEST_F(Serve, HeadersAndProfileFields) {
 // the 2 s one's within 0.4 (CPU-bound program; about 200 and 300 samples, sampling noise and
 // the scheduling noise of 2 shared cores).
 TEST_F(Serve, OverlappingScrapesGetTheirOwnDelta) {
+  NEED_GO();
   const int pid = start_prog(15);
   ASSERT_GT(pid, 0);
   const int port = start_server({"--listen", "127.0.0.1:0", std::to_string(pid)});
@@ -466,6 +476,7 @@ TEST_F(Serve, TokenRules) {
 // A process that exits during a scrape: the request returns in time with its samples up to the
 // last snapshot and the X-Sprofil-Note header.
 TEST_F(Serve, ProcessExitingDuringAScrape) {
+  NEED_GO();
   const int pid = start_prog(2);
   ASSERT_GT(pid, 0);
   const int port = start_server({"--listen", "127.0.0.1:0", std::to_string(pid)});
@@ -595,6 +606,7 @@ namespace {
 // samples (tolerance 0.2: about 400 samples over 2 s, scheduling of 2 busy processes on 2 shared
 // cores) and its own 75/25 split.
 TEST_F(Serve, SeveralProcessesAreLabelled) {
+  NEED_GO();
   const int pid1 = start_prog(12);
   ASSERT_GT(pid1, 0);
   Proc second = spawn({kTool, "record", "--live", "-o", dir_ / "run2.sprof", kProg, "12"}, env_);
