@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -448,6 +449,34 @@ TEST_F(Serve, BadRequestsGetClearErrors) {
   h = curl(url(port, "/"), {}, d);
   EXPECT_EQ(h.code, 200);
   EXPECT_NE(h.body.find("/pid/" + std::to_string(pid) + "/debug/pprof/"), std::string::npos);
+}
+
+// Another user's profiled process is not served, even when its socket could be reached: run as
+// root, the program is root's and the server runs as nobody (setpriv), with the per-user
+// directory and the socket opened to everyone. The live transport's checks leave it out.
+TEST_F(Serve, AnotherUsersProcessIsNotServed) {
+  if (geteuid() != 0 || std::system("command -v setpriv >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "needs root and setpriv to run the server as another user";
+  const int pid = start_prog(12);
+  ASSERT_GT(pid, 0);
+  const std::string sock = dir_ / ("sprofil/" + std::to_string(pid) + ".sock");
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  ASSERT_EQ(chmod((dir_ / "sprofil").c_str(), 0755), 0);
+  ASSERT_EQ(chmod(sock.c_str(), 0777), 0);
+  server_ = spawn({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", kTool, "serve",
+                   "--listen", "127.0.0.1:0"},
+                  env_);
+  const int port = wait_number(server_.err, "listening on http://127.0.0.1:");
+  ASSERT_GT(port, 0) << read_fd(server_.err);
+  const std::string d = dir_.path();
+  Http h = curl(url(port, "/pid/" + std::to_string(pid) + "/debug/pprof/profile?seconds=1"), {}, d);
+  EXPECT_EQ(h.code, 404);
+  EXPECT_NE(h.body.find("not a profiled process of this user"), std::string::npos) << h.body;
+  h = curl(url(port, "/debug/pprof/profile?seconds=1"), {}, d);
+  EXPECT_EQ(h.code, 404) << h.body;
+  h = curl(url(port, "/metrics"), {}, d);
+  EXPECT_EQ(h.code, 200);
+  EXPECT_EQ(h.body.find("pid=\"" + std::to_string(pid) + "\""), std::string::npos) << h.body;
 }
 
 // Off loopback a token is required; with one, requests without it get 401.
