@@ -12,7 +12,7 @@ _sprofil() {
   local sub="" i
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
-      record | report | merge)
+      record | report | merge | serve)
         sub=${COMP_WORDS[i]}
         break
         ;;
@@ -20,7 +20,7 @@ _sprofil() {
   done
   COMPREPLY=()
   if [[ -z $sub ]]; then
-    _sprofil_reply -W "record report merge fetch gperf top list -h --help" -- "$cur"
+    _sprofil_reply -W "record report merge fetch gperf top list serve -h --help" -- "$cur"
     return 0
   fi
   case $sub in
@@ -75,6 +75,17 @@ _sprofil() {
               --pid --comm --format -o --output -h --help" -- "$cur"
           else
             _sprofil_reply -f -- "$cur"
+          fi
+          ;;
+      esac
+      ;;
+    serve)
+      case $prev in
+        --listen) ;;
+        --token-file) _sprofil_reply -f -- "$cur" ;;
+        *)
+          if [[ $cur == -* ]]; then
+            _sprofil_reply -W "--listen --token-file -q --quiet -h --help" -- "$cur"
           fi
           ;;
       esac

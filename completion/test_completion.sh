@@ -45,9 +45,11 @@ expect "json" sprofil report prof.sprof --format j
 expect "--clock" sprofil record --cl
 expect "wall" sprofil record --clock wa
 expect "--output" sprofil merge --o
+expect "serve" sprofil se
+expect "--token-file" sprofil serve --to
 
 # Every long option of `sprofil COMMAND --help` is completed after `--`.
-for cmd in record report merge; do
+for cmd in record report merge serve; do
   # "--" alone on record means "the program follows"; ask for options with "--" plus a letter.
   COMP_CWORD=2
   all=""

@@ -8,6 +8,8 @@ build=$1
 src=$2
 fail=0
 pages="man1/sprofil.1 man1/sprofil-record.1 man1/sprofil-report.1 man1/sprofil-merge.1
+  man1/sprofil-serve.1 man1/sprofil-fetch.1 man1/sprofil-gperf.1 man1/sprofil-top.1
+  man1/sprofil-list.1 man1/sprofil-diff.1 man1/sprofil-annotate.1
   man3/sprofil.3 man3/hpux_sprofil.3 man3/sysv_profil.3 man3/bsd_profil.3 man3/tru64_profil.3
   man3/aix_profil.3 man3/osProfileInit.3"
 for p in $pages; do

@@ -1,7 +1,8 @@
 // pprof export: a gzipped perftools.profiles.Profile with one Sample per attributed piece of a
 // non-zero bin, symbolized locations (inline frames as several Line entries, innermost first)
 // and one Mapping per region with its build-id and file offset, so that pprof can also
-// re-symbolize from the binaries.
+// re-symbolize from the binaries. A profile of several processes labels each sample with its
+// process (pid, comm).
 #include <zlib.h>
 
 #include <algorithm>
@@ -192,6 +193,17 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
       s->add_location_id(location_id(pieces[k]));
       s->add_value(n);
       s->add_value(pprof_value(pieces[k].samples * double(p.tick_ns), &clamped));
+      // Several processes (a run, or sprofil serve over several): each sample names its own
+      // with the labels docs/fleet.md lists, pid (a number) and comm (a string).
+      if (p.processes.size() > 1 && pieces[k].process < p.processes.size()) {
+        const profile::Process& proc = p.processes[pieces[k].process];
+        auto* pid = s->add_label();
+        pid->set_key(str.id("pid"));
+        pid->set_num(proc.pid);
+        auto* comm = s->add_label();
+        comm->set_key(str.id("comm"));
+        comm->set_str(str.id(proc.comm.empty() ? profile::comm_of(proc.argv) : proc.comm));
+      }
     }
     i = j;
   }

@@ -4,10 +4,12 @@
 
 #include <httplib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -94,6 +96,25 @@ int32_t parse_pid(const std::string& s) {
   return v > 0 ? v : -1;
 }
 
+// The CPU time (user + system, every thread) /proc/PID/stat gives a process; 0 if unknown.
+uint64_t proc_cpu_ns(int32_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const size_t paren = stat.rfind(')');  // the command may hold spaces and parentheses
+  if (paren == std::string::npos) return 0;
+  std::istringstream in(stat.substr(paren + 1));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  // After the command: state is field 3; utime and stime are fields 14 and 15.
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  return hz > 0 ? (utime + stime) * (1000000000ull / uint64_t(hz)) : 0;
+}
+
 }  // namespace
 
 bool is_loopback(const std::string& host) {
@@ -143,7 +164,8 @@ struct Server::Impl {
 
   // The CPU profile of `pids` over the next `seconds`: per process, the delta of a snapshot
   // now and one at the end. Snapshots are also taken every second meanwhile, so that a process
-  // that exits during the window still gives its samples up to (about a second before) its end.
+  // that exits during the window still gives its samples up to (about a second before) its end;
+  // when every process has ended the answer comes then, without waiting for the window's end.
   void profile(const std::vector<int32_t>& pids, int seconds, httplib::Response& res) {
     struct Track {
       int32_t pid = 0;
@@ -188,7 +210,10 @@ struct Server::Impl {
         }
         next_poll = now + std::chrono::seconds(1);
       }
-      if (final) break;
+      // Every process has ended: nothing more will come, answer now rather than at the end.
+      const bool all_ended = std::all_of(tracks.begin(), tracks.end(),
+                                         [](const Track& t) { return !t.ok || t.ended; });
+      if (final || all_ended) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::vector<Profile> parts;
@@ -287,7 +312,10 @@ struct Server::Impl {
       m << "sprofil_samples_total" << labels << p.counted() << "\n";
       lost << "sprofil_lost_samples_total" << labels << p.lost << "\n";
       delivered << "sprofil_delivered_samples_total" << labels << p.delivered << "\n";
-      const double hz = p.cpu_ns > 0 ? double(p.delivered) / (double(p.cpu_ns) / 1e9) : 0;
+      // A running program's snapshot has no CPU time yet (it is written at exit): take the
+      // process's from /proc then.
+      const uint64_t cpu_ns = p.cpu_ns > 0 ? p.cpu_ns : proc_cpu_ns(t.pid);
+      const double hz = cpu_ns > 0 ? double(p.delivered) / (double(cpu_ns) / 1e9) : p.effective_hz;
       rate << "sprofil_effective_hz" << labels << hz << "\n";
       cpu << "sprofil_requested_hz" << labels << p.requested_hz << "\n";
     }
