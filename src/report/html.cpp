@@ -9,9 +9,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "profile/sprof_format.h"
+#include "report/annotate.hpp"
 #include "report/exporter.hpp"
 #include "report/labels.hpp"
 
@@ -27,6 +29,8 @@ constexpr std::string_view kPage =
 #include "html_page.inc"
     ;
 constexpr std::string_view kMarker = "/*SPROFIL_DATA*/";
+// The hottest functions get their annotation (source lines and instructions) in the page.
+constexpr size_t kAnnotated = 20;
 
 std::string fmt(const char* format, double v) {
   char buf[64];
@@ -122,6 +126,7 @@ class HtmlExporter final : public Exporter {
     }
     d["lines"] = std::move(ln);
     d["hist"] = histograms(in, o, fn_index);
+    d["annotations"] = annotations(in, o, fns);
 
     std::string data = d.dump(-1, ' ', false, json::error_handler_t::replace);
     // Inside <script>, "</" could end the element: JSON allows "<\/" for it.
@@ -140,6 +145,34 @@ class HtmlExporter final : public Exporter {
   }
 
  private:
+  // `sprofil annotate`'s text for the hottest functions, keyed by their row in the function
+  // table (the page shows it in the function's detail).
+  static json annotations(const ExportInput& in, const Options& o, const Table& fns) {
+    AnnotateOptions ao;
+    ao.top = kAnnotated;
+    ao.report = o;
+    ao.report.by = By::kFunction;
+    const Annotation a = annotate(in.profile, in.symbolizer, ao);
+    json out = json::object();
+    for (const AnnotatedFunction& f : a.functions) {
+      size_t row = fns.rows.size();
+      for (size_t i = 0; i < fns.rows.size() && i < 4 * kAnnotated; ++i)
+        if (fns.rows[i].name == f.name && fns.rows[i].object_path == f.object_path) {
+          row = i;
+          break;
+        }
+      if (row == fns.rows.size() || out.contains(std::to_string(row))) continue;
+      Annotation one;
+      one.source = a.source;
+      one.total_samples = a.total_samples;
+      one.functions.push_back(f);
+      std::ostringstream text;
+      write_annotation_text(one, text);
+      out[std::to_string(row)] = valid_utf8(text.str());
+    }
+    return out;
+  }
+
   // One histogram per region with samples: its non-zero bins at link-time addresses and the
   // functions with samples in it (their range and row in the function table).
   static json histograms(const ExportInput& in, const Options& o,

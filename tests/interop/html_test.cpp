@@ -102,6 +102,11 @@ TEST(Html, ChromiumLoadsThePageAndItsTableHoldsTheReport) {
   // The other views were drawn: histogram bars and the icicle's boxes.
   EXPECT_NE(dom.find("<rect"), std::string::npos);
   EXPECT_NE(dom.find("demo_main.cpp:"), std::string::npos) << "no line in the drill-down";
+  // The hottest function's detail, shown at load, holds its annotation: sprofil annotate's
+  // source lines and disassembly.
+  EXPECT_NE(dom.find("Annotation: source lines and instructions"), std::string::npos);
+  EXPECT_NE(dom.find("## demo_main_compute in sprofil-demo"), std::string::npos);
+  EXPECT_NE(dom.find("Source / disassembly"), std::string::npos);
 
   const std::string artifacts = std::string(ARTIFACTS_DIR);
   ::mkdir(artifacts.c_str(), 0755);
