@@ -278,7 +278,7 @@ int sprofil_reset(sprofil_session* s) {
   // Dropping the private anonymous pages zeroes them and gives their memory back.
   for (size_t i = 0; i < s->n; ++i) madvise(s->regs[i].mem, s->regs[i].mem_bytes, MADV_DONTNEED);
   std::atomic_ref<uint64_t>(s->tallies.delivered).store(0);
-  std::atomic_ref<uint64_t>(s->tallies.outside).store(0);
+  std::atomic_ref<uint64_t>(s->tallies.overflow).store(0);
   std::atomic_ref<uint64_t>(s->tallies.lost).store(0);
   return 0;
 }
@@ -320,7 +320,7 @@ sprofil_snapshot* sprofil_snapshot_take(sprofil_session* s) {
   *snap = sprofil_snapshot{s->n,
                            regs,
                            std::atomic_ref<uint64_t>(s->tallies.delivered).load(),
-                           std::atomic_ref<uint64_t>(s->tallies.outside).load(),
+                           std::atomic_ref<uint64_t>(s->tallies.overflow).load(),
                            std::atomic_ref<uint64_t>(s->tallies.lost).load(),
                            1000000000ull / s->opt.hz};
   return snap;

@@ -191,7 +191,7 @@ void Table::record(uintptr_t pc, uint64_t w, uint64_t system_w, uint64_t* hint) 
     c = &r->counters;
     index = r->map.index(pc);
   } else {
-    std::atomic_ref<uint64_t>(tl.outside).fetch_add(w, std::memory_order_relaxed);
+    std::atomic_ref<uint64_t>(tl.overflow).fetch_add(w, std::memory_order_relaxed);
     if (!has_overflow_) return;
     c = &overflow_;
   }

@@ -76,7 +76,7 @@ struct Region {
 // Running tallies of one table, weighted by samples. The agent points a table's tallies at
 // its profile file's header, whose fields overflow, delivered, lost have this order.
 struct Tallies {
-  uint64_t outside = 0;    // fell in no region (counted in the overflow bin if there is one)
+  uint64_t overflow = 0;   // fell in no region (counted in the overflow bin if there is one)
   uint64_t delivered = 0;  // every sample offered to the table
   uint64_t lost = 0;       // not added: counter at its limit, or the table stopped
 };

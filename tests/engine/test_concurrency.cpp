@@ -41,7 +41,7 @@ void hammer(uint8_t width, bool neighbours, Policy policy, uint64_t expect_mod) 
   }
   EXPECT_EQ(t->tallies().delivered, total);
   EXPECT_EQ(t->tallies().lost, 0u);
-  EXPECT_EQ(t->tallies().outside, 0u);
+  EXPECT_EQ(t->tallies().overflow, 0u);
   Table::destroy(t);
 }
 
@@ -170,7 +170,7 @@ TEST(Concurrency, SampleWhileExchangingTables) {
   EXPECT_EQ(trapped, 0u) << "a table was handed back while a reader still used it";
   EXPECT_EQ(counted, uint64_t{kSamplers} * kSamples);
   EXPECT_EQ(tallies.delivered, uint64_t{kSamplers} * kSamples);
-  EXPECT_EQ(tallies.outside, 0u);
+  EXPECT_EQ(tallies.overflow, 0u);
   EXPECT_EQ(tallies.lost, 0u);
   EXPECT_GT(exchanges, 0);
   EXPECT_GT(reclaimed, 0);

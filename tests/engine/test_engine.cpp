@@ -286,7 +286,7 @@ TEST(TableCreate, AcceptsNoRegionsAndTopOfAddressSpace) {
   uint64_t hint = 0;
   p->record(0x1234, 3, &hint);
   EXPECT_EQ(ov, 3u);
-  EXPECT_EQ(p->tallies().outside, 3u);
+  EXPECT_EQ(p->tallies().overflow, 3u);
 
   uint32_t mem[16] = {};
   Region top = byte_region(UINTPTR_MAX - 15, UINTPTR_MAX, mem);
@@ -321,7 +321,7 @@ TEST(TableCreate, UsesExternalTalliesAndFreshGenerations) {
   a->record(0x1000, 2, &hint);
   b->record(0x2000, 5, &hint);
   EXPECT_EQ(ext.delivered, 7u);
-  EXPECT_EQ(ext.outside, 5u);
+  EXPECT_EQ(ext.overflow, 5u);
   EXPECT_EQ(&a->tallies(), &ext);
 }
 
@@ -457,7 +457,7 @@ TEST(Policy, SaturateAddsPartiallyAndCountsTheRestAsLost) {
   EXPECT_EQ(mem[1], 7u);
   EXPECT_FALSE(p->stopped());
   EXPECT_EQ(p->tallies().delivered, 24u);
-  EXPECT_EQ(p->tallies().outside, 0u);
+  EXPECT_EQ(p->tallies().overflow, 0u);
   EXPECT_EQ(p->tallies().lost, 12u);  // 8 + 4
 }
 
@@ -574,7 +574,7 @@ TEST(Policy, StopAllAt32767FreezesTheTable) {
   EXPECT_EQ(mem[2], 0u);
   EXPECT_EQ(p->tallies().delivered, 21u);
   EXPECT_EQ(p->tallies().lost, 2u + 5u + 1u + 2u);
-  EXPECT_EQ(p->tallies().outside, 0u);
+  EXPECT_EQ(p->tallies().overflow, 0u);
 }
 
 TEST(Policy, StopAllAlreadyAtLimitStopsOnNextSample) {
@@ -605,14 +605,14 @@ TEST(Policy, OverflowBinCountsOutsidePcs) {
   EXPECT_EQ(ov, 65535u);
   EXPECT_EQ(mem[3], 1u);
   EXPECT_EQ(p->tallies().delivered, 6u);
-  EXPECT_EQ(p->tallies().outside, 5u);
+  EXPECT_EQ(p->tallies().overflow, 5u);
   EXPECT_EQ(p->tallies().lost, 2u);
 
   // Without an overflow bin, outside samples are tallied but not lost.
   TablePtr q;
   ASSERT_EQ(Table::create(rs, 2, nullptr, nullptr, &q.t), Error::kOk);
   q->record(0x5000, 4, &hint);
-  EXPECT_EQ(q->tallies().outside, 4u);
+  EXPECT_EQ(q->tallies().overflow, 4u);
   EXPECT_EQ(q->tallies().lost, 0u);
 }
 
@@ -632,7 +632,7 @@ TEST(Policy, TalliesExactOverMixedTraffic) {
   uint64_t counted = 0;
   for (uint32_t c : mem) counted += c;
   EXPECT_EQ(p->tallies().delivered, 200u);
-  EXPECT_EQ(p->tallies().outside, out);
+  EXPECT_EQ(p->tallies().overflow, out);
   EXPECT_EQ(counted + p->tallies().lost, in);
   // 100 samples inside (12 or 13 per byte); each of the 8 counters stops at 10.
   EXPECT_EQ(in, 100u);
@@ -707,7 +707,7 @@ TEST(Engine, SampleOffersToEveryChannel) {
   EXPECT_EQ(a[2], 2u);
   EXPECT_EQ(b[0], 2u);
   EXPECT_EQ(b[3], 1u);
-  EXPECT_EQ(ta->tallies().outside, 1u);
+  EXPECT_EQ(ta->tallies().overflow, 1u);
   EXPECT_EQ(eng.exchange(kFaceChannel, nullptr), ta);
   EXPECT_EQ(eng.exchange(kAgentChannel, nullptr), tb);
   Table::destroy(ta);
