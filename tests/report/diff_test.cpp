@@ -155,10 +155,17 @@ TEST(Diff, FunctionMadeTwiceSlowerIsFlagged) {
       EXPECT_EQ(line[0], '*') << line;
     }
   EXPECT_TRUE(found) << text;
-  // --by object: one object, 100% in both, nothing to flag.
+  // --by object: (nearly) all in the program's own object in both, nothing to flag (a stray
+  // sample may land in libc or the vDSO: a row of its own, not significant either).
   Json o = diff_json(a, b, "--by object");
-  ASSERT_EQ(o["rows"].size(), 1u) << o.dump(1);
-  EXPECT_FALSE(o["rows"][0]["significant"].get<bool>());
+  ASSERT_GE(o["rows"].size(), 1u) << o.dump(1);
+  bool program_row = false;
+  for (const Json& r : o["rows"]) {
+    EXPECT_FALSE(r["significant"].get<bool>()) << r.dump();
+    if (r["base_percent"].get<double>() > 95 && r["new_percent"].get<double>() > 95)
+      program_row = true;
+  }
+  EXPECT_TRUE(program_row) << o.dump(1);
   // --by line: diff_beta's loop line is flagged.
   Json l = diff_json(a, b, "--by line");
   bool line_flagged = false;
