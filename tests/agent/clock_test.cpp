@@ -37,7 +37,11 @@ TEST_P(PerfClock, DeliversTheFullRate) {
   const double burn_want = truth["burn_main"] * pr.hz;
   const double burn_got = samples_of(report_json(out), "burn_main");
   EXPECT_GE(burn_got, 0.99 * burn_want) << "burn_main: " << burn_got << " of " << burn_want;
-  EXPECT_LE(burn_got, 1.02 * burn_want);
+  // Above: the kernel time before the first overflow (the agent reserving its file's space,
+  // the loader's page faults) is credited to the first user pc, often in burn_main: up to 1-3%
+  // of this short run under CI's load (seen: 1.026 at ring 20 kHz with system arrays, which
+  // double the reservation).
+  EXPECT_LE(burn_got, 1.04 * burn_want);
   // The whole process, against the CPU time the agent measured at exit: 98%, since the
   // loader's work before the agent starts (a few ms) is not sampled.
   const double cpu = static_cast<double>(p.cpu_ns) * 1e-9;
