@@ -66,7 +66,7 @@ _sprofil() {
     report)
       case $prev in
         --by) _sprofil_reply -W "function line object address" -- "$cur" ;;
-        --format) _sprofil_reply -W "text json csv folded pprof gmon" -- "$cur" ;;
+        --format) _sprofil_reply -W "text json csv folded pprof gmon html" -- "$cur" ;;
         --limit | --min-percent | --object | --pid | --comm) ;;
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         *)
