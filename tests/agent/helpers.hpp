@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/process.hpp"
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
 #include "profile/sprof_format.h"
@@ -33,8 +34,8 @@
 namespace sprofil::agent_test {
 
 using Json = nlohmann::json;
-using Args = std::vector<std::string>;
-using Env = std::vector<std::pair<std::string, std::string>>;  // value "\x01" = unset
+using testproc::Args;
+using testproc::Env;
 
 inline const std::string kTool = SPROFIL_TOOL;
 inline const std::string kRuntime = SPROFIL_RUNTIME;
@@ -43,25 +44,9 @@ inline const std::string kProg = AGENT_PROG;
 inline const std::string kSeccomp = SECCOMP_LAUNCHER;
 
 // A scratch directory, removed at the end (kept when SPROFIL_KEEP_TEMP is set).
-class TempDir {
+class TempDir : public testproc::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "/sprofil_agent_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~TempDir() {
-    if (!path_.empty() && !getenv("SPROFIL_KEEP_TEMP")) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : testproc::TempDir("sprofil_agent") {}
 };
 
 struct Result {
@@ -69,61 +54,18 @@ struct Result {
   std::string out, err;
 };
 
-inline std::string read_fd(int fd) {
-  std::string s;
-  char buf[4096];
-  off_t off = 0;
-  ssize_t n;
-  while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
-    s.append(buf, static_cast<size_t>(n));
-    off += n;
-  }
-  return s;
-}
-
-struct Spawned {
-  pid_t pid = -1;
-  int out = -1, err = -1;  // memfds holding stdout and stderr
-};
+using testproc::read_fd;
+using Spawned = testproc::Proc;  // pid, and memfds holding stdout and stderr
 
 // Starts argv (PATH lookup) with env changes, stdout and stderr captured, in `cwd` if given.
 inline Spawned spawn(const Args& argv, const Env& env = {}, const std::string& cwd = "") {
-  Spawned s;
-  s.out = memfd_create("out", MFD_CLOEXEC);
-  s.err = memfd_create("err", MFD_CLOEXEC);
-  s.pid = fork();
-  if (s.pid == 0) {
-    dup2(s.out, 1);
-    dup2(s.err, 2);
-    const int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    for (const auto& [k, v] : env) {
-      if (v == "\x01")
-        unsetenv(k.c_str());
-      else
-        setenv(k.c_str(), v.c_str(), 1);
-    }
-    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
-    std::vector<char*> a;
-    for (const std::string& x : argv) a.push_back(const_cast<char*>(x.c_str()));
-    a.push_back(nullptr);
-    execvp(a[0], a.data());
-    _exit(127);
-  }
-  return s;
+  return testproc::spawn(argv, env, cwd);
 }
 
-inline Result finish(const Spawned& s) {
-  Result r;
-  int st = 0;
-  while (waitpid(s.pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = read_fd(s.out);
-  r.err = read_fd(s.err);
-  close(s.out);
-  close(s.err);
-  return r;
+// Waits for the process (bounded by the test's own timeout) and collects its output.
+inline Result finish(Spawned s) {
+  testproc::finish(&s, 600);
+  return Result{s.status, s.stdout_text, s.stderr_text};
 }
 
 inline Result run(const Args& argv, const Env& env = {}, const std::string& cwd = "") {

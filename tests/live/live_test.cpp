@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/process.hpp"
 #include "live/client.hpp"
 #include "live/live.hpp"
 #include "profile/reader.hpp"
@@ -34,101 +35,26 @@
 namespace {
 
 using namespace sprofil;
-using Args = std::vector<std::string>;
-using Env = std::vector<std::pair<std::string, std::string>>;
+using testproc::Args;
+using testproc::Env;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = LIVE_PROG;
 
-double now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+using testproc::finish;
+using testproc::now_s;
+using testproc::Proc;
+using testproc::read_fd;
+using testproc::run;
+using testproc::spawn;
+
+class TempDir : public testproc::TempDir {
+ public:
+  TempDir() : testproc::TempDir("sprofil_live") {}
+};
 
 void sleep_until(double t) {
   while (now_s() < t) usleep(10000);
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "/sprofil_live_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& n) const { return path_ + "/" + n; }
-
- private:
-  std::string path_;
-};
-
-std::string read_fd(int fd) {
-  std::string s;
-  char buf[4096];
-  off_t off = 0;
-  ssize_t n;
-  while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
-    s.append(buf, static_cast<size_t>(n));
-    off += n;
-  }
-  return s;
-}
-
-struct Proc {
-  pid_t pid = -1;
-  int out = -1, err = -1;  // memfds
-  int status = -1;
-  std::string stdout_text, stderr_text;
-};
-
-Proc spawn(const Args& argv, const Env& env = {}) {
-  Proc p;
-  p.out = memfd_create("out", MFD_CLOEXEC);
-  p.err = memfd_create("err", MFD_CLOEXEC);
-  p.pid = fork();
-  if (p.pid == 0) {
-    dup2(p.out, 1);
-    dup2(p.err, 2);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> a;
-    for (const std::string& x : argv) a.push_back(const_cast<char*>(x.c_str()));
-    a.push_back(nullptr);
-    execvp(a[0], a.data());
-    _exit(127);
-  }
-  return p;
-}
-
-// Waits (at most timeout_s, then SIGKILL) for the process and collects its output.
-void finish(Proc* p, double timeout_s = 60) {
-  const double end = now_s() + timeout_s;
-  int st = 0;
-  for (;;) {
-    const pid_t r = waitpid(p->pid, &st, WNOHANG);
-    if (r == p->pid) break;
-    if (now_s() > end) {
-      kill(p->pid, SIGKILL);
-      waitpid(p->pid, &st, 0);
-      break;
-    }
-    usleep(10000);
-  }
-  p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  p->stdout_text = read_fd(p->out);
-  p->stderr_text = read_fd(p->err);
-  close(p->out);
-  close(p->err);
-}
-
-Proc run(const Args& argv, const Env& env = {}) {
-  Proc p = spawn(argv, env);
-  finish(&p);
-  return p;
 }
 
 // The pid the program prints in "ready PID" (within 20 s), or 0.

@@ -22,108 +22,33 @@
 #include <string>
 #include <vector>
 
+#include "../common/process.hpp"
+
 namespace {
 
-using Args = std::vector<std::string>;
-using Env = std::vector<std::pair<std::string, std::string>>;
+using sprofil::testproc::Args;
+using sprofil::testproc::Env;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = SERVE_PROG;
 
-double now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+using sprofil::testproc::finish;
+using sprofil::testproc::now_s;
+using sprofil::testproc::Proc;
+using sprofil::testproc::read_fd;
+using sprofil::testproc::run;
+using sprofil::testproc::spawn;
 
-class TempDir {
+class TempDir : public sprofil::testproc::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "/sprofil_serve_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& n) const { return path_ + "/" + n; }
-
- private:
-  std::string path_;
+  TempDir() : sprofil::testproc::TempDir("sprofil_serve") {}
 };
-
-std::string read_fd(int fd) {
-  std::string s;
-  char buf[4096];
-  off_t off = 0;
-  ssize_t n;
-  while ((n = pread(fd, buf, sizeof buf, off)) > 0) {
-    s.append(buf, static_cast<size_t>(n));
-    off += n;
-  }
-  return s;
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
-}
-
-struct Proc {
-  pid_t pid = -1;
-  int out = -1, err = -1;  // memfds
-  int status = -1;
-  std::string stdout_text, stderr_text;
-};
-
-Proc spawn(const Args& argv, const Env& env = {}) {
-  Proc p;
-  p.out = memfd_create("out", MFD_CLOEXEC);
-  p.err = memfd_create("err", MFD_CLOEXEC);
-  p.pid = fork();
-  if (p.pid == 0) {
-    dup2(p.out, 1);
-    dup2(p.err, 2);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> a;
-    for (const std::string& x : argv) a.push_back(const_cast<char*>(x.c_str()));
-    a.push_back(nullptr);
-    execvp(a[0], a.data());
-    _exit(127);
-  }
-  return p;
-}
-
-// Waits (at most timeout_s, then SIGKILL) for the process and collects its output.
-void finish(Proc* p, double timeout_s = 60) {
-  if (p->pid <= 0) return;
-  const double end = now_s() + timeout_s;
-  int st = 0;
-  for (;;) {
-    const pid_t r = waitpid(p->pid, &st, WNOHANG);
-    if (r == p->pid) break;
-    if (now_s() > end) {
-      kill(p->pid, SIGKILL);
-      waitpid(p->pid, &st, 0);
-      break;
-    }
-    usleep(10000);
-  }
-  p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  p->stdout_text = read_fd(p->out);
-  p->stderr_text = read_fd(p->err);
-  close(p->out);
-  close(p->err);
-  p->pid = -1;
-}
-
-Proc run(const Args& argv, const Env& env = {}, double timeout_s = 60) {
-  Proc p = spawn(argv, env);
-  finish(&p, timeout_s);
-  return p;
 }
 
 // The number after `key` in what fd has (within 20 s), or 0.
