@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "clock/clock.hpp"
+#include "engine/engine.hpp"
 
 namespace sprofil::rt {
 namespace {
@@ -68,7 +69,8 @@ uint64_t timer_weight(const siginfo_t* si, uint64_t* system_w) {
   // Each overrun is an expiry the kernel folded into this signal (its tick is coarser than
   // our interval): weighting by them keeps count x interval equal to the time.
   const uint64_t w = 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
-  *system_w = timer_system_part(w);
+  // The system call only where a table keeps system parts (the agent's; not the faces').
+  *system_w = engine::global().wants_system() ? timer_system_part(w) : 0;
   return w;
 }
 

@@ -140,6 +140,7 @@ Error Table::create(const Region* regions, size_t n, const Counters* overflow, T
     t->los_[i] = regions[i].lo;
   }
   t->has_overflow_ = overflow != nullptr;
+  for (size_t i = 0; i < n && !t->has_system_; ++i) t->has_system_ = regions[i].system != nullptr;
   if (overflow) t->overflow_ = *overflow;
   t->tallies_ = tallies ? tallies : &t->own_tallies_;
   t->generation_ = g_generation.fetch_add(1, std::memory_order_relaxed);
@@ -254,6 +255,10 @@ inline void cpu_relax() {
 Table* Engine::exchange(Channel ch, Table* next) {
   exchanges_.fetch_add(1, std::memory_order_relaxed);
   Table* old = tables_[ch].exchange(next, std::memory_order_seq_cst);
+  if (next && next->has_system())
+    system_channels_.fetch_or(1u << ch, std::memory_order_relaxed);
+  else
+    system_channels_.fetch_and(~(1u << ch), std::memory_order_relaxed);
   // A handler that loaded `old` raised readers_ before that load, which came before our
   // exchange; so it is counted until it is done. Handlers take well under a microsecond and
   // run with every signal blocked, so a count is never left raised by a siglongjmp; but a

@@ -119,6 +119,8 @@ class Table {
   bool stopped() const { return stopped_.load(std::memory_order_relaxed) != 0; }
   const Tallies& tallies() const { return *tallies_; }
   uint32_t generation() const { return generation_; }
+  // Whether some region has a system-time array.
+  bool has_system() const { return has_system_; }
 
  private:
   friend class Engine;
@@ -127,6 +129,7 @@ class Table {
   size_t n_ = 0;
   uint32_t generation_ = 0;
   bool has_overflow_ = false;
+  bool has_system_ = false;
   std::atomic<uint32_t> stopped_{0};
   Counters overflow_;
   Tallies own_tallies_;
@@ -163,6 +166,9 @@ class Engine {
 
   Table* current(Channel ch) const { return tables_[ch].load(std::memory_order_acquire); }
   bool any() const;
+  // Whether a published table takes system parts: the clocks that pay a system call per sample
+  // for the system part (getrusage) ask first. Signal-safe.
+  bool wants_system() const { return system_channels_.load(std::memory_order_relaxed) != 0; }
 
   // What exchange() did so far, for tests and diagnostics: tables it could not hand back
   // because a handler still read them (retired: freed by a later exchange that finds no
@@ -189,6 +195,7 @@ class Engine {
   void for_each_table(F f);
 
   std::atomic<Table*> tables_[kChannels] = {};
+  std::atomic<uint32_t> system_channels_{0};  // bit ch: tables_[ch] has_system()
   std::atomic<uint32_t> readers_[kChannels] = {};
   // Retired tables, per channel, linked through Table::retired_next_: touched only by
   // exchange() (callers serialise per channel) and the destructor.

@@ -479,6 +479,26 @@ TEST(Policy, SystemArrayTakesTheSystemPartUpToWhatWasCounted) {
   EXPECT_EQ(p->tallies().lost, 5u);
 }
 
+TEST(Engine, WantsSystemWhileATableHasASystemArray) {
+  uint16_t mem[2] = {0, 0}, sys[2] = {0, 0};
+  Region plain{0x1000, 0x1003, BinMap{0x1000, 65536, 0, 1}, counters(mem, 2, 2)};
+  Region with{0x1000, 0x1003, BinMap{0x1000, 65536, 0, 1}, counters(mem, 2, 2), sys};
+  Table *a = nullptr, *b = nullptr;
+  ASSERT_EQ(Table::create(&plain, 1, nullptr, nullptr, &a), Error::kOk);
+  ASSERT_EQ(Table::create(&with, 1, nullptr, nullptr, &b), Error::kOk);
+  EXPECT_FALSE(a->has_system());
+  EXPECT_TRUE(b->has_system());
+  Engine e;
+  EXPECT_FALSE(e.wants_system());
+  Table::destroy(e.exchange(kFaceChannel, a));
+  EXPECT_FALSE(e.wants_system());
+  Table::destroy(e.exchange(kAgentChannel, b));
+  EXPECT_TRUE(e.wants_system());
+  Table::destroy(e.exchange(kAgentChannel, nullptr));
+  EXPECT_FALSE(e.wants_system());
+  Table::destroy(e.exchange(kFaceChannel, nullptr));
+}
+
 TEST(Policy, SaturateWidths) {
   uint32_t m32 = 0xfffffffe;
   uint64_t m64 = UINT64_MAX - 1;
