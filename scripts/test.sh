@@ -5,7 +5,8 @@
 # - build-asan/: Debug with AddressSanitizer and UBSan on the host side
 #   (cmake/SprofilSanitize.cmake), with the host-side test groups: its runtime is not
 #   instrumented (and at -O0 its rate bounds do not hold), so the runtime's timing groups
-#   (clock, faces, harm; agent is built for record's programs but not run) would run the
+#   (clock, faces, harm; agent, built for record's programs, and the accuracy-labelled
+#   tests are not run) would run the
 #   main build's code again, and the fuzz run is a clang ASan/UBSan build of its own;
 # - build/: Release, what a user builds, with every test group (the fuzz run included).
 # Otherwise build/ is the default type (RelWithDebInfo).
@@ -20,7 +21,7 @@ if [ "${CI:-}" = true ] || [ -n "${SPROFIL_ALL_BUILDS:-}" ]; then
     -DSPROFIL_BUILD_BENCH=OFF \
     "-DSPROFIL_TEST_GROUPS=engine;profile;report;interop;agent;record;install;api;live;serve"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run_suite build-asan \
-    -LE agent
+    -LE "agent|accuracy"
   echo "== Release build (build/)"
   export SPROFIL_BUILD_TYPE=Release
 fi
