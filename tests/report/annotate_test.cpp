@@ -227,6 +227,9 @@ TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
   std::map<std::string, testing::NmSymbol> nm = testing::nm_functions(prog);
   double in_loops = 0, total = 0;
   for (const Json& f : j["functions"]) {
+    // Only the stripped program's ranges (a stray sample elsewhere, in libc or the runtime, has
+    // a name of its own).
+    if (f["object"].get<std::string>() != "diff_prog_stripped") continue;
     EXPECT_EQ(f["name"].get<std::string>().rfind("[unknown] 0x", 0), 0u) << f.dump(1);
     EXPECT_NE(f["note"].get<std::string>().find("no symbol covers these addresses"),
               std::string::npos);
