@@ -259,9 +259,10 @@ TEST(Annotate, UnknownFunctionFails) {
   EXPECT_NE(status, 0);
 }
 
-// `sprofil report --by line` agrees with perf's srcline shares on the two loops within 2
+// `sprofil report --by line` agrees with perf's srcline shares on the two loops within 3
 // points. Both at 10 kHz for ~9000 samples: a share's binomial sd is ~0.5 points per run, ~0.7
-// for the difference of two runs, so 2 points is ~3 sigma.
+// for the difference of two runs; but the two runs also differ in timing, and CI saw 2.04 and
+// 2.28 points twice in a few runs, so 2 points (~3 binomial sigma) was too tight.
 TEST(Annotate, ByLineAgreesWithPerf) {
   if (run("command -v perf").empty()) GTEST_SKIP() << "no perf";
   const std::string data = temp_dir() + "/perf.data";
@@ -292,7 +293,7 @@ TEST(Annotate, ByLineAgreesWithPerf) {
   for (const char* marker : {"LOOP_ONE", "LOOP_TWO"}) {
     const int line = marker_line(ANNOTATE_SOURCE, marker);
     ASSERT_GT(perf_share[line], 10) << perf;
-    EXPECT_NEAR(ours[line], perf_share[line], 2.0) << marker << "\n" << perf << "\n" << out;
+    EXPECT_NEAR(ours[line], perf_share[line], 3.0) << marker << "\n" << perf << "\n" << out;
   }
 }
 
