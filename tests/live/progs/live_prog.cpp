@@ -1,7 +1,10 @@
 // A program to look at while it runs (tests/live). Burns CPU in burn() for SECONDS of wall
 // time (bounded: it stops then whatever happens) and prints a line when the live service is up.
-//   live_prog n64 SECONDS        the N64 face: osProfileInit/Start over burn()'s text
-//   live_prog api SECONDS        the modern API session over this program, sprofil_live_serve
+//   live_prog n64 SECONDS [HOLD] the N64 face: osProfileInit/Start over burn()'s text
+//   live_prog api SECONDS [HOLD] the modern API session over this program, sprofil_live_serve
+//                                With HOLD (a path): after the profile is stopped, print
+//                                "stopped" and wait (at most 20 s) for HOLD to exist, so that
+//                                the final counts can be fetched from the live service.
 //   live_prog plain SECONDS      no profiling calls (run it under `sprofil record --live`)
 //   live_prog n64fork SECONDS    the N64 face, then fork: the child prints "ready CHILD PARENT"
 //                                and burns; the parent waits for it
@@ -14,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "sprofil/sprofil.h"
 #include "sprofil/ultra64.h"
@@ -28,19 +32,51 @@ double now_s() {
 
 volatile unsigned long g_sink;
 
-__attribute__((noinline)) void burn(double seconds) {
-  const double end = now_s() + seconds;
-  unsigned long x = 1;
-  while (now_s() < end)
-    for (int i = 0; i < 100000; ++i) x = x * 6364136223846793005ul + 1442695040888963407ul;
-  g_sink = x;
+double cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-constexpr u32 kWords = 16384;  // 64 KiB of text from burn()'s page
+// burn() spends two thirds of its CPU time in burn_hot and one third in burn_cold (slices of
+// 20 and 10 ms of the thread's CPU time): two functions whose shares the tests compare between
+// a snapshot and the final profile. Each stops at the wall-clock `end` too.
+__attribute__((noinline)) void burn_hot(double cpu_until, double end) {
+  unsigned long x = 1;
+  while (cpu_s() < cpu_until && now_s() < end)
+    for (int i = 0; i < 20000; ++i) x = x * 6364136223846793005ul + 1442695040888963407ul;
+  g_sink = x;
+}
+__attribute__((noinline)) void burn_cold(double cpu_until, double end) {
+  unsigned long x = 3;
+  while (cpu_s() < cpu_until && now_s() < end)
+    for (int i = 0; i < 20000; ++i) x = x * 2862933555777941757ul + 3037000493ul;
+  g_sink = x;
+}
+__attribute__((noinline)) void burn(double seconds) {
+  const double end = now_s() + seconds;
+  while (now_s() < end) {
+    burn_hot(cpu_s() + 0.020, end);
+    burn_cold(cpu_s() + 0.010, end);
+  }
+}
+
+// With a HOLD path: say so and wait for it (bounded).
+void hold(const char* path) {
+  if (!path) return;
+  printf("stopped\n");
+  fflush(stdout);
+  for (int i = 0; i < 2000 && access(path, F_OK) != 0; ++i) usleep(10000);
+}
+
+constexpr u32 kWords = 16384;  // 64 KiB of text from the page of the first burn function
 alignas(4) u16 g_histo[kWords];
 
 OSProf segment() {
-  const auto lo = reinterpret_cast<uintptr_t>(&burn) & ~uintptr_t{4095};
+  uintptr_t first = reinterpret_cast<uintptr_t>(&burn);
+  for (auto* f : {&burn_hot, &burn_cold})
+    if (reinterpret_cast<uintptr_t>(f) < first) first = reinterpret_cast<uintptr_t>(f);
+  const auto lo = first & ~uintptr_t{4095};
   return OSProf{g_histo, kWords, reinterpret_cast<u32*>(lo),
                 reinterpret_cast<u32*>(lo + 4 * (kWords - 1))};
 }
@@ -51,6 +87,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const char* mode = argv[1];
   const double seconds = argc > 2 ? atof(argv[2]) : 1;
+  const char* hold_path = argc > 3 ? argv[3] : nullptr;
   if (strcmp(mode, "n64") == 0) {
     OSProf p = segment();
     osProfileInit(&p, 1);
@@ -60,6 +97,7 @@ int main(int argc, char** argv) {
     fflush(stdout);
     burn(seconds);
     osProfileStop();
+    hold(hold_path);
   } else if (strcmp(mode, "n64fork") == 0) {
     OSProf p = segment();
     osProfileInit(&p, 1);
@@ -79,7 +117,13 @@ int main(int argc, char** argv) {
     if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 5;
     osProfileStop();
   } else if (strcmp(mode, "api") == 0) {
-    sprofil_session* s = sprofil_create(nullptr);
+    // The auto clock (perf where it works): the cpu clock's attribution skews on a loaded
+    // machine and drifts with the load, which would blur the comparison of a snapshot's
+    // shares with the final ones (tests/live).
+    sprofil_options o;
+    sprofil_options_init(&o);
+    o.clock = SPROFIL_CLOCK_AUTO;
+    sprofil_session* s = sprofil_create(&o);
     if (!s || sprofil_add_object(s, reinterpret_cast<const void*>(&burn)) != 0 ||
         sprofil_start(s) != 0 || sprofil_live_serve(s) != 0)
       return 3;
@@ -87,6 +131,7 @@ int main(int argc, char** argv) {
     fflush(stdout);
     burn(seconds);
     sprofil_stop(s);
+    hold(hold_path);
     sprofil_destroy(s);
   } else if (strcmp(mode, "plain") == 0) {
     printf("ready %d\n", getpid());
