@@ -2,6 +2,8 @@
 // forked process.
 #pragma once
 
+#include <execinfo.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -64,6 +66,24 @@ inline void* readonly_page() {
   return mmap(nullptr, static_cast<size_t>(pg), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
 
+// In a child: a fault (SIGSEGV, SIGBUS) writes where it happened and the stack to stderr,
+// then kills the child with that signal as before, so that a rare crash in CI says where.
+inline void report_faults() {
+  struct sigaction sa {};
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
+  sa.sa_sigaction = [](int sig, siginfo_t* si, void*) {
+    char line[96];
+    const int n = snprintf(line, sizeof line, "child fault: signal %d at address %p, stack:\n", sig,
+                           si->si_addr);
+    if (n > 0 && write(2, line, static_cast<size_t>(n)) < 0) _exit(128 + sig);
+    void* frames[48];
+    backtrace_symbols_fd(frames, backtrace(frames, 48), 2);
+    raise(sig);  // SA_RESETHAND: the default action now
+  };
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+}
+
 // Runs fn in a forked child and returns its message: "" when it succeeded, else what failed
 // (or how the child died).
 inline std::string in_child(const std::function<std::string()>& fn) {
@@ -73,6 +93,7 @@ inline std::string in_child(const std::function<std::string()>& fn) {
   if (pid < 0) return "fork failed";
   if (pid == 0) {
     close(fds[0]);
+    report_faults();
     const std::string msg = fn();
     size_t off = 0;
     while (off < msg.size()) {
