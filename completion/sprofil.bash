@@ -12,7 +12,7 @@ _sprofil() {
   local sub="" i
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
-      record | report | merge | serve)
+      record | report | merge | diff | serve)
         sub=${COMP_WORDS[i]}
         break
         ;;
@@ -20,7 +20,7 @@ _sprofil() {
   done
   COMPREPLY=()
   if [[ -z $sub ]]; then
-    _sprofil_reply -W "record report merge fetch gperf top list serve -h --help" -- "$cur"
+    _sprofil_reply -W "record report merge diff fetch gperf top list serve -h --help" -- "$cur"
     return 0
   fi
   case $sub in
@@ -73,6 +73,21 @@ _sprofil() {
           if [[ $cur == -* ]]; then
             _sprofil_reply -W "--by --inline --full-names --user-only --limit --min-percent --object
               --pid --comm --format -o --output -h --help" -- "$cur"
+          else
+            _sprofil_reply -f -- "$cur"
+          fi
+          ;;
+      esac
+      ;;
+    diff)
+      case $prev in
+        --by) _sprofil_reply -W "function line object" -- "$cur" ;;
+        --format) _sprofil_reply -W "text json csv html" -- "$cur" ;;
+        --alpha | --limit) ;;
+        -o | --output) _sprofil_reply -f -- "$cur" ;;
+        *)
+          if [[ $cur == -* ]]; then
+            _sprofil_reply -W "--by --format --alpha --limit -o --output -h --help" -- "$cur"
           else
             _sprofil_reply -f -- "$cur"
           fi

@@ -46,10 +46,12 @@ expect "--clock" sprofil record --cl
 expect "wall" sprofil record --clock wa
 expect "--output" sprofil merge --o
 expect "serve" sprofil se
+expect "html" sprofil diff a.sprof b.sprof --format h
+expect "diff" sprofil di
 expect "--token-file" sprofil serve --to
 
 # Every long option of `sprofil COMMAND --help` is completed after `--`.
-for cmd in record report merge serve; do
+for cmd in record report merge diff serve; do
   # "--" alone on record means "the program follows"; ask for options with "--" plus a letter.
   COMP_CWORD=2
   all=""

@@ -4,14 +4,17 @@
 //   SPROFIL_HZ           samples per second and thread (default 1000)
 //   SPROFIL_CLOCK        auto (default: perf where allowed, else cpu), cpu, perf, itimer, wall
 //   SPROFIL_PERF_MODE    signal (default) or ring, for the perf clock (read by the clock)
-//   SPROFIL_BIN_BYTES    bytes of text per counter, a power of two (default 4)
+//   SPROFIL_BIN_BYTES    bytes of text per counter, a power of two (default 1: exact; 4 when
+//                        the profile is on a tmpfs or ramfs)
 //   SPROFIL_SYSTEM       1: a system-time array per region where the clock splits system time;
 //                        0: none (default 1)
 //   SPROFIL_SIGNAL       the signal to use (default SIGPROF, else a free real-time signal)
 //   SPROFIL_QUIET        no message on stderr
 // Set by the agent for its descendants: SPROFIL_STARTED (a later image of the same run).
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,6 +37,24 @@ bool make_absolute(const char* out, char* base, size_t n) {
   return snprintf(base, n, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, out) < static_cast<int>(n);
 }
 
+// Exact bins (1 byte: every sample at its instruction) unless the profile is written to a
+// filesystem in memory (tmpfs, ramfs), where the disk space reserved for the counters of all
+// the text (docs/agent.md, "Memory and disk") is memory, 4x as much at 1-byte bins, and a
+// forked child's reservation is memory to zero: there 4-byte bins, as before.
+uint32_t default_bin_bytes(const char* absolute_base) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", absolute_base);
+  char* slash = strrchr(dir, '/');
+  if (slash == dir)
+    slash[1] = '\0';
+  else if (slash)
+    *slash = '\0';
+  struct statfs fs;
+  if (statfs(dir, &fs) != 0) return 1;
+  const bool in_memory = fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC;
+  return in_memory ? 4 : 1;
+}
+
 }  // namespace
 
 const char* env(const char* name) {
@@ -48,8 +69,9 @@ bool read_settings(const char* output, Settings* s, const char** why) {
       return *why = "SPROFIL_CLOCK is not auto, cpu, perf, itimer or wall", false;
   }
   if (!util::hz_from_env(&s->clock.interval_ns, why)) return false;
-  if (const char* b = env("SPROFIL_BIN_BYTES"); b && *b) {
-    const long v = atol(b);
+  const char* bins = env("SPROFIL_BIN_BYTES");
+  if (bins && *bins) {
+    const long v = atol(bins);
     if (v <= 0 || v > 65536 || (v & (v - 1)))
       return *why = "SPROFIL_BIN_BYTES must be a power of two", false;
     s->bin_bytes = static_cast<uint32_t>(v);
@@ -64,6 +86,7 @@ bool read_settings(const char* output, Settings* s, const char** why) {
     if (errno == 0) errno = ENAMETOOLONG;
     return *why = nullptr, false;
   }
+  if (!bins || !*bins) s->bin_bytes = default_bin_bytes(s->base);
   return true;
 }
 

@@ -45,6 +45,11 @@ void after_fork_child() {
     remove_output();
     return child_stops(strerror(errno));
   }
+  // No readahead on the header's page: it is first touched (fill_header below) when every
+  // record's space is reserved, and a fault's readahead would then read the device's
+  // read_ahead_kb of the new file (8 MB here) into the page cache, zeroing it page by page:
+  // that was most of a fork's cost, and it grew with the reserved size (the bin width).
+  madvise(g_hdr, SPROF_PAGE, MADV_RANDOM);
   g_spilled = false;
   g_nfile = 0;
   g_file_end = SPROF_PAGE;

@@ -41,7 +41,7 @@ struct AgentRegion {
 // What the environment asked for (env.cpp).
 struct Settings {
   rt::ClockRequest clock;
-  uint32_t bin_bytes = 4;
+  uint32_t bin_bytes = 1;
   bool system = false;       // lay out system-time arrays where the clock splits
   char base[PATH_MAX] = {};  // SPROFIL_OUTPUT, made absolute
 };

@@ -63,5 +63,8 @@ DiffTable diff(const profile::Profile& base, const profile::Profile& next,
 void write_diff_text(const DiffTable& t, size_t limit, std::ostream& out);
 void write_diff_json(const DiffTable& t, std::ostream& out);
 void write_diff_csv(const DiffTable& t, std::ostream& out);
+// A self-contained HTML page (diff_html.cpp): the JSON above drawn as a table with intervals.
+// False only if the embedded page lacks its data marker (a build error).
+bool write_diff_html(const DiffTable& t, std::ostream& out);
 
 }  // namespace sprofil::report

@@ -38,12 +38,18 @@ int run_diff(const DiffArgs& args) {
   t.base_source = args.base;
   t.new_source = args.next;
   std::ostringstream s;
-  if (args.format == "json")
+  if (args.format == "json") {
     report::write_diff_json(t, s);
-  else if (args.format == "csv")
+  } else if (args.format == "csv") {
     report::write_diff_csv(t, s);
-  else
+  } else if (args.format == "html") {
+    if (!report::write_diff_html(t, s)) {
+      std::fprintf(stderr, "sprofil diff: internal error: the page has no data marker\n");
+      return 1;
+    }
+  } else {
     report::write_diff_text(t, args.limit, s);
+  }
   if (args.format != "text")
     for (const std::string& w : t.warnings)
       std::fprintf(stderr, "sprofil diff: warning: %s\n", report::printable(w).c_str());
@@ -70,8 +76,8 @@ Run setup_diff(CLI::App& sub) {
   sub.add_option("--by", args->by, "Compare by function, line or object")
       ->check(CLI::IsMember({"function", "line", "object"}))
       ->capture_default_str();
-  sub.add_option("--format", args->format, "Output format: text, json or csv")
-      ->check(CLI::IsMember({"text", "json", "csv"}))
+  sub.add_option("--format", args->format, "Output format: text, json, csv or html")
+      ->check(CLI::IsMember({"text", "json", "csv", "html"}))
       ->capture_default_str();
   sub.add_option("--alpha", args->alpha,
                  "Family-wise error rate of the Holm-corrected tests (significance level)")
