@@ -273,42 +273,59 @@ TEST(Annotate, UnknownFunctionFails) {
   EXPECT_NE(status, 0);
 }
 
-// `sprofil report --by line` agrees with perf's srcline shares on the two loops within 3
-// points. Both at 10 kHz for ~9000 samples: a share's binomial sd is ~0.5 points per run, ~0.7
-// for the difference of two runs; but the two runs also differ in timing, and CI saw 2.04 and
-// 2.28 points twice in a few runs, so 2 points (~3 binomial sigma) was too tight.
+// `sprofil report --by line` agrees with perf's srcline shares on the two loops within 2
+// points (the bound). Both profilers sample ONE execution (`perf record -- sprofil
+// record -- prog`), so the only differences are the two samplings and their mechanisms, not
+// two runs' timing (separate runs differed by up to 2.3 points under CI's load). Shares are
+// taken among the program's own lines on both sides (perf also sees the record tool and
+// sprofil's runtime). At 10 kHz over ~1.7 s of CPU (~17,000 samples each) a share near 35%
+// has a binomial sd of ~0.37 points, ~0.52 for the difference: 2 points is ~3.8 sd.
 TEST(Annotate, ByLineAgreesWithPerf) {
   if (run("command -v perf").empty()) GTEST_SKIP() << "no perf";
   const std::string data = temp_dir() + "/perf.data";
+  const std::string file = temp_dir() + "/loops10k.sprof";
+  const std::string n = "200000000";  // twice kLoopsN: ~1.7 s
   int status = 0;
-  std::string log =
-      run("timeout 120 perf record -q -o '" + data + "' -e cpu-clock:u -F 10000 -- '" + kProg +
-              "' loops " + kLoopsN + " 2>&1 >/dev/null",
-          &status);
-  if (status != 0) GTEST_SKIP() << "perf record is denied or failed here: " << log;
+  // Under the default bins (1 byte): what a user gets without setting anything.
+  std::string log = run("env " + default_bins_env() + " timeout 120 perf record -q -o '" + data +
+                            "' -e cpu-clock:u -F 10000 -- '" + kTool + "' record -F 10000 -o '" +
+                            file + "' -- '" + kProg + "' loops " + n + " 2>&1 >/dev/null",
+                        &status);
+  if (status != 0 && log.find("perf") != std::string::npos &&
+      log.find("sprofil") == std::string::npos)
+    GTEST_SKIP() << "perf record is denied or failed here: " << log;
+  ASSERT_EQ(status, 0) << log;
   std::string perf =
       run("timeout 120 perf report -i '" + data + "' --stdio --sort srcline -q 2>/dev/null");
   std::map<int, double> perf_share;
+  double perf_total = 0;
   std::istringstream in(perf);
   for (std::string line; std::getline(in, line);) {
     size_t colon = line.find("annotate_prog.cpp:");
     if (colon == std::string::npos) continue;
-    perf_share[std::atoi(line.c_str() + colon + 18)] = std::atof(line.c_str());
+    const double pct = std::atof(line.c_str());
+    perf_share[std::atoi(line.c_str() + colon + 18)] += pct;
+    perf_total += pct;
   }
-  // Under the default bins (1 byte): what a user gets without setting anything.
-  std::string file = record("loops10k", kProg, "loops", kLoopsN, default_bins_env(), "-F 10000");
   std::string out =
       run("'" + kTool + "' report '" + file + "' --by line --format json 2>/dev/null", &status);
   ASSERT_EQ(status, 0);
   Json j = Json::parse(out);
   std::map<int, double> ours;
+  double ours_total = 0;
   for (const Json& r : j["rows"])
-    if (r["file"].get<std::string>().find("annotate_prog.cpp") != std::string::npos)
+    if (r["file"].get<std::string>().find("annotate_prog.cpp") != std::string::npos) {
       ours[r["line"].get<int>()] += r["percent"].get<double>();
+      ours_total += r["percent"].get<double>();
+    }
+  ASSERT_GT(perf_total, 50) << perf;
+  ASSERT_GT(ours_total, 50) << out;
   for (const char* marker : {"LOOP_ONE", "LOOP_TWO"}) {
     const int line = marker_line(ANNOTATE_SOURCE, marker);
-    ASSERT_GT(perf_share[line], 10) << perf;
-    EXPECT_NEAR(ours[line], perf_share[line], 3.0) << marker << "\n" << perf << "\n" << out;
+    const double theirs = 100 * perf_share[line] / perf_total;
+    const double mine = 100 * ours[line] / ours_total;
+    ASSERT_GT(theirs, 10) << perf;
+    EXPECT_NEAR(mine, theirs, 2.0) << marker << "\n" << perf << "\n" << out;
   }
 }
 
