@@ -112,15 +112,17 @@ std::string samples(uint64_t n) {
   return num(n) + (n == 1 ? " sample" : " samples");
 }
 
-// Reads the header `h` at offset 0 as stored (little-endian); `shorter` begins the error
-// when the source is too short to hold it.
+// Reads the header `h` at offset 0 and turns it to the machine's byte order with `to_host`;
+// `shorter` begins the error when the source is too short to hold it.
 template <typename H>
-bool read_header(Source& src, H* h, const char* shorter, std::string* error) {
+bool read_header(Source& src, H* h, const char* shorter, void (*to_host)(H*), std::string* error) {
   if (src.size() < sizeof(H)) {
     *error = std::string(shorter) + ": " + num(src.size()) + " bytes, need " + num(sizeof(H));
     return false;
   }
-  return src.read(0, h, sizeof(H), error);
+  if (!src.read(0, h, sizeof(H), error)) return false;
+  to_host(h);
+  return true;
 }
 
 // Reads and checks region record `k` at `off`; on success fills *out and sets *next to the
@@ -303,10 +305,10 @@ bool parse(Source& src, Profile* out, std::string* error) {
 }
 
 bool parse_v1(Source& src, Profile* out, std::string* error) {
-  const uint64_t size = src.size();
   sprof_header h;
-  if (!read_header(src, &h, "file is shorter than the header", error)) return false;
-  layout::header_le(&h);
+  if (!read_header(src, &h, "file is shorter than the header", layout::header_le, error))
+    return false;
+  const uint64_t size = src.size();
   if (std::memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) != 0) {
     *error = "bad magic: not a .sprof profile";
     return false;
@@ -380,8 +382,7 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
              num(h.region_count) + " committed region records (" + num(off) + ")";
     return false;
   }
-  Process self = process_of(p);
-  p.processes.push_back(std::move(self));
+  p.processes.push_back(process_of(p));
   *out = std::move(p);
   return true;
 }
@@ -389,8 +390,8 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
 bool parse_run(Source& src, Profile* out, std::string* error) {
   const uint64_t size = src.size();
   sprof_run_header h;
-  if (!read_header(src, &h, "run profile shorter than its header", error)) return false;
-  layout::run_header_le(&h);
+  if (!read_header(src, &h, "run profile shorter than its header", layout::run_header_le, error))
+    return false;
   if (h.version != SPROF_RUN_VERSION) {
     *error = "unsupported run profile version " + num(h.version) + " (this sprofil reads " +
              num(SPROF_RUN_VERSION) + ")";
