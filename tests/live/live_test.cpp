@@ -32,6 +32,7 @@
 #include "profile/reader.hpp"
 #include "sprofil/ultra64.h"
 
+namespace sprofil::live_test {
 namespace {
 
 using namespace sprofil;
@@ -481,3 +482,5 @@ TEST_F(Live, TopInATerminalQuitsOnQ) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::live_test
