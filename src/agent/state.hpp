@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "clock/runtime.hpp"
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 #include "util/mutex.hpp"
 
 namespace sprofil::agent {

@@ -1,7 +1,7 @@
 // The clock interface, for the files of src/clock/ only (the rest of the runtime uses
 // runtime.hpp). A clock is one ClockOps, defined in its own file (cpu.cpp, wall.cpp,
 // itimer.cpp, perf_clock.cpp) as g_clock_<NAME> for its row of SPROF_CLOCKS
-// (src/profile/sprof_format.h); clock_ops() finds it by kind. Adding a clock: one file that
+// (src/format/sprof_format.h); clock_ops() finds it by kind. Adding a clock: one file that
 // defines g_clock_NEW, one row X(NEW, id, "new", "...") in SPROF_CLOCKS, and kNew in
 // ClockKind (runtime.hpp, pinned to the row's id by a static_assert in runtime.cpp).
 //

@@ -24,7 +24,7 @@
 #include <cstring>
 
 #include "clock/clock.hpp"
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 #include "util/mutex.hpp"
 
 namespace sprofil::rt {

@@ -15,7 +15,7 @@
 
 namespace sprofil::rt {
 
-// The numbers are SPROF_CLOCKS' ids (src/profile/sprof_format.h), pinned by static_asserts in
+// The numbers are SPROF_CLOCKS' ids (src/format/sprof_format.h), pinned by static_asserts in
 // runtime.cpp; each clock's implementation is a ClockOps in its own file (clock.hpp).
 enum class ClockKind : uint8_t {
   kCpu = 0,     // per-thread CPU-time POSIX timers (the default)

@@ -1,7 +1,7 @@
 // The agent's live source. Under `sprofil record --live` (SPROFIL_LIVE=1 with SPROFIL_OUTPUT)
 // the agent's own .sprof file IS the snapshot: its counters and tallies are updated in place
 // through a shared mapping, and region records are committed before region_count is raised
-// (src/profile/sprof_format.h). This source reads that file; live_agent_start() starts the
+// (src/format/sprof_format.h). This source reads that file; live_agent_start() starts the
 // service for it (called from this library's constructor, so src/agent needs no change).
 #include <fcntl.h>
 #include <limits.h>

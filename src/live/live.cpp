@@ -21,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "format/layout.hpp"
+
 namespace sprofil::live {
 namespace {
 
@@ -136,8 +138,7 @@ uint64_t g_start_ns = 0;  // when the service started (the snapshots' start_ns)
 }  // namespace
 
 size_t record_bytes(uint64_t nbins, uint32_t width) {
-  const uint64_t bytes = nbins * width;
-  return SPROF_PAGE + (bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
+  return layout::shape_of(nbins, width, false).record_size;
 }
 
 bool image_begin(Image* im, size_t total, uint32_t clock, uint64_t tick_ns, uint64_t overflow,
@@ -149,15 +150,13 @@ bool image_begin(Image* im, size_t total, uint32_t clock, uint64_t tick_ns, uint
   im->size = total;
   im->used = SPROF_PAGE;
   auto* h = reinterpret_cast<sprof_header*>(im->data);
-  memcpy(h->magic, SPROF_MAGIC, sizeof h->magic);
-  h->version = SPROF_VERSION;
-  h->header_size = SPROF_PAGE;
-  h->clock = clock < SPROF_CLOCK_COUNT ? clock : uint32_t{SPROF_CLOCK_CPU};
-  h->tick_ns = tick_ns;
-  h->requested_hz = tick_ns ? static_cast<uint32_t>(1000000000ull / tick_ns) : 0;
-  h->start_ns = g_start_ns;
-  h->pid = getpid();
-  h->ppid = getppid();
+  layout::HeaderInfo info;
+  info.clock = clock < SPROF_CLOCK_COUNT ? clock : uint32_t{SPROF_CLOCK_CPU};
+  info.tick_ns = tick_ns;
+  info.start_ns = g_start_ns;
+  info.pid = getpid();
+  info.ppid = getppid();
+  layout::fill_header(h, info);
   h->overflow = overflow;
   h->delivered = delivered;
   h->lost = lost;
@@ -167,21 +166,18 @@ bool image_begin(Image* im, size_t total, uint32_t clock, uint64_t tick_ns, uint
 
 uint8_t* image_region(Image* im, uint64_t start, uint64_t end, uint32_t bin_size, uint32_t width) {
   if (!im->data || start >= end || bin_size == 0) return nullptr;
-  const uint64_t nbins = (end - start + bin_size - 1) / bin_size;
-  const size_t rec = record_bytes(nbins, width);
-  if (rec > im->size - im->used) return nullptr;
+  const layout::RegionShape shape = layout::region_shape(end - start, bin_size, width, false);
+  if (shape.record_size > im->size - im->used) return nullptr;
   auto* r = reinterpret_cast<sprof_region*>(im->data + im->used);
-  r->magic = SPROF_REGION_MAGIC;
-  r->record_size = rec;
-  r->counters_offset = im->used + SPROF_PAGE;
-  r->start = start;
-  r->end = end;
-  r->nbins = nbins;
-  r->bin_size = bin_size;
-  r->counter_width = width;
-  r->load_ns = g_start_ns;
-  uint8_t* counters = im->data + im->used + SPROF_PAGE;
-  im->used += rec;
+  layout::RegionInfo info;
+  info.start = start;
+  info.end = end;
+  info.bin_size = bin_size;
+  info.counter_width = width;
+  info.load_ns = g_start_ns;
+  layout::fill_region(r, shape, im->used, info);
+  uint8_t* counters = im->data + im->used + shape.counters_at;
+  im->used += shape.record_size;
   ++im->count;
   return counters;
 }

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 
 namespace sprofil::live {
 

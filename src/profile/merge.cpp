@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 
 namespace sprofil::profile {
 
@@ -79,13 +79,7 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
   }
   const Profile& first = in.front();
   Profile m;
-  m.version = SPROF_VERSION;
-  m.clock = first.clock;
-  m.requested_hz = first.requested_hz;
-  m.tick_ns = first.tick_ns;
-  m.pid = first.pid;
-  m.ppid = first.ppid;
-  m.argv = first.argv;
+  set_header(&m, process_of(first));  // the first's identity; flags and tallies below
 
   TallySum sum;
   for (size_t i = 0; i < in.size(); ++i) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "profile/sprof_format.h"
+#include "format/layout.hpp"
 
 namespace sprofil::profile {
 
@@ -32,9 +32,7 @@ const char* clock_description(Clock c) {
 }
 
 uint64_t Region::nbins() const {
-  if (start >= end || bin_size == 0) return 0;
-  const uint64_t span = end - start;
-  return span / bin_size + (span % bin_size != 0 ? 1 : 0);
+  return start < end ? layout::nbins_for(end - start, bin_size) : 0;
 }
 
 void Region::add(uint64_t index, uint64_t count, uint64_t system) {
@@ -136,24 +134,48 @@ std::string comm_of(const std::vector<std::string>& argv) {
   return c;
 }
 
+Process process_of(const Profile& p) {
+  Process pr;
+  pr.pid = p.pid;
+  pr.ppid = p.ppid;
+  pr.comm = comm_of(p.argv);
+  pr.argv = p.argv;
+  pr.flags = p.flags;
+  pr.clock = p.clock;
+  pr.requested_hz = p.requested_hz;
+  pr.tick_ns = p.tick_ns;
+  pr.effective_hz = p.effective_hz;
+  pr.start_ns = p.start_ns;
+  pr.end_ns = p.end_ns;
+  pr.cpu_ns = p.cpu_ns;
+  pr.overflow = p.overflow;
+  pr.delivered = p.delivered;
+  pr.lost = p.lost;
+  return pr;
+}
+
+void set_header(Profile* p, const Process& pr) {
+  p->version = SPROF_VERSION;
+  p->flags = pr.flags;
+  p->clock = pr.clock;
+  p->requested_hz = pr.requested_hz;
+  p->tick_ns = pr.tick_ns;
+  p->effective_hz = pr.effective_hz;
+  p->start_ns = pr.start_ns;
+  p->end_ns = pr.end_ns;
+  p->cpu_ns = pr.cpu_ns;
+  p->pid = pr.pid;
+  p->ppid = pr.ppid;
+  p->argv = pr.argv;
+  p->overflow = pr.overflow;
+  p->delivered = pr.delivered;
+  p->lost = pr.lost;
+}
+
 Profile process_image(const Profile& p, size_t process) {
   Profile out;
   const Process& pr = p.processes.at(process);
-  out.version = SPROF_VERSION;
-  out.flags = pr.flags;
-  out.clock = pr.clock;
-  out.requested_hz = pr.requested_hz;
-  out.tick_ns = pr.tick_ns;
-  out.effective_hz = pr.effective_hz;
-  out.start_ns = pr.start_ns;
-  out.end_ns = pr.end_ns;
-  out.cpu_ns = pr.cpu_ns;
-  out.pid = pr.pid;
-  out.ppid = pr.ppid;
-  out.argv = pr.argv;
-  out.overflow = pr.overflow;
-  out.delivered = pr.delivered;
-  out.lost = pr.lost;
+  set_header(&out, pr);
   for (const Region& r : p.regions)
     if (r.process == process) {
       out.regions.push_back(r);
@@ -170,32 +192,11 @@ Profile combine_processes(std::vector<Profile> parts, const std::vector<std::str
   TallySum sum;
   for (size_t i = 0; i < parts.size(); ++i) {
     Profile& q = parts[i];
-    Process pr;
-    pr.pid = q.pid;
-    pr.ppid = q.ppid;
-    pr.comm = comm_of(q.argv);
+    Process pr = process_of(q);
     pr.name = i < names.size() ? names[i] : "";
-    pr.argv = q.argv;
-    pr.flags = q.flags;
-    pr.clock = q.clock;
-    pr.requested_hz = q.requested_hz;
-    pr.tick_ns = q.tick_ns;
-    pr.effective_hz = q.effective_hz;
-    pr.start_ns = q.start_ns;
-    pr.end_ns = q.end_ns;
-    pr.cpu_ns = q.cpu_ns;
-    pr.overflow = q.overflow;
-    pr.delivered = q.delivered;
-    pr.lost = q.lost;
     if (i == 0) {
-      out.flags = q.flags & ~SPROF_F_FINISHED;
-      out.clock = q.clock;
-      out.requested_hz = q.requested_hz;
-      out.tick_ns = q.tick_ns;
-      out.effective_hz = q.effective_hz;
-      out.pid = q.pid;
-      out.ppid = q.ppid;
-      out.argv = q.argv;
+      set_header(&out, pr);  // the root's; the tallies and times are the sum's (below)
+      out.flags &= ~SPROF_F_FINISHED;
     }
     sum.add(q);
     for (Region& r : q.regions) {

@@ -1,4 +1,4 @@
-// The in-memory form of a .sprof profile (src/profile/sprof_format.h), used by every host-side
+// The in-memory form of a .sprof profile (src/format/sprof_format.h), used by every host-side
 // tool: reader, writer, merge, symbolization and reports.
 #pragma once
 
@@ -123,6 +123,11 @@ struct Profile {
   uint64_t system_samples() const;
 };
 
+// A single-process profile's header fields as a process (comm from argv, no name), and the
+// reverse: a profile's header fields (version, flags, clock, rates, times, ids, argv,
+// tallies) from a process. Every copy between the two goes through these.
+Process process_of(const Profile& p);
+void set_header(Profile* p, const Process& pr);
 // A single-process profile of one process in a run (its header fields and its regions).
 Profile process_image(const Profile& p, size_t process);
 // Combines single-process profiles into a run profile: processes in the given order (the first

@@ -6,11 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <string_view>
 
-#include "profile/sprof_format.h"
+#include "format/layout.hpp"
 
 namespace sprofil::profile {
 
@@ -113,66 +112,17 @@ std::string samples(uint64_t n) {
   return num(n) + (n == 1 ? " sample" : " samples");
 }
 
-// A little-endian unsigned integer of `width` bytes.
-uint64_t load_le(const uint8_t* p, uint32_t width) {
-  uint64_t v = 0;
-  if constexpr (std::endian::native == std::endian::little) {
-    std::memcpy(&v, p, width);
-  } else {
-    for (uint32_t i = 0; i < width; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+// Reads the header `h` at offset 0 and turns it to the machine's byte order with `to_host`;
+// `shorter` begins the error when the source is too short to hold it.
+template <typename H>
+bool read_header(Source& src, H* h, const char* shorter, void (*to_host)(H*), std::string* error) {
+  if (src.size() < sizeof(H)) {
+    *error = std::string(shorter) + ": " + num(src.size()) + " bytes, need " + num(sizeof(H));
+    return false;
   }
-  return v;
-}
-
-template <typename T>
-T from_le(T v) {
-  if constexpr (std::endian::native == std::endian::little) {
-    return v;
-  } else {
-    uint8_t b[sizeof(T)];
-    std::memcpy(b, &v, sizeof(T));
-    return static_cast<T>(load_le(b, sizeof(T)));
-  }
-}
-
-void header_from_le(sprof_header* h) {
-  h->version = from_le(h->version);
-  h->header_size = from_le(h->header_size);
-  h->flags = from_le(h->flags);
-  h->clock = from_le(h->clock);
-  h->requested_hz = from_le(h->requested_hz);
-  h->region_count = from_le(h->region_count);
-  h->tick_ns = from_le(h->tick_ns);
-  h->effective_hz_milli = from_le(h->effective_hz_milli);
-  h->start_ns = from_le(h->start_ns);
-  h->end_ns = from_le(h->end_ns);
-  h->cpu_ns = from_le(h->cpu_ns);
-  h->pid = from_le(h->pid);
-  h->ppid = from_le(h->ppid);
-  h->regions_end = from_le(h->regions_end);
-  h->overflow = from_le(h->overflow);
-  h->delivered = from_le(h->delivered);
-  h->lost = from_le(h->lost);
-  h->cmdline_len = from_le(h->cmdline_len);
-}
-
-void region_from_le(sprof_region* r) {
-  r->magic = from_le(r->magic);
-  r->flags = from_le(r->flags);
-  r->record_size = from_le(r->record_size);
-  r->counters_offset = from_le(r->counters_offset);
-  r->start = from_le(r->start);
-  r->end = from_le(r->end);
-  r->load_bias = from_le(r->load_bias);
-  r->file_offset = from_le(r->file_offset);
-  r->nbins = from_le(r->nbins);
-  r->bin_size = from_le(r->bin_size);
-  r->counter_width = from_le(r->counter_width);
-  r->load_ns = from_le(r->load_ns);
-  r->unload_ns = from_le(r->unload_ns);
-  r->build_id_len = from_le(r->build_id_len);
-  r->path_len = from_le(r->path_len);
-  r->system_offset = from_le(r->system_offset);
+  if (!src.read(0, h, sizeof(H), error)) return false;
+  to_host(h);
+  return true;
 }
 
 // Reads and checks region record `k` at `off`; on success fills *out and sets *next to the
@@ -198,7 +148,7 @@ bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, 
     *error = where + ": " + *error;
     return false;
   }
-  region_from_le(&r);
+  layout::region_le(&r);
   if (r.magic != SPROF_REGION_MAGIC) {
     *error = where + ": bad region magic at offset " + num(off);
     return false;
@@ -222,7 +172,7 @@ bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, 
   if (r.start >= r.end)
     return fail("bad address range: start " + num(r.start) + " >= end " + num(r.end));
   const uint64_t span = r.end - r.start;
-  const uint64_t want_bins = span / r.bin_size + (span % r.bin_size != 0 ? 1 : 0);
+  const uint64_t want_bins = layout::nbins_for(span, r.bin_size);
   if (r.nbins != want_bins)
     return fail("bad nbins " + num(r.nbins) + " (range of " + num(span) + " bytes in bins of " +
                 num(r.bin_size) + " needs " + num(want_bins) + ")");
@@ -230,9 +180,11 @@ bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, 
     return fail("nbins " + num(r.nbins) + " x counter_width " + num(r.counter_width) +
                 " overflows");
   const uint64_t bytes = r.nbins * r.counter_width;
-  if (bytes > UINT64_MAX - 2 * SPROF_PAGE)
+  if (!layout::fits(r.nbins, r.counter_width))
     return fail("counters too large: " + num(bytes) + " bytes");
-  const uint64_t padded = (bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
+  const bool system = (r.flags & SPROF_R_SYSTEM) != 0;
+  const layout::RegionShape shape = layout::shape_of(r.nbins, r.counter_width, system);
+  const uint64_t padded = shape.array_bytes;
   if (r.record_size < SPROF_PAGE || r.record_size % SPROF_PAGE != 0)
     return fail("bad record_size " + num(r.record_size) + " (must be a multiple of 4096, >= 4096)");
   if (off > UINT64_MAX - SPROF_PAGE || r.counters_offset != off + SPROF_PAGE)
@@ -245,12 +197,11 @@ bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, 
                 num(r.counters_offset) + ", file has " + num(size) + " (the region claims " +
                 num(r.nbins) + " counters of " + num(r.counter_width) +
                 " bytes, more than the file holds)");
-  const bool system = (r.flags & SPROF_R_SYSTEM) != 0;
   const uint64_t system_offset = r.system_offset;
   if (!system) {
-    if (r.record_size != SPROF_PAGE + padded)
+    if (r.record_size != shape.record_size)
       return fail("bad record_size " + num(r.record_size) + " (" + num(r.nbins) + " counters of " +
-                  num(r.counter_width) + " bytes need " + num(SPROF_PAGE + padded) + ")");
+                  num(r.counter_width) + " bytes need " + num(shape.record_size) + ")");
   } else {
     // The system array: 4096-aligned, after the counters, inside the record and the file.
     if (system_offset % SPROF_PAGE != 0 || system_offset < r.counters_offset + padded ||
@@ -292,7 +243,7 @@ bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, 
       if (!sys_hole) {                               // system parts of bins without a count?
         if (!src.read(system_offset + done, sys.data(), n, error)) return fail(*error);
         for (uint64_t i = 0; i < n / w && !live; ++i)
-          if (const uint64_t s = load_le(sys.data() + w * i, w); s != 0)
+          if (const uint64_t s = layout::load_counter(sys.data() + w * i, w); s != 0)
             return fail("bin " + num(done / w + i) + ": system count " + num(s) +
                         " exceeds its count 0");
       }
@@ -303,8 +254,8 @@ bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, 
     if (!sys_hole && !src.read(system_offset + done, sys.data(), n, error)) return fail(*error);
     const uint64_t first = done / w;
     for (uint64_t i = 0; i < n / w; ++i) {
-      const uint64_t c = load_le(buf.data() + w * i, w);
-      uint64_t s = sys_hole ? 0 : load_le(sys.data() + w * i, w);
+      const uint64_t c = layout::load_counter(buf.data() + w * i, w);
+      uint64_t s = sys_hole ? 0 : layout::load_counter(sys.data() + w * i, w);
       if (s > c && live) s = c;
       if (s > c)
         return fail("bin " + num(first + i) + ": system count " + num(s) + " exceeds its count " +
@@ -354,15 +305,10 @@ bool parse(Source& src, Profile* out, std::string* error) {
 }
 
 bool parse_v1(Source& src, Profile* out, std::string* error) {
-  const uint64_t size = src.size();
-  if (size < sizeof(sprof_header)) {
-    *error = "file is shorter than the header: " + num(size) + " bytes, need " +
-             num(sizeof(sprof_header));
-    return false;
-  }
   sprof_header h;
-  if (!src.read(0, &h, sizeof h, error)) return false;
-  header_from_le(&h);
+  if (!read_header(src, &h, "file is shorter than the header", layout::header_le, error))
+    return false;
+  const uint64_t size = src.size();
   if (std::memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) != 0) {
     *error = "bad magic: not a .sprof profile";
     return false;
@@ -392,8 +338,7 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
              " bytes)";
     return false;
   }
-  // Every record is at least two pages: its own and one of counters (nbins >= 1).
-  const uint64_t max_regions = (size - SPROF_PAGE) / (2 * SPROF_PAGE);
+  const uint64_t max_regions = (size - SPROF_PAGE) / layout::kMinRecord;
   if (h.region_count > max_regions) {
     *error = "region_count " + num(h.region_count) + " cannot fit in a file of " + num(size) +
              " bytes (at most " + num(max_regions) + ")";
@@ -437,46 +382,16 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
              num(h.region_count) + " committed region records (" + num(off) + ")";
     return false;
   }
-  Process self;
-  self.pid = p.pid;
-  self.ppid = p.ppid;
-  self.comm = comm_of(p.argv);
-  self.argv = p.argv;
-  self.flags = p.flags;
-  self.clock = p.clock;
-  self.requested_hz = p.requested_hz;
-  self.tick_ns = p.tick_ns;
-  self.effective_hz = p.effective_hz;
-  self.start_ns = p.start_ns;
-  self.end_ns = p.end_ns;
-  self.cpu_ns = p.cpu_ns;
-  self.overflow = p.overflow;
-  self.delivered = p.delivered;
-  self.lost = p.lost;
-  p.processes.push_back(std::move(self));
+  p.processes.push_back(process_of(p));
   *out = std::move(p);
   return true;
 }
 
 bool parse_run(Source& src, Profile* out, std::string* error) {
   const uint64_t size = src.size();
-  if (size < sizeof(sprof_run_header)) {
-    *error = "run profile shorter than its header: " + num(size) + " bytes, need " +
-             num(sizeof(sprof_run_header));
-    return false;
-  }
   sprof_run_header h;
-  if (!src.read(0, &h, sizeof h, error)) return false;
-  h.version = from_le(h.version);
-  h.header_size = from_le(h.header_size);
-  h.process_count = from_le(h.process_count);
-  h.table_offset = from_le(h.table_offset);
-  h.run_cpu_ns = from_le(h.run_cpu_ns);
-  h.dropped_processes = from_le(h.dropped_processes);
-  h.start_ns = from_le(h.start_ns);
-  h.end_ns = from_le(h.end_ns);
-  h.exit_status = from_le(h.exit_status);
-  h.cmdline_len = from_le(h.cmdline_len);
+  if (!read_header(src, &h, "run profile shorter than its header", layout::run_header_le, error))
+    return false;
   if (h.version != SPROF_RUN_VERSION) {
     *error = "unsupported run profile version " + num(h.version) + " (this sprofil reads " +
              num(SPROF_RUN_VERSION) + ")";
@@ -493,8 +408,8 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
   }
   // Each process needs its table entry and an image of at least two pages.
   const uint64_t table_bytes = uint64_t{h.process_count} * SPROF_RUN_ENTRY;
-  const uint64_t table_end = SPROF_PAGE + (table_bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
-  if (table_end > size || (size - table_end) / (2 * SPROF_PAGE) < h.process_count) {
+  const uint64_t table_end = SPROF_PAGE + layout::page_round(table_bytes);
+  if (table_end > size || (size - table_end) / layout::kMinImage < h.process_count) {
     *error = "process_count " + num(h.process_count) + " cannot fit in a file of " + num(size) +
              " bytes";
     return false;
@@ -510,12 +425,9 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
       *error = where + ": " + *error;
       return false;
     }
-    e.pid = from_le(e.pid);
-    e.ppid = from_le(e.ppid);
-    e.image_offset = from_le(e.image_offset);
-    e.image_size = from_le(e.image_size);
+    layout::run_process_le(&e);
     if (e.image_offset % SPROF_PAGE != 0 || e.image_offset < table_end || e.image_offset > size ||
-        e.image_size > size - e.image_offset || e.image_size < 2 * SPROF_PAGE) {
+        e.image_size > size - e.image_offset || e.image_size < layout::kMinImage) {
       *error = where + ": bad image at offset " + num(e.image_offset) + ", size " +
                num(e.image_size) + " (file has " + num(size) + " bytes)";
       return false;

@@ -1,4 +1,4 @@
-// Reading .sprof files (src/profile/sprof_format.h, docs/file-format.md). The reader validates
+// Reading .sprof files (src/format/sprof_format.h, docs/file-format.md). The reader validates
 // every field and never trusts the file: any input either yields an error naming the problem
 // and where it is, or a Profile whose regions are consistent (start < end, bin_size > 0,
 // counter_width in {2, 4, 8}, bins holding only non-zero bins, sorted, each index < nbins()

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <functional>
 
-#include "profile/sprof_format.h"
+#include "format/layout.hpp"
 
 namespace sprofil::profile {
 
@@ -21,19 +21,6 @@ namespace {
 
 std::string num(uint64_t v) {
   return std::to_string(v);
-}
-
-void store_le(uint8_t* p, uint64_t v, uint32_t width) {
-  for (uint32_t i = 0; i < width; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-template <typename T>
-T to_le(T v) {
-  uint8_t b[sizeof(T)];
-  store_le(b, static_cast<uint64_t>(v), sizeof(T));
-  T r;
-  std::memcpy(&r, b, sizeof(T));
-  return r;
 }
 
 uint64_t max_for_width(uint32_t width) {
@@ -56,12 +43,12 @@ bool pwrite_all(int fd, const void* data, size_t len, uint64_t off, std::string*
   return true;
 }
 
-// The layout of one region in the output file.
+// One region in the output file: its counter width (widened to 8 where a count needs it),
+// where its record is, and its shape (layout.hpp).
 struct Planned {
   uint32_t width;
-  uint64_t bytes;        // nbins * width
-  uint64_t offset;       // of the record
-  uint64_t record_size;  // with a system array: the page, the counters, the system parts
+  uint64_t offset;
+  layout::RegionShape shape;
 };
 
 // Writes one counter array of `l.width`-byte counters at `at`: only the pages that hold a
@@ -73,7 +60,7 @@ bool write_array(int fd, const Region& r, const Planned& l, uint64_t at, bool sy
   auto flush = [&]() {
     if (current == UINT64_MAX) return true;
     const uint64_t from = current * SPROF_PAGE;
-    const uint64_t len = std::min<uint64_t>(SPROF_PAGE, l.bytes - from);
+    const uint64_t len = std::min<uint64_t>(SPROF_PAGE, l.shape.nbins * l.width - from);
     return pwrite_all(fd, page.data(), len, at + from, error);
   };
   for (const Region::Bin& b : r.bins) {
@@ -85,7 +72,7 @@ bool write_array(int fd, const Region& r, const Planned& l, uint64_t at, bool sy
       current = byte / SPROF_PAGE;
       std::fill(page.begin(), page.end(), 0);
     }
-    store_le(page.data() + byte % SPROF_PAGE, v, l.width);
+    layout::store_counter(page.data() + byte % SPROF_PAGE, v, l.width);
   }
   return flush();
 }
@@ -132,95 +119,87 @@ bool plan(const Profile& p, std::vector<Planned>* out, uint64_t* total, std::str
     }
     uint32_t width = r.counter_width;
     if (r.max_count() > max_for_width(width)) width = 8;
-    if (nbins > (UINT64_MAX - 4 * SPROF_PAGE) / 2 / width) {
+    if (!layout::fits(nbins, width)) {
       *error = where + num(nbins) + " bins are too many to write";
       return false;
     }
-    const uint64_t bytes = nbins * width;
-    const uint64_t padded = (bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
-    const uint64_t record = SPROF_PAGE + padded * (r.has_system() ? 2 : 1);
-    if (off > UINT64_MAX - record) {
+    const layout::RegionShape shape = layout::shape_of(nbins, width, r.has_system());
+    if (off > UINT64_MAX - shape.record_size) {
       *error = where + "the file would exceed 2^64 bytes";
       return false;
     }
-    out->push_back(Planned{width, bytes, off, record});
-    off += record;
+    out->push_back(Planned{width, off, shape});
+    off += shape.record_size;
   }
   *total = off;
   return true;
 }
 
 // Writes the v1 image of `p` at file offset `base` (its internal offsets relative to base).
-bool write_body(int fd, const Profile& p, const std::vector<Planned>& layout, uint64_t total,
+bool write_body(int fd, const Profile& p, const std::vector<Planned>& planned, uint64_t total,
                 uint64_t base, std::string* error) {
-  sprof_header h{};
-  std::memcpy(h.magic, SPROF_MAGIC, sizeof h.magic);
-  h.version = to_le<uint32_t>(SPROF_VERSION);
-  h.header_size = to_le<uint32_t>(SPROF_PAGE);
-  h.flags = to_le(p.flags);
-  h.clock = to_le(static_cast<uint32_t>(p.clock));
-  h.requested_hz = to_le(p.requested_hz);
-  h.region_count = to_le(static_cast<uint32_t>(p.regions.size()));
-  h.tick_ns = to_le(p.tick_ns);
-  double milli = p.effective_hz * 1000.0;
-  uint64_t milli_u = 0;
-  if (std::isfinite(milli) && milli > 0)
-    milli_u = milli >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(std::llround(milli));
-  h.effective_hz_milli = to_le(milli_u);
-  h.start_ns = to_le(p.start_ns);
-  h.end_ns = to_le(p.end_ns);
-  h.cpu_ns = to_le(p.cpu_ns);
-  h.pid = to_le(p.pid);
-  h.ppid = to_le(p.ppid);
-  h.regions_end = to_le(total);
-  h.overflow = to_le(p.overflow);
-  h.delivered = to_le(p.delivered);
-  h.lost = to_le(p.lost);
-  size_t len = 0;
+  std::string cmdline;
   for (const std::string& a : p.argv) {
     if (a.find('\0') != std::string::npos) {
       *error = "argument contains a NUL byte";
       return false;
     }
-    if (a.size() + 1 > SPROF_CMDLINE_MAX - len) {
+    if (a.size() + 1 > SPROF_CMDLINE_MAX - cmdline.size()) {
       *error = "command line longer than " + num(SPROF_CMDLINE_MAX) + " bytes";
       return false;
     }
-    std::memcpy(h.cmdline + len, a.data(), a.size());
-    len += a.size() + 1;  // the NUL is already there
+    cmdline.append(a.data(), a.size() + 1);  // with its NUL
   }
-  h.cmdline_len = to_le(static_cast<uint32_t>(len));
+  layout::HeaderInfo hi;
+  hi.flags = p.flags;
+  hi.clock = static_cast<uint32_t>(p.clock);
+  hi.tick_ns = p.tick_ns;
+  hi.start_ns = p.start_ns;
+  hi.pid = p.pid;
+  hi.ppid = p.ppid;
+  hi.cmdline = cmdline.data();
+  hi.cmdline_len = static_cast<uint32_t>(cmdline.size());
+  sprof_header h;
+  layout::fill_header(&h, hi);
+  h.requested_hz = p.requested_hz;  // the profile's own, not derived from tick_ns
+  h.region_count = static_cast<uint32_t>(p.regions.size());
+  double milli = p.effective_hz * 1000.0;
+  if (std::isfinite(milli) && milli > 0)
+    h.effective_hz_milli =
+        milli >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(std::llround(milli));
+  h.end_ns = p.end_ns;
+  h.cpu_ns = p.cpu_ns;
+  h.regions_end = total;
+  h.overflow = p.overflow;
+  h.delivered = p.delivered;
+  h.lost = p.lost;
+  layout::header_le(&h);
   if (!pwrite_all(fd, &h, sizeof h, base, error)) return false;
 
   for (size_t k = 0; k < p.regions.size(); ++k) {
     const Region& r = p.regions[k];
-    const Planned& l = layout[k];
-    sprof_region rec{};
-    rec.magic = to_le<uint32_t>(SPROF_REGION_MAGIC);
-    rec.flags = to_le(r.flags);
-    rec.record_size = to_le(l.record_size);
-    rec.counters_offset = to_le(l.offset + SPROF_PAGE);
-    rec.start = to_le(r.start);
-    rec.end = to_le(r.end);
-    rec.load_bias = to_le(r.load_bias);
-    rec.file_offset = to_le(r.file_offset);
-    rec.nbins = to_le(r.nbins());
-    rec.bin_size = to_le(r.bin_size);
-    rec.counter_width = to_le(l.width);
-    rec.load_ns = to_le(r.load_ns);
-    rec.unload_ns = to_le(r.unload_ns);
-    rec.build_id_len = to_le(static_cast<uint32_t>(r.build_id.size()));
-    rec.path_len = to_le(static_cast<uint32_t>(r.path.size()));
-    std::copy(r.build_id.begin(), r.build_id.end(), rec.build_id);
-    std::memcpy(rec.path, r.path.data(), r.path.size());
-    if (r.has_system())
-      rec.system_offset = to_le(l.offset + SPROF_PAGE + (l.record_size - SPROF_PAGE) / 2);
-    if (!pwrite_all(fd, &rec, sizeof rec, base + l.offset, error)) return false;
-
-    if (!write_array(fd, r, l, base + l.offset + SPROF_PAGE, false, error)) return false;
-    if (r.has_system() &&
-        !write_array(fd, r, l, base + l.offset + SPROF_PAGE + (l.record_size - SPROF_PAGE) / 2,
-                     true, error))
+    const Planned& l = planned[k];
+    layout::RegionInfo ri;
+    ri.flags = r.flags;
+    ri.start = r.start;
+    ri.end = r.end;
+    ri.load_bias = r.load_bias;
+    ri.file_offset = r.file_offset;
+    ri.bin_size = r.bin_size;
+    ri.counter_width = l.width;
+    ri.load_ns = r.load_ns;
+    ri.unload_ns = r.unload_ns;
+    ri.build_id = r.build_id.data();
+    ri.build_id_len = static_cast<uint32_t>(r.build_id.size());
+    ri.path = r.path.data();
+    ri.path_len = static_cast<uint32_t>(r.path.size());
+    sprof_region rec;
+    layout::fill_region(&rec, l.shape, l.offset, ri);
+    layout::region_le(&rec);
+    const uint64_t at = base + l.offset;
+    if (!pwrite_all(fd, &rec, sizeof rec, at, error)) return false;
+    if (!write_array(fd, r, l, at + l.shape.counters_at, false, error)) return false;
+    if (l.shape.system_at && !write_array(fd, r, l, at + l.shape.system_at, true, error))
       return false;
   }
   return true;
@@ -282,62 +261,63 @@ bool write_run(const Profile& p, const std::string& path, std::string* error) {
     }
   struct Image {
     Profile profile;
-    std::vector<Planned> layout;
+    std::vector<Planned> planned;
     uint64_t size = 0, offset = 0;
   };
   std::vector<Image> images(p.processes.size());
   const uint64_t table_bytes = p.processes.size() * uint64_t{SPROF_RUN_ENTRY};
-  uint64_t off = SPROF_PAGE + (table_bytes + SPROF_PAGE - 1) / SPROF_PAGE * SPROF_PAGE;
+  uint64_t off = SPROF_PAGE + layout::page_round(table_bytes);
   for (size_t i = 0; i < images.size(); ++i) {
     Image& im = images[i];
     im.profile = process_image(p, i);
-    if (!plan(im.profile, &im.layout, &im.size, error)) {
+    if (!plan(im.profile, &im.planned, &im.size, error)) {
       *error = "process " + num(i) + ": " + *error;
       return false;
     }
     // Even an image without regions takes two pages, as the reader expects.
-    im.size = std::max<uint64_t>(im.size, 2 * SPROF_PAGE);
+    im.size = std::max<uint64_t>(im.size, layout::kMinImage);
     im.offset = off;
     off += im.size;
   }
   const uint64_t total = off;
 
-  sprof_run_header h{};
+  sprof_run_header h{.version = SPROF_RUN_VERSION,
+                     .header_size = SPROF_PAGE,
+                     .process_count = static_cast<uint32_t>(p.processes.size()),
+                     .table_offset = SPROF_PAGE,
+                     .run_cpu_ns = p.run_cpu_ns,
+                     .dropped_processes = p.dropped_processes,
+                     .start_ns = p.run_start_ns,
+                     .end_ns = p.run_end_ns,
+                     .exit_status = p.exit_status};
   std::memcpy(h.magic, SPROF_RUN_MAGIC, sizeof h.magic);
-  h.version = to_le<uint32_t>(SPROF_RUN_VERSION);
-  h.header_size = to_le<uint32_t>(SPROF_PAGE);
-  h.process_count = to_le(static_cast<uint32_t>(p.processes.size()));
-  h.table_offset = to_le<uint64_t>(SPROF_PAGE);
-  h.run_cpu_ns = to_le(p.run_cpu_ns);
-  h.dropped_processes = to_le(p.dropped_processes);
-  h.start_ns = to_le(p.run_start_ns);
-  h.end_ns = to_le(p.run_end_ns);
-  h.exit_status = to_le(p.exit_status);
   size_t len = 0;
   for (const std::string& a : p.argv) {
     if (a.find('\0') != std::string::npos || a.size() + 1 > SPROF_CMDLINE_MAX - len) break;
     std::memcpy(h.cmdline + len, a.data(), a.size());
     len += a.size() + 1;
   }
-  h.cmdline_len = to_le(static_cast<uint32_t>(len));
+  h.cmdline_len = static_cast<uint32_t>(len);
+  layout::run_header_le(&h);
   std::vector<sprof_run_process> table(p.processes.size());
   for (size_t i = 0; i < table.size(); ++i) {
     const Process& pr = p.processes[i];
     sprof_run_process& e = table[i];
     std::memset(&e, 0, sizeof e);
-    e.pid = to_le(pr.pid);
-    e.ppid = to_le(pr.ppid);
-    e.image_offset = to_le(images[i].offset);
-    e.image_size = to_le(images[i].size);
+    e.pid = pr.pid;
+    e.ppid = pr.ppid;
+    e.image_offset = images[i].offset;
+    e.image_size = images[i].size;
     copy_name(e.comm, sizeof e.comm, pr.comm);
     copy_name(e.name, sizeof e.name, pr.name);
+    layout::run_process_le(&e);
   }
   auto body = [&](int fd, std::string* err) {
     if (!pwrite_all(fd, &h, sizeof h, 0, err) ||
         !pwrite_all(fd, table.data(), table.size() * sizeof table[0], SPROF_PAGE, err))
       return false;
     for (const Image& im : images)
-      if (!write_body(fd, im.profile, im.layout, im.size, im.offset, err)) return false;
+      if (!write_body(fd, im.profile, im.planned, im.size, im.offset, err)) return false;
     return set_size(fd, total, err);
   };
   return write_output(
@@ -350,16 +330,16 @@ bool write_profile(const Profile& p, const std::string& path, std::string* error
   std::string scratch;
   if (!error) error = &scratch;
   if (p.run) return write_run(p, path, error);
-  std::vector<Planned> layout;
+  std::vector<Planned> planned;
   uint64_t total = 0;
-  if (!plan(p, &layout, &total, error)) return false;
+  if (!plan(p, &planned, &total, error)) return false;
   return write_output(
       path,
       [&](int out_fd, std::string* e) {
         return seekable(
             out_fd,
             [&](int fd, std::string* e2) {
-              return write_body(fd, p, layout, total, 0, e2) && set_size(fd, total, e2);
+              return write_body(fd, p, planned, total, 0, e2) && set_size(fd, total, e2);
             },
             e);
       },

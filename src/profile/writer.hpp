@@ -1,4 +1,4 @@
-// Writing .sprof files in the v1 layout (src/profile/sprof_format.h).
+// Writing .sprof files in the v1 layout (src/format/sprof_format.h).
 #pragma once
 
 #include <string>

@@ -52,6 +52,27 @@ class RowsExporter final : public Exporter {
   Write write_;
 };
 
+// A format that renders the whole profile into a file of its own (pprof, gmon): a name, a
+// description, the file written when no -o is given, and the function that renders it.
+class FileExporter final : public Exporter {
+ public:
+  using Render = bool (*)(const ExportInput& in, std::string* bytes, std::string* error);
+  FileExporter(std::string_view name, std::string_view description, std::string_view path,
+               Render fn)
+      : name_(name), description_(description), path_(path), render_(fn) {}
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  std::string_view default_path() const override { return path_; }
+  bool needs_table() const override { return false; }
+  bool render(const ExportInput& in, std::string* bytes, std::string* error) const override {
+    return render_(in, bytes, error);
+  }
+
+ private:
+  std::string_view name_, description_, path_;
+  Render render_;
+};
+
 // Every format, in the order --help lists them; find_exporter("") is null.
 std::span<const Exporter* const> exporters();
 const Exporter* find_exporter(std::string_view name);

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 #include "report/exporter.hpp"
 
 namespace sprofil::report {
@@ -85,23 +85,12 @@ bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* erro
   return true;
 }
 
-namespace {
-class GmonExporter final : public Exporter {
- public:
-  std::string_view name() const override { return "gmon"; }
-  std::string_view description() const override {
-    return "gmon.out of the main executable for gprof (default file gmon.out)";
-  }
-  std::string_view default_path() const override { return "gmon.out"; }
-  bool needs_table() const override { return false; }
-  bool render(const ExportInput& in, std::string* bytes, std::string* error) const override {
-    return gmon_bytes(in.profile, bytes, error, in.warnings);
-  }
-};
-}  // namespace
-
 const Exporter& gmon_exporter() {
-  static const GmonExporter e;
+  static const FileExporter e{
+      "gmon", "gmon.out of the main executable for gprof (default file gmon.out)", "gmon.out",
+      [](const ExportInput& in, std::string* bytes, std::string* error) {
+        return gmon_bytes(in.profile, bytes, error, in.warnings);
+      }};
   return e;
 }
 

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 #include "report/annotate.hpp"
 #include "report/exporter.hpp"
 #include "report/labels.hpp"

@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 #include "report/exporter.hpp"
 #include "report/labels.hpp"
 

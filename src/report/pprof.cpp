@@ -218,25 +218,14 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
   return gz;
 }
 
-namespace {
-class PprofExporter final : public Exporter {
- public:
-  std::string_view name() const override { return "pprof"; }
-  std::string_view description() const override {
-    return "gzipped profile.proto for go tool pprof (default file sprofil.pb.gz)";
-  }
-  std::string_view default_path() const override { return "sprofil.pb.gz"; }
-  bool needs_table() const override { return false; }
-  bool render(const ExportInput& in, std::string* bytes, std::string* error) const override {
-    *bytes = pprof_bytes(in.profile, in.symbolizer, in.warnings);
-    if (bytes->empty()) *error = "cannot compress the pprof profile";
-    return !bytes->empty();
-  }
-};
-}  // namespace
-
 const Exporter& pprof_exporter() {
-  static const PprofExporter e;
+  static const FileExporter e{
+      "pprof", "gzipped profile.proto for go tool pprof (default file sprofil.pb.gz)",
+      "sprofil.pb.gz", [](const ExportInput& in, std::string* bytes, std::string* error) {
+        *bytes = pprof_bytes(in.profile, in.symbolizer, in.warnings);
+        if (bytes->empty()) *error = "cannot compress the pprof profile";
+        return !bytes->empty();
+      }};
   return e;
 }
 

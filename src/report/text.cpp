@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 #include "report/exporter.hpp"
 #include "report/labels.hpp"
 

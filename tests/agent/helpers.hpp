@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "../common/process.hpp"
+#include "format/sprof_format.h"
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
-#include "profile/sprof_format.h"
 #include "profile/writer.hpp"
 
 namespace sprofil::agent_test {

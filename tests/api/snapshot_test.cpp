@@ -11,6 +11,7 @@
 
 #include "sprofil/sprofil.h"
 
+namespace sprofil::api_test {
 namespace {
 
 // Text ranges to add: disjoint slices of a static array (the API needs no real code to
@@ -55,3 +56,5 @@ TEST(Version, IsTheProjectVersion) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::api_test

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+namespace sprofil::clock_test {
 namespace {
 
 std::string run(const std::string& cmd) {
@@ -72,3 +73,5 @@ TEST_P(Alias, PeriodicFunctionsGetEqualShares) {
 INSTANTIATE_TEST_SUITE_P(HalfPeriods, Alias, ::testing::Values("500", "250"));
 
 }  // namespace
+
+}  // namespace sprofil::clock_test

@@ -10,6 +10,7 @@
 
 #include "clock/runtime.hpp"
 
+namespace sprofil::clock_test {
 extern "C" char __executable_start;
 extern "C" char etext;
 
@@ -86,3 +87,5 @@ TEST(RuntimeSmoke, CountTimesTickMatchesThreadCpuTime) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::clock_test

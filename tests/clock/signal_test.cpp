@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+namespace sprofil::clock_test {
 namespace {
 
 std::atomic<int> g_app_signals{0};
@@ -112,3 +113,5 @@ TEST(Signal, ApplicationHandlerIsKeptAndARealTimeSignalIsUsed) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::clock_test

@@ -13,6 +13,7 @@
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 
+namespace sprofil::clock_test {
 namespace {
 
 extern "C" __attribute__((noinline)) int session_fn(int x) {
@@ -107,3 +108,5 @@ TEST(SignalsSession, ProgramTimerOnOurSignalMovesUs) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::clock_test

@@ -19,6 +19,7 @@
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 
+namespace sprofil::clock_test {
 // Each function sits in its own section; the linker provides the bounds.
 extern "C" char __start_sprof_fault[], __stop_sprof_fault[];
 extern "C" char __start_sprof_compute[], __stop_sprof_compute[];
@@ -194,3 +195,5 @@ INSTANTIATE_TEST_SUITE_P(Clocks, SystemTimeOf,
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return std::string(rt::clock_name(i.param.kind)) + i.param.perf_mode;
                          });
+
+}  // namespace sprofil::clock_test

@@ -14,6 +14,7 @@
 #include "util/env.hpp"
 #include "util/mutex.hpp"
 
+namespace sprofil::clock_test {
 using namespace sprofil;
 
 TEST(Hz, OneRule) {
@@ -93,3 +94,5 @@ TEST(EngineLoad, EveryWidth) {
     EXPECT_EQ(engine::load(c, 2), c.width == 2 ? 65535u : 70000u);
   }
 }
+
+}  // namespace sprofil::clock_test

@@ -4,8 +4,7 @@
 #include "fixture.hpp"
 #include "sprofil/aix.h"
 
-using facetest::burn_cpu_ms;
-using facetest::catch_offset;
+namespace sprofil::faces_test {
 
 namespace {
 
@@ -49,7 +48,7 @@ TEST_F(FaceTest, AixForm1OnlyLow16BitsOfScaleCount) {
   unsigned short c[8] = {};
   // 0x10002: the high half is ignored, leaving 2: every pc onto one counter.
   ASSERT_EQ(aix_profil(c, sizeof c, catch_offset(), 0x10002), 0);
-  EXPECT_TRUE(facetest::burn_until([&] { return c[0] > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return c[0] > 0; }));
   aix_off();
   EXPECT_GT(c[0], 0);
   EXPECT_EQ(sum(c), c[0]);
@@ -105,11 +104,11 @@ TEST_F(FaceTest, AixForm1Saturates) {
 }
 
 TEST_F(FaceTest, AixEfaultForBadBuffers) {
-  EXPECT_ERRNO(aix_profil(facetest::unmapped_page(), 16, catch_offset(), 2), EFAULT);
-  EXPECT_ERRNO(aix_profil(facetest::readonly_page(), 16, catch_offset(), 2), EFAULT);
-  EXPECT_ERRNO(aix_profil(facetest::unmapped_page(), -1, 0, 0), EFAULT);  // the array
+  EXPECT_ERRNO(aix_profil(faces_test::unmapped_page(), 16, catch_offset(), 2), EFAULT);
+  EXPECT_ERRNO(aix_profil(faces_test::readonly_page(), 16, catch_offset(), 2), EFAULT);
+  EXPECT_ERRNO(aix_profil(faces_test::unmapped_page(), -1, 0, 0), EFAULT);  // the array
   Form2 f;
-  f.p[1].p_buff = static_cast<unsigned short*>(facetest::unmapped_page());
+  f.p[1].p_buff = static_cast<unsigned short*>(faces_test::unmapped_page());
   f.p[0].p_buff = f.p[1].p_buff - 32;
   EXPECT_ERRNO(aix_profil(f.p, -1, 0, 0), EFAULT);
 }
@@ -148,7 +147,7 @@ TEST_F(FaceTest, AixOnWhileOnHasNoEffect) {
   EXPECT_EQ(aix_profil(b, sizeof b, catch_offset(), 2), 0);
   Form2 f;
   EXPECT_EQ(aix_profil(f.p, -1, 0, 0), 0);  // form 2 while form 1 is on: no effect either
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(a) > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(a) > 0; }));
   EXPECT_GT(sum(a), 0u);
   EXPECT_EQ(sum(b), 0u);
   EXPECT_EQ(f.hot_sum(), 0u);
@@ -166,7 +165,7 @@ TEST_F(FaceTest, AixOffThroughTheOtherFormHasNoEffect) {
   ASSERT_EQ(aix_profil(a, sizeof a, catch_offset(), 2), 0);
   aix_prof end{nullptr, nullptr, nullptr, 0, 0};
   EXPECT_EQ(aix_profil(&end, -1, 0, 0), 0);  // form 2 off: form 1 keeps going
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(a) > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(a) > 0; }));
   EXPECT_GT(sum(a), 0u);
   EXPECT_EQ(aix_profil(nullptr, 0, 0, 0), 0);  // form 1 off
   const uint64_t a0 = sum(a);
@@ -176,7 +175,7 @@ TEST_F(FaceTest, AixOffThroughTheOtherFormHasNoEffect) {
   Form2 f;
   ASSERT_EQ(aix_profil(f.p, -1, 0, 0), 0);
   EXPECT_EQ(aix_profil(a, sizeof a, catch_offset(), 0), 0);  // form 1 off: form 2 keeps going
-  EXPECT_TRUE(facetest::burn_until([&] { return f.hot_sum() > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return f.hot_sum() > 0; }));
   EXPECT_GT(f.hot_sum(), 0u);
   EXPECT_EQ(aix_profil(&end, -1, 0, 0), 0);  // form 2 off
   const uint64_t h0 = f.hot_sum();
@@ -189,7 +188,7 @@ TEST_F(FaceTest, AixFailedCallChangesNothing) {
   ASSERT_EQ(aix_profil(f.p, -1, 0, 0), 0);
   burn_cpu_ms(20);
   const uint64_t h0 = f.hot_sum();
-  EXPECT_ERRNO(aix_profil(facetest::unmapped_page(), -1, 0, 0), EFAULT);
+  EXPECT_ERRNO(aix_profil(faces_test::unmapped_page(), -1, 0, 0), EFAULT);
   // 100 ms of CPU (about 100 samples): CPU timers are checked only at ticks that find the
   // thread running, so on a loaded machine a short burn's samples may arrive late.
   burn_cpu_ms(100);
@@ -197,3 +196,5 @@ TEST_F(FaceTest, AixFailedCallChangesNothing) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::faces_test

@@ -6,8 +6,7 @@
 #include "sprofil/sysv.h"
 #include "sprofil/tru64.h"
 
-using facetest::burn_cpu_ms;
-using facetest::catch_offset;
+namespace sprofil::faces_test {
 
 namespace {
 
@@ -15,12 +14,12 @@ TEST_F(FaceTest, AnyFaceReplacesWhatAnotherSetUp) {
   unsigned int h[8] = {};
   hpux_prof p{h, sizeof h, reinterpret_cast<void*>(catch_offset()), 2};
   ASSERT_EQ(hpux_sprofil(&p, 1, nullptr, PROF_UINT), 0);
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(h) > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(h) > 0; }));
   alignas(2) unsigned short b[8] = {};
   ASSERT_EQ(bsd_profil(reinterpret_cast<char*>(b), sizeof b, catch_offset(), 2), 0);
   const uint64_t h0 = sum(h);
   EXPECT_GT(h0, 0u);
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(b) > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(b) > 0; }));
   EXPECT_EQ(sum(h), h0);
   EXPECT_GT(sum(b), 0u);
   // And turning a face off turns the channel off, whoever set it up.
@@ -99,3 +98,5 @@ TEST_F(FaceTest, EnableDisableCyclesDoNotDoubleFree) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::faces_test

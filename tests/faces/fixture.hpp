@@ -12,6 +12,8 @@
 #include "sprofil/hpux.h"
 #include "sprofil/ultra64.h"
 
+namespace sprofil::faces_test {
+
 class FaceTest : public ::testing::Test {
  protected:
   void SetUp() override { off(); }
@@ -40,3 +42,5 @@ uint64_t sum(const T (&v)[N]) {
     EXPECT_EQ((call), -1);    \
     EXPECT_EQ(errno, (e));    \
   } while (0)
+
+}  // namespace sprofil::faces_test

@@ -14,7 +14,7 @@
 #include <functional>
 #include <string>
 
-namespace facetest {
+namespace sprofil::faces_test {
 
 inline double thread_cpu_ms() {
   timespec t;
@@ -118,7 +118,7 @@ inline std::string in_child(const std::function<std::string()>& fn) {
   return out;
 }
 
-}  // namespace facetest
+}  // namespace sprofil::faces_test
 
 // Checks inside a child body (which returns the failure text).
 #define CK(cond)                                                                             \

@@ -3,8 +3,7 @@
 
 #include "fixture.hpp"
 
-using facetest::burn_cpu_ms;
-using facetest::catch_offset;
+namespace sprofil::faces_test {
 
 namespace {
 
@@ -26,7 +25,7 @@ TEST_F(FaceTest, HpuxProfcntZeroDisablesAndReturnsZero) {
   Catch k;
   hpux_prof p = k.entry();
   ASSERT_EQ(hpux_sprofil(&p, 1, nullptr, PROF_UINT), 0);
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(k.c) > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(k.c) > 0; }));
   EXPECT_GT(sum(k.c), 0u);
   EXPECT_EQ(hpux_sprofil(nullptr, 0, nullptr, PROF_UINT), 0);
   const uint64_t before = sum(k.c);
@@ -75,19 +74,19 @@ TEST_F(FaceTest, HpuxEfaultForProfpTvpAndBuffers) {
   Catch k;
   hpux_prof p = k.entry();
   EXPECT_ERRNO(
-      hpux_sprofil(static_cast<hpux_prof*>(facetest::unmapped_page()), 1, nullptr, PROF_UINT),
+      hpux_sprofil(static_cast<hpux_prof*>(faces_test::unmapped_page()), 1, nullptr, PROF_UINT),
       EFAULT);
   EXPECT_ERRNO(hpux_sprofil(nullptr, 1, nullptr, PROF_UINT), EFAULT);
-  EXPECT_ERRNO(hpux_sprofil(&p, 1, static_cast<timeval*>(facetest::unmapped_page()), PROF_UINT),
+  EXPECT_ERRNO(hpux_sprofil(&p, 1, static_cast<timeval*>(faces_test::unmapped_page()), PROF_UINT),
                EFAULT);
-  EXPECT_ERRNO(hpux_sprofil(&p, 1, static_cast<timeval*>(facetest::readonly_page()), PROF_UINT),
+  EXPECT_ERRNO(hpux_sprofil(&p, 1, static_cast<timeval*>(faces_test::readonly_page()), PROF_UINT),
                EFAULT);
-  hpux_prof bad{facetest::unmapped_page(), 64, reinterpret_cast<void*>(catch_offset()), 2};
+  hpux_prof bad{faces_test::unmapped_page(), 64, reinterpret_cast<void*>(catch_offset()), 2};
   EXPECT_ERRNO(hpux_sprofil(&bad, 1, nullptr, PROF_UINT), EFAULT);
-  bad.pr_base = facetest::readonly_page();
+  bad.pr_base = faces_test::readonly_page();
   EXPECT_ERRNO(hpux_sprofil(&bad, 1, nullptr, PROF_UINT), EFAULT);
   // An overflow descriptor whose element is not writable.
-  hpux_prof two[2] = {k.entry(), {facetest::readonly_page(), 4, nullptr, 2}};
+  hpux_prof two[2] = {k.entry(), {faces_test::readonly_page(), 4, nullptr, 2}};
   EXPECT_ERRNO(hpux_sprofil(two, 2, nullptr, PROF_UINT), EFAULT);
 }
 
@@ -130,7 +129,7 @@ TEST_F(FaceTest, HpuxScaleZeroOrOneEntriesAreIgnored) {
                     k.entry(),
                     {nullptr, 5, reinterpret_cast<void*>(UINTPTR_MAX), 1}};
   ASSERT_EQ(hpux_sprofil(p, 3, nullptr, PROF_UINT), 0);
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(k.c) > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(k.c) > 0; }));
   EXPECT_GT(sum(k.c), 0u);
   // Only ignored entries: nothing counts, still success.
   hpux_prof q{k.c, sizeof k.c, reinterpret_cast<void*>(catch_offset()), 1};
@@ -187,23 +186,23 @@ TEST_F(FaceTest, HpuxProfilIsOneUshortEntry) {
   EXPECT_GT(c[0], 0);
   EXPECT_EQ(sum(c), c[0]);
   EXPECT_ERRNO(hpux_profil(c, 3, reinterpret_cast<void*>(catch_offset()), 2), EINVAL);
-  EXPECT_ERRNO(hpux_profil(facetest::unmapped_page(), 16, nullptr, 0x10000), EFAULT);
+  EXPECT_ERRNO(hpux_profil(faces_test::unmapped_page(), 16, nullptr, 0x10000), EFAULT);
 }
 
 TEST_F(FaceTest, HpuxFailedCallChangesNothing) {
   Catch k;
   hpux_prof p = k.entry();
   ASSERT_EQ(hpux_sprofil(&p, 1, nullptr, PROF_UINT), 0);
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(k.c) > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(k.c) > 0; }));
   const uint64_t c0 = sum(k.c);
   EXPECT_GT(c0, 0u);
   unsigned int other[8] = {};
   hpux_prof q{other, sizeof other, reinterpret_cast<void*>(catch_offset()), 2};
   EXPECT_ERRNO(hpux_sprofil(&q, -1, nullptr, PROF_UINT), E2BIG);
   EXPECT_ERRNO(hpux_sprofil(&q, 1, nullptr, 3), EINVAL);
-  EXPECT_ERRNO(hpux_sprofil(&q, 1, static_cast<timeval*>(facetest::unmapped_page()), PROF_UINT),
+  EXPECT_ERRNO(hpux_sprofil(&q, 1, static_cast<timeval*>(faces_test::unmapped_page()), PROF_UINT),
                EFAULT);
-  hpux_prof bad{facetest::unmapped_page(), 32, reinterpret_cast<void*>(catch_offset()), 2};
+  hpux_prof bad{faces_test::unmapped_page(), 32, reinterpret_cast<void*>(catch_offset()), 2};
   EXPECT_ERRNO(hpux_sprofil(&bad, 1, nullptr, PROF_UINT), EFAULT);
   // 100 ms of CPU (about 100 samples): CPU timers are checked only at ticks that find the
   // thread running, so on a loaded machine a short burn's samples may arrive late.
@@ -213,3 +212,5 @@ TEST_F(FaceTest, HpuxFailedCallChangesNothing) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::faces_test

@@ -25,8 +25,7 @@
 #include "sprofil/tru64.h"
 #include "sprofil/ultra64.h"
 
-using facetest::in_child;
-using facetest::thread_cpu_ms;
+namespace sprofil::faces_test {
 
 // The two workloads. Different constants keep the compiler from folding them into one;
 // aligned, so that no bin holds the end of one and the start of the other in any build type.
@@ -540,3 +539,5 @@ TEST(FaceMultiRange, AixForm2AndTru64ExtendedTwoRanges) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::faces_test

@@ -4,9 +4,7 @@
 
 #include "fixture.hpp"
 
-using facetest::burn_cpu_ms;
-using facetest::catch_offset;
-using facetest::in_child;
+namespace sprofil::faces_test {
 
 namespace {
 
@@ -48,7 +46,7 @@ TEST_F(FaceTest, N64InitErrors) {
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILEINIT_CNT);
   osProfileInit(&s.p, PROF_MAX_SEGMENTS + 1);
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILEINIT_CNT);
-  osProfileInit(static_cast<OSProf*>(facetest::unmapped_page()), 1);
+  osProfileInit(static_cast<OSProf*>(faces_test::unmapped_page()), 1);
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILEINIT_CNT);
 
   OSProf p = s.p;
@@ -73,7 +71,7 @@ TEST_F(FaceTest, N64InitErrors) {
   osProfileInit(&p, 1);
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILEINIT_SIZ);
   p = s.p;
-  p.histo_base = static_cast<u16*>(facetest::readonly_page());
+  p.histo_base = static_cast<u16*>(faces_test::readonly_page());
   p.histo_size = 8;
   p.text_end = p.text_start + 7;
   osProfileInit(&p, 1);
@@ -116,7 +114,7 @@ TEST_F(FaceTest, N64FailingCallChangesNothing) {
   osProfileInit(&s.p, 1);
   osProfileStart(1000);
   ASSERT_EQ(osProfileLastError(), 0);
-  EXPECT_TRUE(facetest::burn_until([&] { return s.total() > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return s.total() > 0; }));
   const uint64_t c0 = s.total();
   EXPECT_GT(c0, 0u);
   static Seg other;
@@ -124,7 +122,7 @@ TEST_F(FaceTest, N64FailingCallChangesNothing) {
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILEINIT_STR);
   osProfileStart(10);
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILESTART_FLAG);
-  EXPECT_TRUE(facetest::burn_until([&] { return s.total() > c0 + 10; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return s.total() > c0 + 10; }));
   EXPECT_GT(s.total(), c0 + 10);
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILESTART_FLAG);      // reads do not reset it
   setenv("SPROFIL_GPERF_SOCKET", "/nonexistent/gperf.sock", 1);  // no host tool
@@ -201,3 +199,5 @@ TEST_F(FaceTest, N64FlushSnapshotEqualsTheCounters) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::faces_test

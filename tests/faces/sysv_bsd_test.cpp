@@ -5,8 +5,7 @@
 #include "sprofil/bsd.h"
 #include "sprofil/sysv.h"
 
-using facetest::burn_cpu_ms;
-using facetest::catch_offset;
+namespace sprofil::faces_test {
 
 namespace {
 
@@ -14,7 +13,7 @@ TEST_F(FaceTest, SysvScaleZeroOrOneTurnsOff) {
   for (unsigned off_scale : {0u, 1u}) {
     unsigned short c[8] = {};
     ASSERT_EQ(sysv_profil(c, sizeof c, catch_offset(), 2), 0);
-    EXPECT_TRUE(facetest::burn_until([&] { return sum(c) > 0; }));
+    EXPECT_TRUE(faces_test::burn_until([&] { return sum(c) > 0; }));
     EXPECT_GT(sum(c), 0u);
     EXPECT_EQ(sysv_profil(c, sizeof c, catch_offset(), off_scale), 0);
     const uint64_t before = sum(c);
@@ -35,7 +34,7 @@ TEST_F(FaceTest, SysvIndexFormula) {
   // scale 2: index = (((pc - off) * 2) >> 16) / 2 = 0 within 64 KiB of off.
   unsigned short c[8] = {};
   ASSERT_EQ(sysv_profil(c, sizeof c, catch_offset(), 2), 0);
-  EXPECT_TRUE(facetest::burn_until([&] { return c[0] > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return c[0] > 0; }));
   sysv_profil(nullptr, 0, 0, 0);
   EXPECT_GT(c[0], 0);
   EXPECT_EQ(sum(c), c[0]);
@@ -48,10 +47,10 @@ TEST_F(FaceTest, SysvErrors) {
                            catch_offset(), 2),
                EINVAL);
   EXPECT_ERRNO(
-      sysv_profil(static_cast<unsigned short*>(facetest::unmapped_page()), 16, catch_offset(), 2),
+      sysv_profil(static_cast<unsigned short*>(faces_test::unmapped_page()), 16, catch_offset(), 2),
       EFAULT);
   EXPECT_ERRNO(
-      sysv_profil(static_cast<unsigned short*>(facetest::readonly_page()), 16, catch_offset(), 2),
+      sysv_profil(static_cast<unsigned short*>(faces_test::readonly_page()), 16, catch_offset(), 2),
       EFAULT);
   EXPECT_EQ(sysv_profil(c, sizeof c, catch_offset(), 0x10000), 0);
 }
@@ -63,7 +62,7 @@ TEST_F(FaceTest, SysvFailedCallChangesNothing) {
   const uint64_t c0 = sum(c);
   EXPECT_ERRNO(sysv_profil(c, sizeof c, catch_offset(), 0x20000), EINVAL);
   EXPECT_ERRNO(
-      sysv_profil(static_cast<unsigned short*>(facetest::unmapped_page()), 16, catch_offset(), 2),
+      sysv_profil(static_cast<unsigned short*>(faces_test::unmapped_page()), 16, catch_offset(), 2),
       EFAULT);
   // 100 ms of CPU (about 100 samples): CPU timers are checked only at ticks that find the
   // thread running, so on a loaded machine a short burn's samples may arrive late.
@@ -101,9 +100,9 @@ TEST_F(FaceTest, BsdErrors) {
   alignas(4) char s[18] = {};
   EXPECT_ERRNO(bsd_profil(s, 16, catch_offset(), 65537), EINVAL);
   EXPECT_ERRNO(bsd_profil(s + 1, 16, catch_offset(), 2), EINVAL);
-  EXPECT_ERRNO(bsd_profil(static_cast<char*>(facetest::unmapped_page()), 16, catch_offset(), 2),
+  EXPECT_ERRNO(bsd_profil(static_cast<char*>(faces_test::unmapped_page()), 16, catch_offset(), 2),
                EFAULT);
-  EXPECT_ERRNO(bsd_profil(static_cast<char*>(facetest::readonly_page()), 16, catch_offset(), 2),
+  EXPECT_ERRNO(bsd_profil(static_cast<char*>(faces_test::readonly_page()), 16, catch_offset(), 2),
                EFAULT);
   EXPECT_EQ(bsd_profil(s, 16, catch_offset(), 65536), 0);  // 65536 is legal: 2 bytes a bin
   EXPECT_EQ(bsd_profil(s, 16, catch_offset(), 1), 0);      // and so is 1
@@ -115,7 +114,7 @@ TEST_F(FaceTest, BsdEinvalKeepsProfilingOn) {
   burn_cpu_ms(20);
   const uint64_t c0 = sum(s);
   EXPECT_ERRNO(bsd_profil(reinterpret_cast<char*>(s), sizeof s, catch_offset(), 70000), EINVAL);
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(s) > c0 + 10; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(s) > c0 + 10; }));
   EXPECT_GT(sum(s), c0 + 10);
 }
 
@@ -123,7 +122,7 @@ TEST_F(FaceTest, BsdIllegalBufferTerminatesProfiling) {
   alignas(2) unsigned short s[8] = {};
   ASSERT_EQ(bsd_profil(reinterpret_cast<char*>(s), sizeof s, catch_offset(), 2), 0);
   burn_cpu_ms(20);
-  EXPECT_ERRNO(bsd_profil(static_cast<char*>(facetest::unmapped_page()), 16, catch_offset(), 2),
+  EXPECT_ERRNO(bsd_profil(static_cast<char*>(faces_test::unmapped_page()), 16, catch_offset(), 2),
                EFAULT);
   const uint64_t c0 = sum(s);
   burn_cpu_ms(30);
@@ -142,3 +141,5 @@ TEST_F(FaceTest, BsdBinsWrap) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::faces_test

@@ -4,8 +4,7 @@
 #include "fixture.hpp"
 #include "sprofil/tru64.h"
 
-using facetest::burn_cpu_ms;
-using facetest::catch_offset;
+namespace sprofil::faces_test {
 
 namespace {
 
@@ -23,7 +22,7 @@ TEST_F(FaceTest, Tru64ScaleTwoMapsEveryPcOntoTheFirstElement) {
   unsigned short c[8] = {};
   // The offset does not matter with scale 2 (here: far above the text).
   ASSERT_EQ(tru64_profil(c, sizeof c, at(UINTPTR_MAX - 4096), 2), 0);
-  EXPECT_TRUE(facetest::burn_until([&] { return c[0] > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return c[0] > 0; }));
   stop();
   EXPECT_GT(c[0], 0);
   EXPECT_EQ(sum(c), c[0]);
@@ -66,8 +65,8 @@ TEST_F(FaceTest, Tru64TraditionalSaturates) {
 TEST_F(FaceTest, Tru64TraditionalErrors) {
   alignas(4) unsigned short c[9] = {};
   EXPECT_ERRNO(tru64_profil(reinterpret_cast<char*>(c) + 1, 16, toff(), 2), EINVAL);
-  EXPECT_ERRNO(tru64_profil(facetest::unmapped_page(), 16, toff(), 2), EFAULT);
-  EXPECT_ERRNO(tru64_profil(facetest::readonly_page(), 16, toff(), 2), EFAULT);
+  EXPECT_ERRNO(tru64_profil(faces_test::unmapped_page(), 16, toff(), 2), EFAULT);
+  EXPECT_ERRNO(tru64_profil(faces_test::readonly_page(), 16, toff(), 2), EFAULT);
 }
 
 // Extended form helpers: a range of the burn loop's text and one far below it.
@@ -105,11 +104,11 @@ TEST_F(FaceTest, Tru64ExtendedErrors) {
   ovl[1].offset = ovl[1].lowpc;
   ovl[1].buffer = e.cold;
   EXPECT_ERRNO(tru64_profil(ovl, 2, ext, 0), EINVAL);
-  EXPECT_ERRNO(tru64_profil(facetest::unmapped_page(), 2, ext, 0), EFAULT);
+  EXPECT_ERRNO(tru64_profil(faces_test::unmapped_page(), 2, ext, 0), EFAULT);
   tru64_profil_args badbuf[2] = {e.a[0], e.a[1]};
-  badbuf[0].buffer = static_cast<unsigned int*>(facetest::unmapped_page());
+  badbuf[0].buffer = static_cast<unsigned int*>(faces_test::unmapped_page());
   EXPECT_ERRNO(tru64_profil(badbuf, 2, ext, 0), EFAULT);
-  badbuf[0].buffer = static_cast<unsigned int*>(facetest::readonly_page());
+  badbuf[0].buffer = static_cast<unsigned int*>(faces_test::readonly_page());
   EXPECT_ERRNO(tru64_profil(badbuf, 2, ext, 0), EFAULT);
   badbuf[0].buffer = reinterpret_cast<unsigned int*>(reinterpret_cast<char*>(e.hot) + 2);
   EXPECT_ERRNO(tru64_profil(badbuf, 2, ext, 0), EINVAL);  // misaligned
@@ -135,12 +134,12 @@ TEST_F(FaceTest, Tru64EachFormReplacesTheOther) {
   ASSERT_EQ(tru64_profil(e.a, 2, at(UINTPTR_MAX), 0), 0);  // extended stops traditional
   const uint64_t t0 = sum(trad);
   EXPECT_GT(t0, 0u);
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(e.hot) > 0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(e.hot) > 0; }));
   EXPECT_EQ(sum(trad), t0);
   EXPECT_GT(sum(e.hot), 0u);
   ASSERT_EQ(tru64_profil(trad, sizeof trad, toff(), 2), 0);  // traditional stops extended
   const uint64_t h0 = sum(e.hot);
-  EXPECT_TRUE(facetest::burn_until([&] { return sum(trad) > t0; }));
+  EXPECT_TRUE(faces_test::burn_until([&] { return sum(trad) > t0; }));
   EXPECT_EQ(sum(e.hot), h0);
   EXPECT_GT(sum(trad), t0);
 }
@@ -165,7 +164,7 @@ TEST_F(FaceTest, Tru64FailedCallChangesNothing) {
   const uint64_t h0 = sum(e.hot);
   tru64_profil_args inc[2] = {e.a[1], e.a[0]};
   EXPECT_ERRNO(tru64_profil(inc, 2, at(UINTPTR_MAX), 0), EINVAL);
-  EXPECT_ERRNO(tru64_profil(facetest::unmapped_page(), 16, toff(), 2), EFAULT);
+  EXPECT_ERRNO(tru64_profil(faces_test::unmapped_page(), 16, toff(), 2), EFAULT);
   // 100 ms of CPU (about 100 samples): CPU timers are checked only at ticks that find the
   // thread running, so on a loaded machine a short burn's samples may arrive late.
   burn_cpu_ms(100);
@@ -173,3 +172,5 @@ TEST_F(FaceTest, Tru64FailedCallChangesNothing) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::faces_test

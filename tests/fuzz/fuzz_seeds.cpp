@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "profile/sprof_format.h"
+#include "format/sprof_format.h"
 #include "profile/writer.hpp"
 
 using namespace sprofil::profile;

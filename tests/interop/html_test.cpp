@@ -15,10 +15,10 @@
 
 #include "test_util.hpp"
 
-namespace sprofil {
+namespace sprofil::interop_test {
 namespace {
 
-using testing::run;
+using report_test::run;
 
 const char* chromium() {
   for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
@@ -61,7 +61,7 @@ TEST(Html, ChromiumLoadsThePageAndItsTableHoldsTheReport) {
       << "the page's script did not finish:\n"
       << dom.substr(0, 2000);
   EXPECT_EQ(dom.find("data-errors="), std::string::npos) << "script errors on the page";
-  const std::string console = testing::read_file(dir + "/console.txt");
+  const std::string console = report_test::read_file(dir + "/console.txt");
   EXPECT_EQ(console.find("Uncaught"), std::string::npos) << console;
 
   // The function table's rows: name, object, samples, percent.
@@ -119,4 +119,4 @@ TEST(Html, ChromiumLoadsThePageAndItsTableHoldsTheReport) {
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::interop_test

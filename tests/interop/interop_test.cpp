@@ -17,10 +17,10 @@
 
 #include "profile/writer.hpp"
 
-namespace sprofil {
+namespace sprofil::interop_test {
 namespace {
 
-using testing::NmSymbol;
+using report_test::NmSymbol;
 
 constexpr uint64_t kTick = 10000000;  // 10 ms
 constexpr uint64_t kLibBias = 0x7f1234560000ull;
@@ -34,10 +34,10 @@ std::string temp_dir(const std::string& name) {
 
 // A profile of `prog` (bias chosen like a PIE's when it is one) and of the shared library.
 profile::Profile make_profile(const std::string& prog) {
-  uint64_t bias = testing::is_pie(prog) ? 0x555555554000ull : 0;
-  auto fns = testing::nm_functions(prog);
-  profile::Profile p = testing::base_profile(kTick);
-  profile::Region r = testing::text_region(prog, bias, 4, SPROF_R_MAIN);
+  uint64_t bias = report_test::is_pie(prog) ? 0x555555554000ull : 0;
+  auto fns = report_test::nm_functions(prog);
+  profile::Profile p = report_test::base_profile(kTick);
+  profile::Region r = report_test::text_region(prog, bias, 4, SPROF_R_MAIN);
   const char* names[] = {"int demo::sum_squares<int>(int const*, int)",
                          "double demo::sum_squares<double>(double const*, int)",
                          "demo::Widget::spin(long)", "demo::uses_inline(long)", "main"};
@@ -56,24 +56,24 @@ profile::Profile make_profile(const std::string& prog) {
   if (boundary != 0) {
     r.start -= (r.start - (boundary - 2)) % 4;
     r.bins.clear();
-    testing::add_at(&r, boundary - 2, 400);
+    report_test::add_at(&r, boundary - 2, 400);
   }
   uint64_t n = 37;
   for (const char* name : names) {
     EXPECT_TRUE(fns.count(name)) << name;
     const NmSymbol& s = fns[name];
-    testing::add_at(&r, bias + s.addr + s.size / 2, n);
+    report_test::add_at(&r, bias + s.addr + s.size / 2, n);
     n = n * 3 + 11;
   }
   // A count above gprof's 16-bit counters: the gmon export scales every bin down.
   const NmSymbol& spin = fns["demo::Widget::spin(long)"];
-  testing::add_at(&r, bias + spin.addr + spin.size / 2, 70000);
+  report_test::add_at(&r, bias + spin.addr + spin.size / 2, 70000);
   p.regions.push_back(r);
 
-  auto lfns = testing::nm_functions(TESTLIB);
-  profile::Region lib = testing::text_region(TESTLIB, kLibBias, 4);
+  auto lfns = report_test::nm_functions(TESTLIB);
+  profile::Region lib = report_test::text_region(TESTLIB, kLibBias, 4);
   const NmSymbol& lw = lfns["testlib::lib_work(long)"];
-  testing::add_at(&lib, kLibBias + lw.addr + lw.size / 2, 123);
+  report_test::add_at(&lib, kLibBias + lw.addr + lw.size / 2, 123);
   p.regions.push_back(lib);
   p.overflow = 5;
   p.start_ns = 1700000000000000000ull;
@@ -98,7 +98,7 @@ void check_gprof(const std::string& prog) {
   std::string err;
   ASSERT_TRUE(report::write_report(p, report::gmon_exporter(), {}, gmon, nullptr, &err)) << err;
   int status = 0;
-  std::string out = testing::run("gprof -b -p '" + prog + "' '" + gmon + "' 2>&1", &status);
+  std::string out = report_test::run("gprof -b -p '" + prog + "' '" + gmon + "' 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
   // Flat profile rows: %time cumulative self [calls self/call total/call] name.
   std::regex row(R"(^\s*([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(.*\S)\s*$)");
@@ -127,19 +127,19 @@ void check_gprof(const std::string& prog) {
   }
   for (auto& [name, n] : gprof) their_total += n;
   EXPECT_NEAR(their_total, our_total, factor * double(ours.size())) << out;
-  testing::run("rm -rf '" + dir + "'");
+  report_test::run("rm -rf '" + dir + "'");
 }
 
 TEST(Gprof, FlatProfileOfPieMatchesOurs) {
   check_gprof(PROG_PIE);
 }
 TEST(Gprof, FlatProfileOfNonPieMatchesOurs) {
-  ASSERT_FALSE(testing::is_pie(PROG_NOPIE));
+  ASSERT_FALSE(report_test::is_pie(PROG_NOPIE));
   check_gprof(PROG_NOPIE);
 }
 
 TEST(Pprof, GoToolPprofTopMatchesOurs) {
-  if (testing::run("command -v go").empty()) GTEST_SKIP() << "no go toolchain";
+  if (report_test::run("command -v go").empty()) GTEST_SKIP() << "no go toolchain";
   profile::Profile p = make_profile(PROG_PIE);
   std::string dir = temp_dir("pprof");
   std::string file = dir + "/profile.pb.gz";
@@ -148,10 +148,10 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
   std::string env = "HOME='" + dir + "' GOPATH='" + dir + "/gopath' GOCACHE='" + dir +
                     "/gocache' GOFLAGS=-mod=mod PPROF_TMPDIR='" + dir + "' ";
   int status = 0;
-  std::string out =
-      testing::run(env + "go tool pprof -top -nodecount=100 -nodefraction=0 -unit=ms -noinlines '" +
-                       std::string(PROG_PIE) + "' '" + file + "' 2>&1",
-                   &status);
+  std::string out = report_test::run(
+      env + "go tool pprof -top -nodecount=100 -nodefraction=0 -unit=ms -noinlines '" +
+          std::string(PROG_PIE) + "' '" + file + "' 2>&1",
+      &status);
   ASSERT_EQ(status, 0) << out;
   // Rows: flat flat% sum% cum cum% name, values in ms.
   std::regex row(R"(^\s*([0-9.]+)ms\s+[0-9.]+%\s+[0-9.]+%\s+[0-9.]+ms\s+[0-9.]+%\s+(.*\S)\s*$)");
@@ -174,7 +174,7 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
   std::regex total(R"(of ([0-9.]+)ms total)");
   ASSERT_TRUE(std::regex_search(out, m, total)) << out;
   EXPECT_NEAR(std::stod(m[1]), double(t.total_samples) * 10.0, 1.0);
-  testing::run("rm -rf '" + dir + "'");
+  report_test::run("rm -rf '" + dir + "'");
 }
 
 TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
@@ -184,8 +184,8 @@ TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
   std::string err;
   ASSERT_TRUE(profile::write_profile(p, file, &err)) << err;
   int status = 0;
-  std::string folded =
-      testing::run(std::string(SPROFIL_TOOL) + " report '" + file + "' --format folded", &status);
+  std::string folded = report_test::run(
+      std::string(SPROFIL_TOOL) + " report '" + file + "' --format folded", &status);
   ASSERT_EQ(status, 0) << folded;
   uint64_t total = p.overflow, sum = 0;
   for (auto& r : p.regions) r.for_each_bin([&](uint64_t, uint64_t c, uint64_t) { total += c; });
@@ -194,23 +194,24 @@ TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
   while (std::getline(in, line)) sum += std::stoull(line.substr(line.rfind(' ') + 1));
   EXPECT_EQ(sum, total) << folded;
 
-  std::string text = testing::run(std::string(SPROFIL_TOOL) + " report '" + file + "' 2>&1");
+  std::string text = report_test::run(std::string(SPROFIL_TOOL) + " report '" + file + "' 2>&1");
   EXPECT_NE(text.find("demo::Widget::spin(long)"), std::string::npos) << text;
   EXPECT_NE(text.find("total samples:  " + std::to_string(total)), std::string::npos) << text;
 
-  std::string bad =
-      testing::run(std::string(SPROFIL_TOOL) + " report " + dir + "/missing.sprof 2>&1", &status);
+  std::string bad = report_test::run(
+      std::string(SPROFIL_TOOL) + " report " + dir + "/missing.sprof 2>&1", &status);
   EXPECT_NE(status, 0);
   EXPECT_NE(bad.find("missing.sprof"), std::string::npos) << bad;
 
   std::string gmon = dir + "/gmon.out";
-  testing::run(std::string(SPROFIL_TOOL) + " report '" + file + "' --format gmon -o '" + gmon + "'",
-               &status);
+  report_test::run(
+      std::string(SPROFIL_TOOL) + " report '" + file + "' --format gmon -o '" + gmon + "'",
+      &status);
   EXPECT_EQ(status, 0);
-  std::string g = testing::read_file(gmon);
+  std::string g = report_test::read_file(gmon);
   EXPECT_EQ(g.substr(0, 4), "gmon");
-  testing::run("rm -rf '" + dir + "'");
+  report_test::run("rm -rf '" + dir + "'");
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::interop_test

@@ -20,10 +20,10 @@
 
 #include "test_util.hpp"
 
-namespace sprofil {
+namespace sprofil::interop_test {
 namespace {
 
-using testing::run;
+using report_test::run;
 
 struct Shares {
   double fault = -1, compute = -1;
@@ -98,4 +98,4 @@ TEST(UserShares, MatchPerfUserOnlySamplesWithTheSystemPartApart) {
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::interop_test

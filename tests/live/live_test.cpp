@@ -33,6 +33,7 @@
 #include "profile/reader.hpp"
 #include "sprofil/ultra64.h"
 
+namespace sprofil::live_test {
 namespace {
 
 using namespace sprofil;
@@ -546,3 +547,5 @@ TEST_F(Live, TopInATerminalQuitsOnQ) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::live_test

@@ -12,7 +12,7 @@ extern "C" const char* __asan_default_options() {
 }
 #endif
 
-namespace sprofil::profile::test {
+namespace sprofil::profile_test {
 namespace {
 
 // Small: three regions of widths 2, 4, 8 (a few pages in all).
@@ -255,4 +255,4 @@ TEST(ReaderFuzz, PairsOfExtremeRegionFields) {
 }
 
 }  // namespace
-}  // namespace sprofil::profile::test
+}  // namespace sprofil::profile_test

@@ -12,7 +12,7 @@
 #include "profile/merge.hpp"
 #include "test_util.hpp"
 
-namespace sprofil::profile::test {
+namespace sprofil::profile_test {
 namespace {
 
 // What a `sprofil report` child did: exit status, stdout, stderr, peak RSS in KiB.
@@ -391,4 +391,4 @@ TEST(ProfileLimits, CountsNearUint64MaxInSeveralRegions) {
 }
 
 }  // namespace
-}  // namespace sprofil::profile::test
+}  // namespace sprofil::profile_test

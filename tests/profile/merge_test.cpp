@@ -3,7 +3,7 @@
 
 #include "test_util.hpp"
 
-namespace sprofil::profile::test {
+namespace sprofil::profile_test {
 namespace {
 
 Region region(const std::string& path, std::vector<uint8_t> bid, uint64_t start,
@@ -189,4 +189,4 @@ TEST(Merge, EmptyInputAndSingleInput) {
 }
 
 }  // namespace
-}  // namespace sprofil::profile::test
+}  // namespace sprofil::profile_test

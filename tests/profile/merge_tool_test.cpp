@@ -6,7 +6,7 @@
 #include "profile/merge.hpp"
 #include "test_util.hpp"
 
-namespace sprofil::profile::test {
+namespace sprofil::profile_test {
 namespace {
 
 struct Result {
@@ -135,4 +135,4 @@ TEST(MergeTool, UsageErrors) {
 }
 
 }  // namespace
-}  // namespace sprofil::profile::test
+}  // namespace sprofil::profile_test

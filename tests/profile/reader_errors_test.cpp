@@ -1,7 +1,7 @@
 // Each validation rule of the reader: the error names the problem and where it is.
 #include "test_util.hpp"
 
-namespace sprofil::profile::test {
+namespace sprofil::profile_test {
 namespace {
 
 class ReaderErrors : public ::testing::Test {
@@ -192,4 +192,4 @@ TEST(ReaderFile, TruncatedFileOnDisk) {
 }
 
 }  // namespace
-}  // namespace sprofil::profile::test
+}  // namespace sprofil::profile_test

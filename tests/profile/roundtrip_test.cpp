@@ -3,7 +3,7 @@
 
 #include "test_util.hpp"
 
-namespace sprofil::profile::test {
+namespace sprofil::profile_test {
 namespace {
 
 void expect_same(const Profile& a, const Profile& b) {
@@ -251,4 +251,4 @@ TEST(ProfileWriter, RejectsInconsistentProfiles) {
 }
 
 }  // namespace
-}  // namespace sprofil::profile::test
+}  // namespace sprofil::profile_test

@@ -13,12 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "format/sprof_format.h"
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
-#include "profile/sprof_format.h"
 #include "profile/writer.hpp"
 
-namespace sprofil::profile::test {
+namespace sprofil::profile_test {
+
+using namespace profile;  // the library under test
 
 // A fresh directory under the gtest temp dir, removed by the destructor.
 class TempDir {
@@ -176,4 +178,4 @@ inline void check_invariants(const Profile& p) {
   (void)p.total_samples();
 }
 
-}  // namespace sprofil::profile::test
+}  // namespace sprofil::profile_test

@@ -6,6 +6,7 @@
 
 #include "agent/profile_name.hpp"
 
+namespace sprofil::record_test {
 namespace {
 
 using sprofil::agent::parse_profile_suffix;
@@ -46,3 +47,5 @@ TEST(ProfileName, AnythingElseIsNotAProfileOfTheRun) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::record_test

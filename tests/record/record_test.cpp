@@ -7,7 +7,9 @@
 
 #include "helpers.hpp"
 
-namespace sprofil::agent_test {
+namespace sprofil::record_test {
+using namespace agent_test;  // tests/agent/helpers.hpp
+
 namespace {
 
 const std::string kStatic = STATIC_PROG;
@@ -268,4 +270,4 @@ TEST(Output, ReportWriteErrorsAndLinks) {
 }
 
 }  // namespace
-}  // namespace sprofil::agent_test
+}  // namespace sprofil::record_test

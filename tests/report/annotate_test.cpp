@@ -18,12 +18,10 @@
 
 #include "test_util.hpp"
 
-namespace sprofil {
+namespace sprofil::report_test {
 namespace {
 
 using Json = nlohmann::json;
-using testing::marker_line;
-using testing::run;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = ANNOTATE_PROG;
@@ -238,7 +236,7 @@ TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
   Json j = Json::parse(log);
   ASSERT_GE(j["functions"].size(), 1u) << j.dump(1);
   // The unstripped program's symbols (same link-time addresses) tell where the loops are.
-  std::map<std::string, testing::NmSymbol> nm = testing::nm_functions(prog);
+  std::map<std::string, report_test::NmSymbol> nm = report_test::nm_functions(prog);
   double in_loops = 0, total = 0;
   for (const Json& f : j["functions"]) {
     // Only the stripped program's ranges (a stray sample elsewhere, in libc or the runtime, has
@@ -255,7 +253,7 @@ TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
     EXPECT_NEAR(sum, f["samples"].get<double>(), 1e-6);
     total += f["samples"].get<double>();
     for (const char* fn : {"diff_alpha(long)", "diff_beta(long)", "diff_gamma(long)"}) {
-      const testing::NmSymbol& s = nm[fn];
+      const report_test::NmSymbol& s = nm[fn];
       uint64_t start = f["start"].get<uint64_t>();
       if (start >= s.addr && start < s.addr + s.size) in_loops += f["samples"].get<double>();
     }
@@ -330,4 +328,4 @@ TEST(Annotate, ByLineAgreesWithPerf) {
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::report_test

@@ -18,11 +18,10 @@
 
 #include "test_util.hpp"
 
-namespace sprofil {
+namespace sprofil::report_test {
 namespace {
 
 using Json = nlohmann::json;
-using testing::run;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = DIFF_PROG;
@@ -75,7 +74,7 @@ TEST(DiffHtml, ChromiumLoadsThePageAndItsTableHoldsTheDiff) {
   ASSERT_FALSE(j["rows"].empty());
 
   // Self-contained: no script, style, image or font is fetched from anywhere.
-  const std::string html = testing::read_file(dir + "/d.html");
+  const std::string html = read_file(dir + "/d.html");
   EXPECT_EQ(html.find(" src="), std::string::npos);
   EXPECT_EQ(html.find("<link"), std::string::npos);
   EXPECT_EQ(html.find("url("), std::string::npos);
@@ -87,7 +86,7 @@ TEST(DiffHtml, ChromiumLoadsThePageAndItsTableHoldsTheDiff) {
       << "the page's script did not finish:\n"
       << dom.substr(0, 2000);
   EXPECT_EQ(dom.find("data-errors="), std::string::npos) << "script errors on the page";
-  const std::string console = testing::read_file(dir + "/console.txt");
+  const std::string console = read_file(dir + "/console.txt");
   EXPECT_EQ(console.find("Uncaught"), std::string::npos) << console;
 
   // The table's rows in page order: significance mark, name, base %, new %, and the drawn
@@ -133,4 +132,4 @@ TEST(DiffHtml, ChromiumLoadsThePageAndItsTableHoldsTheDiff) {
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::report_test

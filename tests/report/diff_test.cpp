@@ -15,11 +15,10 @@
 #include "report/diff.hpp"
 #include "test_util.hpp"
 
-namespace sprofil {
+namespace sprofil::report_test {
 namespace {
 
 using Json = nlohmann::json;
-using testing::run;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = DIFF_PROG;
@@ -215,4 +214,4 @@ TEST(Diff, PprofDiffBaseAgrees) {
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::report_test

@@ -20,11 +20,10 @@
 #include "symbolize/symbolize.hpp"
 #include "test_util.hpp"
 
-namespace sprofil {
+namespace sprofil::report_test {
 namespace {
 
 using Json = nlohmann::json;
-using testing::run;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = NAMES_PROG;
@@ -322,13 +321,13 @@ std::string write(const profile::Profile& p, const std::string& name) {
 }
 
 profile::Profile program_profile(uint64_t tick_ns, uint64_t samples) {
-  profile::Profile p = testing::base_profile(tick_ns);
-  p.regions.push_back(testing::text_region(kProg, 0x555555554000ull, 4));
-  auto fns = testing::nm_functions(kProg);
+  profile::Profile p = report_test::base_profile(tick_ns);
+  p.regions.push_back(report_test::text_region(kProg, 0x555555554000ull, 4));
+  auto fns = report_test::nm_functions(kProg);
   uint64_t lo = fns.at("main").addr + 0x555555554000ull, hi = lo + fns.at("main").size;
   uint64_t main_addr = lo;
-  while (!testing::bin_inside(p.regions[0], main_addr, lo, hi)) ++main_addr;  // one row, main
-  testing::add_at(&p.regions[0], main_addr, samples);
+  while (!report_test::bin_inside(p.regions[0], main_addr, lo, hi)) ++main_addr;  // one row, main
+  report_test::add_at(&p.regions[0], main_addr, samples);
   p.delivered = samples;
   return p;
 }
@@ -474,4 +473,4 @@ TEST(Names, RegionPathThatIsAFifoDoesNotHang) {
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::report_test

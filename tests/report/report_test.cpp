@@ -13,22 +13,20 @@
 #include "symbolize/symbolize.hpp"
 #include "test_util.hpp"
 
-namespace sprofil {
+namespace sprofil::report_test {
 namespace {
 
 using report::By;
 using report::Options;
 using report::Row;
 using report::Table;
-using testing::nm_functions;
-using testing::NmSymbol;
 
 constexpr uint64_t kProgBias = 0x555555554000ull;
 constexpr uint64_t kLibBias = 0x7f1234560000ull;
 constexpr uint64_t kTick = 1000000;  // 1 ms
 
 uint64_t prog_bias() {
-  return testing::is_pie(TESTPROG) ? kProgBias : 0;
+  return report_test::is_pie(TESTPROG) ? kProgBias : 0;
 }
 
 const Row* find_row(const Table& t, const std::string& name, const std::string& object) {
@@ -45,7 +43,7 @@ double sum_rows(const Table& t) {
 
 // The functions of the test program and their expected counts.
 struct Fixture {
-  profile::Profile p = testing::base_profile(kTick);
+  profile::Profile p = report_test::base_profile(kTick);
   std::map<std::string, uint64_t> expected;  // function -> samples in report_testprog
   uint64_t lib_samples = 0, vdso_samples = 13, gone_samples = 17, overflow = 7;
 };
@@ -53,7 +51,7 @@ struct Fixture {
 Fixture make_fixture() {
   Fixture f;
   auto fns = nm_functions(TESTPROG);
-  profile::Region prog = testing::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
+  profile::Region prog = report_test::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
   const char* names[] = {"int demo::sum_squares<int>(int const*, int)",
                          "double demo::sum_squares<double>(double const*, int)",
                          "demo::Widget::spin(long)", "demo::uses_inline(long)", "main"};
@@ -64,10 +62,11 @@ Fixture make_fixture() {
     const NmSymbol& s = fns[name];
     // Two bins strictly inside the function.
     uint64_t a = s.addr + prog_bias() + s.size / 2;
-    EXPECT_TRUE(testing::bin_inside(prog, a, s.addr + prog_bias(), s.addr + prog_bias() + s.size))
+    EXPECT_TRUE(
+        report_test::bin_inside(prog, a, s.addr + prog_bias(), s.addr + prog_bias() + s.size))
         << name;
-    testing::add_at(&prog, a, n);
-    testing::add_at(&prog, s.addr + prog_bias() + s.size / 4, 1);
+    report_test::add_at(&prog, a, n);
+    report_test::add_at(&prog, s.addr + prog_bias() + s.size / 4, 1);
     f.expected[name] = n + 1;
     n += 100;
   }
@@ -75,9 +74,9 @@ Fixture make_fixture() {
 
   auto lfns = nm_functions(TESTLIB);
   EXPECT_TRUE(lfns.count("testlib::lib_work(long)"));
-  profile::Region lib = testing::text_region(TESTLIB, kLibBias, 4);
+  profile::Region lib = report_test::text_region(TESTLIB, kLibBias, 4);
   const NmSymbol& lw = lfns["testlib::lib_work(long)"];
-  testing::add_at(&lib, lw.addr + kLibBias + lw.size / 2, 42);
+  report_test::add_at(&lib, lw.addr + kLibBias + lw.size / 2, 42);
   f.lib_samples = 42;
   f.p.regions.push_back(lib);
 
@@ -111,7 +110,7 @@ uint64_t fixture_total(const Fixture& f) {
 
 TEST(Symbolize, DemangledFunctionsMatchNm) {
   symbolize::Symbolizer sym;
-  symbolize::Object* obj = sym.open(TESTPROG, testing::build_id(TESTPROG));
+  symbolize::Object* obj = sym.open(TESTPROG, report_test::build_id(TESTPROG));
   ASSERT_TRUE(obj->ok());
   EXPECT_TRUE(obj->warning().empty()) << obj->warning();
   auto fns = nm_functions(TESTPROG);
@@ -121,8 +120,8 @@ TEST(Symbolize, DemangledFunctionsMatchNm) {
     ASSERT_TRUE(fns.count(name)) << name;
     const NmSymbol& s = fns[name];
     for (uint64_t off : {uint64_t(0), s.size / 2, s.size - 1}) {
-      symbolize::Resolved r =
-          sym.resolve(TESTPROG, testing::build_id(TESTPROG), kProgBias, kProgBias + s.addr + off);
+      symbolize::Resolved r = sym.resolve(TESTPROG, report_test::build_id(TESTPROG), kProgBias,
+                                          kProgBias + s.addr + off);
       EXPECT_TRUE(r.known);
       EXPECT_EQ(r.function, name);
       EXPECT_EQ(r.symbol_start, kProgBias + s.addr);
@@ -237,13 +236,13 @@ TEST(Report, BinSpanningTwoFunctionsIsSplitByBytes) {
     }
   ASSERT_NE(f1, nullptr) << "no two adjacent functions in the test program";
   uint64_t bias = prog_bias();
-  profile::Profile p = testing::base_profile(kTick);
+  profile::Profile p = report_test::base_profile(kTick);
   // 8-byte bins aligned so that one bin holds the last 3 bytes of f1 and the first 5 of f2.
-  profile::Region r = testing::text_region(TESTPROG, bias, 8, SPROF_R_MAIN);
+  profile::Region r = report_test::text_region(TESTPROG, bias, 8, SPROF_R_MAIN);
   uint64_t boundary = f2->addr + bias;
   r.start = boundary - 3 - ((boundary - 3 - r.start) / 8) * 8;
   r.bins.clear();
-  testing::add_at(&r, boundary - 3, 800);
+  report_test::add_at(&r, boundary - 3, 800);
   p.regions.push_back(r);
   symbolize::Symbolizer sym;
   Table t = report::aggregate(p, sym, Options{});
@@ -272,9 +271,9 @@ TEST(Report, WilsonIntervalMatchesHandComputation) {
   // In a report row: 30 of 100 samples.
   auto fns = nm_functions(TESTPROG);
   const NmSymbol& s = fns["demo::Widget::spin(long)"];
-  profile::Profile p = testing::base_profile(kTick);
-  profile::Region r = testing::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
-  testing::add_at(&r, prog_bias() + s.addr + s.size / 2, 30);
+  profile::Profile p = report_test::base_profile(kTick);
+  profile::Region r = report_test::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
+  report_test::add_at(&r, prog_bias() + s.addr + s.size / 2, 30);
   p.regions.push_back(r);
   p.overflow = 70;
   symbolize::Symbolizer sym;
@@ -296,7 +295,7 @@ std::vector<uint64_t> inlined_mix_addresses(int mix_line) {
     std::snprintf(buf, sizeof buf, " %llx", (unsigned long long)a);
     cmd += buf;
   }
-  std::istringstream in(testing::run(cmd));
+  std::istringstream in(report_test::run(cmd));
   std::string line;
   std::vector<uint64_t> out;
   uint64_t cur = 0;
@@ -315,16 +314,16 @@ std::vector<uint64_t> inlined_mix_addresses(int mix_line) {
 }
 
 TEST(Report, ByLineWithInlineFrames) {
-  int mix_line = testing::marker_line(TESTPROG_SOURCE, "MARK:mix");
-  int call_line = testing::marker_line(TESTPROG_SOURCE, "MARK:call-mix");
+  int mix_line = report_test::marker_line(TESTPROG_SOURCE, "MARK:mix");
+  int call_line = report_test::marker_line(TESTPROG_SOURCE, "MARK:call-mix");
   ASSERT_GT(mix_line, 0);
   ASSERT_GT(call_line, 0);
   std::vector<uint64_t> addrs = inlined_mix_addresses(mix_line);
   ASSERT_FALSE(addrs.empty()) << "addr2line finds no inlined mix() in uses_inline";
   uint64_t bias = prog_bias();
-  profile::Profile p = testing::base_profile(kTick);
-  profile::Region r = testing::text_region(TESTPROG, bias, 1, SPROF_R_MAIN);
-  for (uint64_t a : addrs) testing::add_at(&r, a + bias, 10);
+  profile::Profile p = report_test::base_profile(kTick);
+  profile::Region r = report_test::text_region(TESTPROG, bias, 1, SPROF_R_MAIN);
+  for (uint64_t a : addrs) report_test::add_at(&r, a + bias, 10);
   p.regions.push_back(r);
   symbolize::Symbolizer sym;
 
@@ -355,9 +354,9 @@ TEST(Report, ByLineWithInlineFrames) {
 TEST(Report, ByAddress) {
   auto fns = nm_functions(TESTPROG);
   const NmSymbol& s = fns["demo::Widget::spin(long)"];
-  profile::Profile p = testing::base_profile(kTick);
-  profile::Region r = testing::text_region(TESTPROG, prog_bias(), 1, SPROF_R_MAIN);
-  testing::add_at(&r, prog_bias() + s.addr + 2, 5);
+  profile::Profile p = report_test::base_profile(kTick);
+  profile::Region r = report_test::text_region(TESTPROG, prog_bias(), 1, SPROF_R_MAIN);
+  report_test::add_at(&r, prog_bias() + s.addr + 2, 5);
   p.regions.push_back(r);
   symbolize::Symbolizer sym;
   Options o;
@@ -450,11 +449,11 @@ TEST(Report, TextCsvAndFolded) {
 TEST(Report, GmonScalesLargeCounts) {
   auto fns = nm_functions(TESTPROG);
   const NmSymbol& s = fns["demo::Widget::spin(long)"];
-  profile::Profile p = testing::base_profile(kTick);
-  profile::Region r = testing::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
-  testing::add_at(&r, prog_bias() + s.addr + s.size / 2, 70000);
-  testing::add_at(&r, prog_bias() + s.addr, 3);  // 1.5 rounds to 2
-  testing::add_at(&r, r.end - 1, 1);             // 0.5 rounds to 1 (half up)
+  profile::Profile p = report_test::base_profile(kTick);
+  profile::Region r = report_test::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
+  report_test::add_at(&r, prog_bias() + s.addr + s.size / 2, 70000);
+  report_test::add_at(&r, prog_bias() + s.addr, 3);  // 1.5 rounds to 2
+  report_test::add_at(&r, r.end - 1, 1);             // 0.5 rounds to 1 (half up)
   p.regions.push_back(r);
   std::string path = ::testing::TempDir() + "/report_gmon.out";
   std::string err;
@@ -462,7 +461,7 @@ TEST(Report, GmonScalesLargeCounts) {
   ASSERT_TRUE(report::write_report(p, report::gmon_exporter(), {}, path, &warnings, &err)) << err;
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("divided by 2"), std::string::npos) << warnings[0];
-  std::string g = testing::read_file(path);
+  std::string g = report_test::read_file(path);
   ASSERT_GE(g.size(), 20u);
   EXPECT_EQ(g.substr(0, 4), "gmon");
   int32_t version;
@@ -493,15 +492,15 @@ TEST(Report, GmonScalesLargeCounts) {
   for (uint16_t c : bins) sum += c;
   EXPECT_EQ(sum, 35000u + 2 + 1);
   std::string none_err;
-  profile::Profile empty = testing::base_profile(kTick);
+  profile::Profile empty = report_test::base_profile(kTick);
   EXPECT_FALSE(report::write_report(empty, report::gmon_exporter(), {}, path, nullptr, &none_err));
   EXPECT_NE(none_err.find(path), std::string::npos);
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::report_test
 
-namespace sprofil {
+namespace sprofil::report_test {
 namespace {
 
 TEST(Symbolize, SeparateDebugFileThroughDebuglink) {
@@ -510,24 +509,24 @@ TEST(Symbolize, SeparateDebugFileThroughDebuglink) {
   std::string dir = ::testing::TempDir() + "/sprofil_debuglink_" + std::to_string(::getpid());
   std::string prog = dir + "/prog", debug = dir + "/prog.debug";
   int status = 0;
-  testing::run("mkdir -p '" + dir + "' && objcopy --only-keep-debug '" + std::string(TESTPROG) +
-                   "' '" + debug + "' && objcopy --strip-all --add-gnu-debuglink='" + debug +
-                   "' '" + std::string(TESTPROG) + "' '" + prog + "'",
-               &status);
+  report_test::run("mkdir -p '" + dir + "' && objcopy --only-keep-debug '" + std::string(TESTPROG) +
+                       "' '" + debug + "' && objcopy --strip-all --add-gnu-debuglink='" + debug +
+                       "' '" + std::string(TESTPROG) + "' '" + prog + "'",
+                   &status);
   ASSERT_EQ(status, 0);
-  ASSERT_EQ(testing::run("nm '" + prog + "' 2>/dev/null"), "") << "the copy still has symbols";
+  ASSERT_EQ(report_test::run("nm '" + prog + "' 2>/dev/null"), "") << "the copy still has symbols";
   auto fns = nm_functions(TESTPROG);
   const NmSymbol& s = fns["demo::Widget::spin(long)"];
   symbolize::Symbolizer sym;
   symbolize::Resolved r =
-      sym.resolve(prog, testing::build_id(prog), kProgBias, kProgBias + s.addr + s.size / 2);
+      sym.resolve(prog, report_test::build_id(prog), kProgBias, kProgBias + s.addr + s.size / 2);
   EXPECT_TRUE(r.known);
   EXPECT_EQ(r.function, "demo::Widget::spin(long)");
   EXPECT_EQ(r.symbol_size, s.size);
   EXPECT_NE(r.file.find("testprog.cpp"), std::string::npos) << r.file;
   EXPECT_GT(r.line, 0);
-  testing::run("rm -rf '" + dir + "'");
+  report_test::run("rm -rf '" + dir + "'");
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::report_test

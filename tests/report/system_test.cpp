@@ -11,7 +11,7 @@
 #include "symbolize/symbolize.hpp"
 #include "test_util.hpp"
 
-namespace sprofil {
+namespace sprofil::report_test {
 namespace {
 
 using report::Options;
@@ -21,7 +21,7 @@ using report::Table;
 constexpr uint64_t kTick = 1000000;  // 1 ms
 
 uint64_t prog_bias() {
-  return testing::is_pie(TESTPROG) ? 0x555555554000ull : 0;
+  return report_test::is_pie(TESTPROG) ? 0x555555554000ull : 0;
 }
 
 const Row* find_row(const Table& t, const std::string& name) {
@@ -33,14 +33,15 @@ const Row* find_row(const Table& t, const std::string& name) {
 // spin: 1000 samples of which 400 system; main: 200, none system; uses_inline: 300, all
 // system; overflow 100. Total 1600, system 700, user 900.
 profile::Profile split_profile(bool with_system) {
-  profile::Profile p = testing::base_profile(kTick);
-  auto fns = testing::nm_functions(TESTPROG);
-  profile::Region r = testing::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
+  profile::Profile p = report_test::base_profile(kTick);
+  auto fns = report_test::nm_functions(TESTPROG);
+  profile::Region r = report_test::text_region(TESTPROG, prog_bias(), 4, SPROF_R_MAIN);
   if (with_system) r.flags |= SPROF_R_SYSTEM;
   auto put = [&](const char* name, uint64_t count, uint64_t system) {
-    const testing::NmSymbol& s = fns.at(name);
+    const report_test::NmSymbol& s = fns.at(name);
     const uint64_t addr = prog_bias() + s.addr + s.size / 2;
-    EXPECT_TRUE(testing::bin_inside(r, addr, prog_bias() + s.addr, prog_bias() + s.addr + s.size))
+    EXPECT_TRUE(
+        report_test::bin_inside(r, addr, prog_bias() + s.addr, prog_bias() + s.addr + s.size))
         << name;
     r.add((addr - r.start) / r.bin_size, count, with_system ? system : 0);
   };
@@ -125,7 +126,7 @@ TEST(ReportSystem, ToolTextJsonCsvAndUserOnly) {
   ASSERT_TRUE(profile::write_profile(split_profile(true), file, &err)) << err;
   const std::string tool = std::string(SPROFIL_TOOL) + " report '" + file + "'";
   int status = 0;
-  std::string text = testing::run(tool + " 2>&1", &status);
+  std::string text = report_test::run(tool + " 2>&1", &status);
   ASSERT_EQ(status, 0) << text;
   EXPECT_NE(text.find("user/system:    0.900 s user, 0.700 s system (900 and 700 samples"),
             std::string::npos)
@@ -147,14 +148,15 @@ TEST(ReportSystem, ToolTextJsonCsvAndUserOnly) {
   }
   EXPECT_TRUE(spin && inl) << text;
 
-  std::string user = testing::run(tool + " --user-only 2>&1", &status);
+  std::string user = report_test::run(tool + " --user-only 2>&1", &status);
   ASSERT_EQ(status, 0) << user;
   EXPECT_NE(user.find("percentages are of user time only"), std::string::npos) << user;
   EXPECT_NE(user.find("total samples:  900 "), std::string::npos) << user;
   EXPECT_EQ(user.find("demo::uses_inline(long)"), std::string::npos) << user;
   EXPECT_NE(user.find("600   66.67"), std::string::npos) << user;
 
-  const nlohmann::json j = nlohmann::json::parse(testing::run(tool + " --format json", &status));
+  const nlohmann::json j =
+      nlohmann::json::parse(report_test::run(tool + " --format json", &status));
   ASSERT_EQ(status, 0);
   EXPECT_EQ(j["system_samples"].get<uint64_t>(), 700u);
   EXPECT_EQ(j["user_only"].get<bool>(), false);
@@ -167,11 +169,11 @@ TEST(ReportSystem, ToolTextJsonCsvAndUserOnly) {
     }
   EXPECT_TRUE(found);
   const nlohmann::json ju =
-      nlohmann::json::parse(testing::run(tool + " --format json --user-only", &status));
+      nlohmann::json::parse(report_test::run(tool + " --format json --user-only", &status));
   EXPECT_EQ(ju["total_samples"].get<uint64_t>(), 900u);
   EXPECT_EQ(ju["user_only"].get<bool>(), true);
 
-  std::string csv = testing::run(tool + " --format csv", &status);
+  std::string csv = report_test::run(tool + " --format csv", &status);
   ASSERT_EQ(status, 0);
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "samples,percent,ci95_low,ci95_high,seconds,name,object,file,line,address,"
@@ -182,4 +184,4 @@ TEST(ReportSystem, ToolTextJsonCsvAndUserOnly) {
 }
 
 }  // namespace
-}  // namespace sprofil
+}  // namespace sprofil::report_test

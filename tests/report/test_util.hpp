@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "format/sprof_format.h"
 #include "profile/profile.hpp"
-#include "profile/sprof_format.h"
 
-namespace sprofil::testing {
+namespace sprofil::report_test {
 
 inline std::string run(const std::string& cmd, int* status = nullptr) {
   std::string out;
@@ -152,4 +152,4 @@ inline int marker_line(const std::string& source, const std::string& marker) {
   return 0;
 }
 
-}  // namespace sprofil::testing
+}  // namespace sprofil::report_test

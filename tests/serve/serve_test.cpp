@@ -24,6 +24,7 @@
 
 #include "../common/process.hpp"
 
+namespace sprofil::serve_test {
 namespace {
 
 using sprofil::testproc::Args;
@@ -599,3 +600,5 @@ TEST_F(Serve, SeveralProcessesAreLabelled) {
 }
 
 }  // namespace
+
+}  // namespace sprofil::serve_test

@@ -1,8 +1,6 @@
 // `sprofil annotate FILE [--function NAME]`: source lines and disassembly of the hottest
 // functions with their samples (src/report/annotate.hpp).
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -30,8 +28,7 @@ int run_annotate(const AnnotateArgs& args) {
   profile::Profile p;
   std::string err;
   if (!profile::read_profile(args.file, &p, &err)) {
-    std::fprintf(stderr, "sprofil annotate: %s: %s\n", args.file.c_str(), err.c_str());
-    return 1;
+    return fail("annotate", args.file + ": " + err);
   }
   report::AnnotateOptions opts;
   opts.function = args.function;
@@ -48,26 +45,13 @@ int run_annotate(const AnnotateArgs& args) {
   else
     report::write_annotation_text(a, s);
   int status = 0;
-  if (a.functions.empty()) {
-    std::fprintf(
-        stderr, "sprofil annotate: %s: %s\n", args.file.c_str(),
-        args.function.empty()
-            ? "no function has samples"
-            : ("no function named " + report::printable(args.function) + " has samples").c_str());
-    status = 1;
-  }
-  if (args.out.empty() || args.out == "-") {
-    std::cout << s.str() << std::flush;
-    return std::cout ? status : 1;
-  }
-  std::ofstream f(args.out, std::ios::binary | std::ios::trunc);
-  f << s.str();
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "sprofil annotate: %s: cannot write\n", args.out.c_str());
-    return 1;
-  }
-  return status;
+  if (a.functions.empty())
+    status = fail("annotate", args.file + ": " +
+                                  (args.function.empty()
+                                       ? "no function has samples"
+                                       : "no function named " + report::printable(args.function) +
+                                             " has samples"));
+  return write_text("annotate", args.out, s.str(), status);
 }
 
 }  // namespace
@@ -81,11 +65,8 @@ Run setup_annotate(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--object", args->object,
                  "Only functions of objects whose file name contains NAME");
-  sub.add_option("--pid", args->pids, "Only this process (several allowed)");
-  sub.add_option("--comm", args->comms, "Only processes with this command name");
-  sub.add_option("--format", args->format, "Output format: text or json")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
+  add_process_filter(sub, args->pids, args->comms);
+  add_choice(sub, "--format", args->format, "Output format: text or json", {"text", "json"});
   sub.add_option("-o,--output", args->out, "Output file (default: stdout)");
   return [args] { return run_annotate(*args); };
 }

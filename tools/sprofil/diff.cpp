@@ -1,7 +1,5 @@
 // `sprofil diff BASE NEW`: compares two profiles row by row (src/report/diff.hpp).
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -28,8 +26,7 @@ int run_diff(const DiffArgs& args) {
   std::string err;
   for (auto [file, p] : {std::pair{&args.base, &a}, std::pair{&args.next, &b}})
     if (!profile::read_profile(*file, p, &err)) {
-      std::fprintf(stderr, "sprofil diff: %s: %s\n", file->c_str(), err.c_str());
-      return 1;
+      return fail("diff", *file + ": " + err);
     }
   report::Options opts;
   report::parse_by(args.by, &opts.by);
@@ -44,27 +41,14 @@ int run_diff(const DiffArgs& args) {
     report::write_diff_csv(t, s);
   } else if (args.format == "html") {
     if (!report::write_diff_html(t, s)) {
-      std::fprintf(stderr, "sprofil diff: internal error: the page has no data marker\n");
-      return 1;
+      return fail("diff", "internal error: the page has no data marker");
     }
   } else {
     report::write_diff_text(t, args.limit, s);
   }
   if (args.format != "text")
-    for (const std::string& w : t.warnings)
-      std::fprintf(stderr, "sprofil diff: warning: %s\n", report::printable(w).c_str());
-  if (args.out.empty() || args.out == "-") {
-    std::cout << s.str() << std::flush;
-    return std::cout ? 0 : 1;
-  }
-  std::ofstream f(args.out, std::ios::binary | std::ios::trunc);
-  f << s.str();
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "sprofil diff: %s: cannot write\n", args.out.c_str());
-    return 1;
-  }
-  return 0;
+    for (const std::string& w : t.warnings) say("diff", "warning: " + report::printable(w));
+  return write_text("diff", args.out, s.str(), 0);
 }
 
 }  // namespace
@@ -73,12 +57,10 @@ Run setup_diff(CLI::App& sub) {
   auto args = std::make_shared<DiffArgs>();
   sub.add_option("base", args->base, "The baseline profile")->required();
   sub.add_option("new", args->next, "The profile compared with it")->required();
-  sub.add_option("--by", args->by, "Compare by function, line or object")
-      ->check(CLI::IsMember({"function", "line", "object"}))
-      ->capture_default_str();
-  sub.add_option("--format", args->format, "Output format: text, json, csv or html")
-      ->check(CLI::IsMember({"text", "json", "csv", "html"}))
-      ->capture_default_str();
+  add_choice(sub, "--by", args->by, "Compare by function, line or object",
+             {"function", "line", "object"});
+  add_choice(sub, "--format", args->format, "Output format: text, json, csv or html",
+             {"text", "json", "csv", "html"});
   sub.add_option("--alpha", args->alpha,
                  "Family-wise error rate of the Holm-corrected tests (significance level)")
       ->check(CLI::Range(1e-12, 0.5))

@@ -27,12 +27,10 @@ Run setup_fetch(CLI::App& sub) {
     profile::Profile p;
     if (!live::socket_of(args->target, &socket, &err) ||
         !live::fetch_profile(socket, &p, &err, args->timeout_ms)) {
-      std::fprintf(stderr, "sprofil fetch: %s\n", err.c_str());
-      return 1;
+      return fail("fetch", err);
     }
     if (!profile::write_profile(p, args->out, &err)) {
-      std::fprintf(stderr, "sprofil fetch: %s: %s\n", args->out.c_str(), err.c_str());
-      return 1;
+      return fail("fetch", args->out + ": " + err);
     }
     std::fprintf(stderr, "sprofil fetch: pid %d: %llu samples in %zu regions -> %s\n", p.pid,
                  static_cast<unsigned long long>(p.total_samples()), p.regions.size(),

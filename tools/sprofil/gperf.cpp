@@ -50,8 +50,7 @@ int serve(const GperfArgs& a) {
   }
   live::PushServer server;
   if (!server.open(socket, &err)) {
-    std::fprintf(stderr, "sprofil gperf: %s\n", err.c_str());
-    return 1;
+    return fail("gperf", err);
   }
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -65,8 +64,7 @@ int serve(const GperfArgs& a) {
     int pid = 0;
     const int r = server.receive(&image, &pid, &err, 200);
     if (r < 0) {
-      std::fprintf(stderr, "sprofil gperf: %s\n", err.c_str());
-      return 1;
+      return fail("gperf", err);
     }
     if (r == 0) {
       if (!err.empty()) std::fprintf(stderr, "sprofil gperf: %s\n", err.c_str());
@@ -97,8 +95,7 @@ int report_live(const GperfArgs& a) {
   std::string socket, err;
   profile::Profile p;
   if (!live::socket_of(a.target, &socket, &err) || !live::fetch_profile(socket, &p, &err)) {
-    std::fprintf(stderr, "sprofil gperf: %s\n", err.c_str());
-    return 1;
+    return fail("gperf", err);
   }
   report::Options opts;
   report::parse_by(a.by, &opts.by);
@@ -108,8 +105,7 @@ int report_live(const GperfArgs& a) {
   opts.source = "pid " + std::to_string(p.pid) + " (live)";
   std::vector<std::string> warnings;
   if (!report::write_report(p, *format, opts, a.out, &warnings, &err)) {
-    std::fprintf(stderr, "sprofil gperf: %s\n", err.c_str());
-    return 1;
+    return fail("gperf", err);
   }
   return 0;
 }
@@ -125,14 +121,11 @@ Run setup_gperf(CLI::App& sub) {
                  "--serve: the socket (default $SPROFIL_GPERF_SOCKET, else gperf.sock in the "
                  "per-user directory)");
   sub.add_option("--count", a->count, "--serve: stop after N flushes (0: until Ctrl-C)");
-  sub.add_option("--by", a->by, "Aggregate by function, line, object or address")
-      ->check(CLI::IsMember({"function", "line", "object", "address"}))
-      ->capture_default_str();
+  add_choice(sub, "--by", a->by, "Aggregate by function, line, object or address",
+             {"function", "line", "object", "address"});
   std::vector<std::string> names;
   for (const report::Exporter* e : report::exporters()) names.emplace_back(e->name());
-  sub.add_option("--format", a->format, "Output format (as sprofil report)")
-      ->check(CLI::IsMember(names))
-      ->capture_default_str();
+  add_choice(sub, "--format", a->format, "Output format (as sprofil report)", names);
   sub.add_option("--limit", a->limit, "Show at most N rows (0 = all)");
   sub.add_option("-o,--output", a->out, "Output file (default: stdout)");
   return [a] {

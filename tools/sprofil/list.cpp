@@ -12,8 +12,7 @@ Run setup_list(CLI::App&) {
     std::string err;
     const std::vector<live::Target> targets = live::list_targets(&err);
     if (!err.empty()) {
-      std::fprintf(stderr, "sprofil list: %s\n", err.c_str());
-      return 1;
+      return fail("list", err);
     }
     std::printf("%8s  %s\n", "PID", "COMMAND");
     for (const live::Target& t : targets) std::printf("%8d  %s\n", t.pid, t.command.c_str());

@@ -20,9 +20,8 @@ struct MergeOptions {
   bool force = false;
 };
 
-int fail(const std::string& file, const std::string& problem) {
-  std::fprintf(stderr, "sprofil merge: %s: %s\n", file.c_str(), problem.c_str());
-  return 1;
+int fail_on(const std::string& file, const std::string& problem) {
+  return fail("merge", file + ": " + problem);
 }
 
 int run_merge(const MergeOptions& o) {
@@ -31,7 +30,7 @@ int run_merge(const MergeOptions& o) {
   for (size_t i = 0; i < o.inputs.size(); ++i) {
     std::string error;
     if (!profile::read_profile(o.inputs[i], &profiles[i], &error))
-      ok = fail(o.inputs[i], error) == 0;
+      ok = fail_on(o.inputs[i], error) == 0;
   }
   if (!ok) return 1;
   profile::Profile merged;
@@ -40,12 +39,10 @@ int run_merge(const MergeOptions& o) {
   std::vector<std::string> warnings;
   if (!profile::merge_profiles(profiles, &merged, &error, &bad,
                                profile::MergePolicy{o.force, &warnings})) {
-    return fail(bad < o.inputs.size() ? o.inputs[bad] : o.output, error);
+    return fail_on(bad < o.inputs.size() ? o.inputs[bad] : o.output, error);
   }
-  for (const std::string& w : warnings)
-    std::fprintf(stderr, "sprofil merge: warning: %s\n", w.c_str());
-  if (!profile::write_profile(merged, o.output, &error)) return fail(o.output, error);
-  return 0;
+  for (const std::string& w : warnings) say("merge", "warning: " + w);
+  return profile::write_profile(merged, o.output, &error) ? 0 : fail_on(o.output, error);
 }
 
 }  // namespace

@@ -54,17 +54,14 @@ int run_report(const ReportArgs& args) {
   profile::Profile p;
   std::string err;
   if (!profile::read_profile(args.file, &p, &err)) {
-    std::fprintf(stderr, "sprofil report: %s: %s\n", args.file.c_str(), err.c_str());
-    return 1;
+    return fail("report", args.file + ": " + err);
   }
   std::vector<std::string> warnings;
   const bool ok = report::write_report(p, *format, opts, args.out, &warnings, &err);
   if (format != &report::text_exporter())
-    for (const std::string& w : warnings)
-      std::fprintf(stderr, "sprofil report: warning: %s\n", report::printable(w).c_str());
+    for (const std::string& w : warnings) say("report", "warning: " + report::printable(w));
   if (!ok) {
-    std::fprintf(stderr, "sprofil report: %s\n", err.c_str());
-    return 1;
+    return fail("report", err);
   }
   return 0;
 }
@@ -74,9 +71,8 @@ int run_report(const ReportArgs& args) {
 Run setup_report(CLI::App& sub) {
   auto args = std::make_shared<ReportArgs>();
   sub.add_option("file", args->file, "Profile to read")->capture_default_str();
-  sub.add_option("--by", args->by, "Aggregate by function, line, object or address")
-      ->check(CLI::IsMember({"function", "line", "object", "address"}))
-      ->capture_default_str();
+  add_choice(sub, "--by", args->by, "Aggregate by function, line, object or address",
+             {"function", "line", "object", "address"});
   sub.add_flag("--inline", args->inline_frames,
                "With --by line: one row per inline chain, showing the inlined frames' lines");
   sub.add_flag("--full-names", args->full_names,
@@ -88,19 +84,14 @@ Run setup_report(CLI::App& sub) {
   sub.add_option("--limit", args->limit, "Show at most N rows (0 = all)");
   sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent");
   sub.add_option("--object", args->object, "Only rows of objects whose file name contains NAME");
-  sub.add_option("--pid", args->pids,
-                 "Only this process (several allowed); percentages are of what is kept");
-  sub.add_option("--comm", args->comms,
-                 "Only processes with this command name (basename of argv[0]; several allowed)");
+  add_process_filter(sub, args->pids, args->comms, "; percentages are of what is kept");
   std::string formats;
   std::vector<std::string> names;
   for (const report::Exporter* e : report::exporters()) {
     formats += "\n  " + std::string(e->name()) + ": " + std::string(e->description());
     names.emplace_back(e->name());
   }
-  sub.add_option("--format", args->format, "Output format:" + formats)
-      ->check(CLI::IsMember(names))
-      ->capture_default_str();
+  add_choice(sub, "--format", args->format, "Output format:" + formats, names);
   sub.add_option("-o,--output", args->out,
                  "Output file (default: stdout; sprofil.pb.gz for pprof, gmon.out for gmon)");
   return [args] { return run_report(*args); };

@@ -23,11 +23,6 @@ struct ServeOptions {
   bool quiet = false;
 };
 
-int fail(const std::string& problem) {
-  std::fprintf(stderr, "sprofil serve: %s\n", problem.c_str());
-  return 1;
-}
-
 // HOST:PORT, [V6]:PORT or PORT.
 bool split_listen(const std::string& s, std::string* host, int* port) {
   size_t colon = s.rfind(':');
@@ -45,15 +40,17 @@ bool split_listen(const std::string& s, std::string* host, int* port) {
 int run_serve(const ServeOptions& o) {
   serve::Options so;
   if (!split_listen(o.listen, &so.host, &so.port))
-    return fail("--listen " + o.listen + ": expected HOST:PORT (for example 127.0.0.1:6060)");
+    return fail("serve",
+                "--listen " + o.listen + ": expected HOST:PORT (for example 127.0.0.1:6060)");
   if (!o.token_file.empty()) {
     std::ifstream f(o.token_file);
-    if (!f) return fail(o.token_file + ": cannot read the token file");
+    if (!f) return fail("serve", o.token_file + ": cannot read the token file");
     std::getline(f, so.token);
     while (!so.token.empty() && (so.token.back() == '\r' || so.token.back() == ' '))
       so.token.pop_back();
     if (so.token.size() < 16)
-      return fail(o.token_file + ": the token must be at least 16 characters on its first line");
+      return fail("serve",
+                  o.token_file + ": the token must be at least 16 characters on its first line");
   }
   so.pids = o.pids;
   if (!o.quiet)
@@ -63,7 +60,7 @@ int run_serve(const ServeOptions& o) {
   std::unique_ptr<serve::Source> source = serve::live_source();
   serve::Server server(so, *source);
   std::string error;
-  if (!server.bind(&error)) return fail(error);
+  if (!server.bind(&error)) return fail("serve", error);
   // SIGINT and SIGTERM end the server: a thread waits for them (blocked in every thread).
   sigset_t set;
   sigemptyset(&set);

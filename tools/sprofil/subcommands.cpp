@@ -1,5 +1,9 @@
 #include "subcommands.hpp"
 
+#include <cstdio>
+
+#include "profile/output.hpp"
+
 namespace sprofil::tool {
 
 std::span<const Subcommand> subcommands() {
@@ -22,6 +26,33 @@ std::span<const Subcommand> subcommands() {
        setup_serve},
   };
   return kAll;
+}
+
+void say(const char* cmd, const std::string& message) {
+  std::fprintf(stderr, "sprofil %s: %s\n", cmd, message.c_str());
+}
+
+int fail(const char* cmd, const std::string& message) {
+  say(cmd, message);
+  return 1;
+}
+
+int write_text(const char* cmd, const std::string& out, const std::string& text, int status) {
+  std::string err;
+  if (!profile::write_output(out.empty() ? "-" : out, text, &err)) return fail(cmd, err);
+  return status;
+}
+
+CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& value,
+                        const std::string& help, const std::vector<std::string>& choices) {
+  return sub.add_option(name, value, help)->check(CLI::IsMember(choices))->capture_default_str();
+}
+
+void add_process_filter(CLI::App& sub, std::vector<int32_t>& pids, std::vector<std::string>& comms,
+                        const std::string& note) {
+  sub.add_option("--pid", pids, "Only this process (several allowed)" + note);
+  sub.add_option("--comm", comms,
+                 "Only processes with this command name (basename of argv[0]; several allowed)");
 }
 
 }  // namespace sprofil::tool

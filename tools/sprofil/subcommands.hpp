@@ -4,8 +4,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
+#include <vector>
 
 namespace sprofil::tool {
 
@@ -30,5 +33,19 @@ Run setup_gperf(CLI::App& sub);
 Run setup_list(CLI::App& sub);
 Run setup_top(CLI::App& sub);
 Run setup_serve(CLI::App& sub);
+
+// What every subcommand does one way.
+// "sprofil CMD: MESSAGE" on stderr; fail() returns 1, the exit status of a failure.
+void say(const char* cmd, const std::string& message);
+int fail(const char* cmd, const std::string& message);
+// Writes `text` to `out` ("" or "-": standard output) with profile::write_output: `status`,
+// or fail() if it cannot be written.
+int write_text(const char* cmd, const std::string& out, const std::string& text, int status);
+// An option whose value is one of `choices`, its default shown in --help.
+CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& value,
+                        const std::string& help, const std::vector<std::string>& choices);
+// --pid and --comm: which processes of a run profile to keep (`note` ends --pid's help).
+void add_process_filter(CLI::App& sub, std::vector<int32_t>& pids, std::vector<std::string>& comms,
+                        const std::string& note = "");
 
 }  // namespace sprofil::tool

@@ -58,13 +58,11 @@ class RawTerminal {
 int run_top(const TopArgs& a) {
   std::string socket, err;
   if (!live::socket_of(a.target, &socket, &err)) {
-    std::fprintf(stderr, "sprofil top: %s\n", err.c_str());
-    return 1;
+    return fail("top", err);
   }
   profile::Profile prev;
   if (!live::fetch_profile(socket, &prev, &err)) {
-    std::fprintf(stderr, "sprofil top: %s\n", err.c_str());
-    return 1;
+    return fail("top", err);
   }
   const bool tty = isatty(STDOUT_FILENO);
   RawTerminal term;

@@ -4,9 +4,11 @@
 // when perf_event_open is denied.
 #include <cmath>
 
-#include "helpers.hpp"
+#include "../agent/helpers.hpp"
 
-namespace sprofil::agent_test {
+namespace sprofil::clock_test {
+using namespace agent_test;  // tests/agent/helpers.hpp
+
 namespace {
 
 struct PerfRate {
@@ -171,4 +173,4 @@ INSTANTIATE_TEST_SUITE_P(Errors, AutoFallback, ::testing::Values(EACCES, ENOSYS)
                          });
 
 }  // namespace
-}  // namespace sprofil::agent_test
+}  // namespace sprofil::clock_test

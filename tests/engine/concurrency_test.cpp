@@ -9,7 +9,9 @@
 
 #include "engine/engine.hpp"
 
-namespace sprofil::engine {
+namespace sprofil::engine_test {
+using namespace engine;  // the internals under test
+
 namespace {
 
 constexpr int kThreads = 4;
@@ -178,4 +180,4 @@ TEST(Concurrency, SampleWhileExchangingTables) {
 }
 
 }  // namespace
-}  // namespace sprofil::engine
+}  // namespace sprofil::engine_test

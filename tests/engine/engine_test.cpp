@@ -8,7 +8,9 @@
 
 #include "engine/engine.hpp"
 
-namespace sprofil::engine {
+namespace sprofil::engine_test {
+using namespace engine;  // the internals under test
+
 namespace {
 
 // Owns a table and destroys it at scope exit.
@@ -735,4 +737,4 @@ TEST(Engine, SampleOffersToEveryChannel) {
 }
 
 }  // namespace
-}  // namespace sprofil::engine
+}  // namespace sprofil::engine_test

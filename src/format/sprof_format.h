@@ -1,0 +1,169 @@
+/* The .sprof profile file, version 1: the single definition shared by the runtime that writes
+ * it (through a shared file mapping, so the counts survive a crash) and the host tools that
+ * read it. docs/file-format.md describes it in prose; the static_asserts below pin every
+ * offset. All integers are little-endian; every record starts on a 4096-byte boundary.
+ *
+ *   offset 0      sprof_header (4096 bytes)
+ *   offset 4096   region record 0: sprof_region (4096 bytes), then its counters
+ *                 (nbins * counter_width bytes, padded to 4096)
+ *   ...           region record 1, 2, ... region_count - 1, one after another
+ *
+ * The runtime commits a region by writing its record in full and only then raising
+ * header.region_count (a release store), after it has stored regions_end; so a reader that
+ * sees region_count = n also sees a regions_end at or past the end of record n - 1, and it
+ * trusts only the first region_count records.
+ * Counters and the header's sample tallies are updated in place while the program runs. */
+#ifndef SPROFIL_SPROF_FORMAT_H
+#define SPROFIL_SPROF_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPROF_MAGIC "SPROFIL" /* 8 bytes with the terminating NUL */
+#define SPROF_VERSION 1u
+#define SPROF_PAGE 4096u
+#define SPROF_REGION_MAGIC 0x314e4752u /* "RGN1" */
+#define SPROF_CMDLINE_MAX 3072u
+#define SPROF_PATH_MAX 3840u
+#define SPROF_BUILD_ID_MAX 64u
+
+/* header.flags */
+#define SPROF_F_FINISHED 0x1u /* the end fields were written by a clean exit or stop */
+#define SPROF_F_CHILD 0x2u    /* written by a forked child (FILE.PID) */
+
+/* header.clock: the one table of sampling clocks. Every layer (the runtime, the public API's
+ * sprofil_clock, the host tools) derives its ids, names and descriptions from this list; the
+ * numbers are on disk and in the public API and must never change.
+ *   X(NAME, id, "name", "description") */
+#define SPROF_CLOCKS(X)                                  \
+  X(CPU, 0, "cpu", "per-thread CPU-time timers")         \
+  X(ITIMER, 1, "itimer", "process-wide ITIMER_PROF")     \
+  X(PERF, 2, "perf", "per-thread perf_event task clock") \
+  X(WALL, 3, "wall", "per-thread wall-clock timers")
+
+#define SPROF_CLOCK_ENUM_(NAME, id, name, description) SPROF_CLOCK_##NAME = id,
+enum sprof_clock { SPROF_CLOCKS(SPROF_CLOCK_ENUM_) SPROF_CLOCK_COUNT };
+#undef SPROF_CLOCK_ENUM_
+
+/* region.flags */
+#define SPROF_R_MAIN 0x1u     /* the main executable */
+#define SPROF_R_VDSO 0x2u     /* the kernel's vDSO */
+#define SPROF_R_UNLOADED 0x4u /* dlclose'd; the counts are kept */
+#define SPROF_R_DLOPEN 0x8u   /* loaded after profiling started */
+#define SPROF_R_SYSTEM 0x10u  /* a system-time array follows the counters (system_offset) */
+
+struct sprof_header {
+  char magic[8];                   /* "SPROFIL\0" */
+  uint32_t version;                /* SPROF_VERSION */
+  uint32_t header_size;            /* 4096 */
+  uint32_t flags;                  /* SPROF_F_* */
+  uint32_t clock;                  /* enum sprof_clock */
+  uint32_t requested_hz;           /* samples per second asked for */
+  uint32_t region_count;           /* committed region records */
+  uint64_t tick_ns;                /* time one count stands for */
+  uint64_t effective_hz_milli;     /* delivered samples per CPU-second x 1000; 0 = unknown */
+  uint64_t start_ns;               /* CLOCK_REALTIME at start */
+  uint64_t end_ns;                 /* CLOCK_REALTIME at end; 0 = did not end cleanly */
+  uint64_t cpu_ns;                 /* process CPU time (user + sys) at end; 0 = unknown */
+  int32_t pid;                     /* the profiled process */
+  int32_t ppid;                    /* its parent */
+  uint64_t regions_end;            /* offset just past the last committed record */
+  uint64_t overflow;               /* samples that fell in no region (weighted) */
+  uint64_t delivered;              /* samples delivered to the handler (weighted) */
+  uint64_t lost;                   /* delivered but not added: counter at its limit, or stopped */
+  uint32_t cmdline_len;            /* bytes used in cmdline */
+  uint32_t reserved0;              /* zero */
+  uint64_t reserved1;              /* zero */
+  char cmdline[SPROF_CMDLINE_MAX]; /* argv, each argument NUL-terminated */
+  uint8_t reserved[SPROF_PAGE - 128 - SPROF_CMDLINE_MAX]; /* zero */
+};
+
+struct sprof_region {
+  uint32_t magic;           /* SPROF_REGION_MAGIC */
+  uint32_t flags;           /* SPROF_R_* */
+  uint64_t record_size;     /* this page plus the padded counters */
+  uint64_t counters_offset; /* file offset of the counters (record offset + 4096) */
+  uint64_t start;           /* runtime address range [start, end) */
+  uint64_t end;
+  uint64_t load_bias;     /* runtime address - ELF virtual address */
+  uint64_t file_offset;   /* offset in the object file that maps to `start` */
+  uint64_t nbins;         /* counters */
+  uint32_t bin_size;      /* bytes of text per counter: bin = (pc - start) / bin_size */
+  uint32_t counter_width; /* 2, 4 or 8 bytes, unsigned */
+  uint64_t load_ns;       /* CLOCK_REALTIME when the region was added */
+  uint64_t unload_ns;     /* when it was dlclose'd, or 0 */
+  uint32_t build_id_len;  /* bytes used in build_id */
+  uint32_t path_len;      /* bytes used in path, without a NUL */
+  uint8_t build_id[SPROF_BUILD_ID_MAX];
+  char path[SPROF_PATH_MAX]; /* the object's path; "[vdso]" for the vDSO */
+  /* With SPROF_R_SYSTEM: file offset (4096-aligned, inside this record) of a second array of
+   * nbins counters of counter_width bytes: the part of each bin's count that the thread spent
+   * in the kernel before it returned to user space at that pc. Each is at most the bin's count
+   * (the main array holds user + system). 0 without the flag. */
+  uint64_t system_offset;
+  uint8_t reserved[SPROF_PAGE - 168 - SPROF_PATH_MAX]; /* zero */
+};
+
+/* The run profile (version 1): what one `sprofil record` writes. It holds every process of
+ * the run that took a sample, each as a complete v1 image (above) at a page-aligned offset,
+ * so that one file is one run. docs/file-format.md describes it.
+ *
+ *   offset 0      sprof_run_header (4096 bytes)
+ *   offset 4096   the process table: process_count sprof_run_process entries (128 bytes
+ *                 each), padded to 4096
+ *   ...           each process's v1 image at its entry's image_offset (4096-aligned), its
+ *                 internal offsets (counters_offset, regions_end) relative to that offset
+ * The host tools write it once (temporary file + rename); it is never updated in place. */
+#define SPROF_RUN_MAGIC "SPRFRUN" /* 8 bytes with the terminating NUL */
+#define SPROF_RUN_VERSION 1u
+#define SPROF_RUN_ENTRY 128u
+#define SPROF_COMM_MAX 16u
+#define SPROF_RUN_NAME_MAX 32u
+
+struct sprof_run_header {
+  char magic[8];                   /* "SPRFRUN\0" */
+  uint32_t version;                /* SPROF_RUN_VERSION */
+  uint32_t header_size;            /* 4096 */
+  uint32_t process_count;          /* entries in the process table; the first is the run's root */
+  uint32_t flags;                  /* zero */
+  uint64_t table_offset;           /* 4096 */
+  uint64_t run_cpu_ns;             /* CPU (user + sys) of the whole run, every process, from
+                                      wait4's rusage; 0 = unknown */
+  uint64_t dropped_processes;      /* processes that took no sample, not stored */
+  uint64_t start_ns;               /* CLOCK_REALTIME when the command was started */
+  uint64_t end_ns;                 /* when it ended */
+  int32_t exit_status;             /* the command's exit status (128 + signal if killed) */
+  uint32_t cmdline_len;            /* bytes used in cmdline */
+  uint64_t reserved1;              /* zero */
+  char cmdline[SPROF_CMDLINE_MAX]; /* the recorded command, each argument NUL-terminated */
+  uint8_t reserved[SPROF_PAGE - 80 - SPROF_CMDLINE_MAX]; /* zero */
+};
+
+struct sprof_run_process {
+  int32_t pid;
+  int32_t ppid;
+  uint64_t image_offset;         /* of this process's v1 image, 4096-aligned */
+  uint64_t image_size;           /* bytes, a multiple of 4096 */
+  char comm[SPROF_COMM_MAX];     /* command name (basename of argv[0]), NUL-padded */
+  char name[SPROF_RUN_NAME_MAX]; /* the runtime's file-name suffix ("", ".PID", ".PID.N") */
+  uint8_t reserved[SPROF_RUN_ENTRY - 72]; /* zero */
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(sprof_run_header) == SPROF_PAGE, "run header is one page");
+static_assert(offsetof(sprof_run_header, cmdline) == 80, "run header layout");
+static_assert(sizeof(sprof_run_process) == SPROF_RUN_ENTRY, "run process entry");
+static_assert(offsetof(sprof_run_process, name) == 40, "run process layout");
+static_assert(sizeof(sprof_header) == SPROF_PAGE, "header is one page");
+static_assert(offsetof(sprof_header, tick_ns) == 32, "header layout");
+static_assert(offsetof(sprof_header, pid) == 72, "header layout");
+static_assert(offsetof(sprof_header, overflow) == 88, "header layout");
+static_assert(offsetof(sprof_header, cmdline) == 128, "header layout");
+static_assert(sizeof(sprof_region) == SPROF_PAGE, "region record is one page");
+static_assert(offsetof(sprof_region, nbins) == 56, "region layout");
+static_assert(offsetof(sprof_region, build_id) == 96, "region layout");
+static_assert(offsetof(sprof_region, path) == 160, "region layout");
+static_assert(offsetof(sprof_region, system_offset) == 4000, "region layout");
+#endif
+
+#endif /* SPROFIL_SPROF_FORMAT_H */
