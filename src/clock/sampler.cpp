@@ -51,6 +51,9 @@ constexpr uint64_t kLateNs = 100000;
 // spends long stretches in the kernel is never prompt).
 constexpr uint32_t kMaxLateRun = 16;
 
+// Samples in a row after under a quarter period of CPU time that park a thread's timer.
+constexpr uint32_t kIdleRuns = 2;
+
 struct Rec {
   std::atomic<pid_t> tid;           // 0: free. Written under g_mu.
   std::atomic<uint32_t> parked;     // 1: idle, the timer is not armed; the sampler re-arms it
@@ -58,6 +61,7 @@ struct Rec {
   std::atomic<uint64_t> armed_cpu;  // the thread's CPU ns when its timer was armed
   std::atomic<uint64_t> credited;   // thread CPU ns credited so far (the handler's)
   std::atomic<uint32_t> late_run;   // late signals in a row (the handler's)
+  std::atomic<uint32_t> idle_run;   // idle samples in a row (the handler's)
   std::atomic<uint64_t> rng;        // the handler's jitter (xorshift)
   timer_t timer;                    // set before tid is published
   clockid_t cid;                    // the thread's CPU clock
@@ -227,6 +231,7 @@ int arm_thread(Slot* s, const ClockRequest& c) {
   const uint64_t phase = random_phase(c.interval_ns) - 1;
   r->credited.store(now - (phase < now ? phase : now), std::memory_order_relaxed);
   r->late_run.store(0, std::memory_order_relaxed);
+  r->idle_run.store(0, std::memory_order_relaxed);
   r->parked.store(0, std::memory_order_relaxed);
   r->rng.store(random_phase(~uint64_t{0} >> 2) | 1u, std::memory_order_relaxed);
   r->tid.store(s->tid, std::memory_order_release);
@@ -271,12 +276,20 @@ uint64_t sampler_weight(const siginfo_t* si, uint64_t* system_w) {
   const uint64_t now = ns_of(ts);
   const uint64_t mono = mono_ns();
   const bool late = mono - r->expiry.load(std::memory_order_relaxed) > kLateNs;
-  // Idle: late, and it ran for under a quarter period since its timer was armed. Parked: the
-  // sampler thread re-arms it when it runs again.
-  if (late && now - r->armed_cpu.load(std::memory_order_relaxed) < p / 4)
-    r->parked.store(1, std::memory_order_release);
-  else
+  // Idle: it ran for under a quarter period since its timer was armed, twice in a row (once
+  // is also a thread preempted just after its timer was armed: parking those put their time
+  // on tick-locked samples, 3 points of skew). Parked: the sampler thread re-arms it when it
+  // runs again.
+  const bool idle = now - r->armed_cpu.load(std::memory_order_relaxed) < p / 4;
+  if (!idle) {
+    r->idle_run.store(0, std::memory_order_relaxed);
     arm_at(r, mono, jittered(r, p), now);
+  } else if (r->idle_run.fetch_add(1, std::memory_order_relaxed) + 1 >= kIdleRuns) {
+    r->idle_run.store(0, std::memory_order_relaxed);
+    r->parked.store(1, std::memory_order_release);
+  } else {
+    arm_at(r, mono, jittered(r, p), now);
+  }
   const uint64_t credited = r->credited.load(std::memory_order_relaxed);
   if (now < credited + p) return 0;  // no whole period yet: the next sample gets it
   // Late: the pc is where the scheduler stopped the thread; its time goes to the next prompt
