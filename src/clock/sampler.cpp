@@ -153,7 +153,7 @@ void* sampler_main(void*) {
   const uint64_t nap = p > 2000000 ? p : 2000000;  // at least 2 ms: parked threads are idle
   while (!g_stop.load(std::memory_order_acquire)) {
     const timespec ts = to_ts(nap);
-    nanosleep(&ts, nullptr);
+    syscall(SYS_nanosleep, &ts, nullptr);  // not the interposer (interpose_sleep.cpp)
     for (Chunk* c = g_chunks.load(std::memory_order_acquire); c;
          c = c->next.load(std::memory_order_acquire)) {
       for (Rec& r : c->recs) {
