@@ -12,8 +12,8 @@
 // (docs/architecture.md); these do not.
 //
 // Sleeping threads: a signal to a thread in nanosleep, poll or epoll_wait makes the call
-// return EINTR (harm, docs/agent.md). So (1) a thread whose signal came late with almost no
-// CPU time since the timer was armed is idle: its timer is parked (not re-armed), and the
+// return EINTR (harm, docs/agent.md). So (1) a thread that ran for under a quarter period
+// between two samples, twice in a row, is idle: its timer is parked (not re-armed), and the
 // sampler thread re-arms it when the thread's CPU time advances again; (2) the sleeping calls
 // of libc are interposed (interpose_sleep.cpp) and block the signal while they wait, so an
 // expiry during the wait is taken after it, late, and credits nothing.
