@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The no-perf fallback's cost (issue 10, goal 3): process CPU of contend_workload (1:1 split,
 SECONDS of CPU) natively and under `sprofil record --clock cpu|sampler` at 1 kHz and 10 kHz,
-interleaved round robin, ROUNDS rounds; medians. Process CPU is the recorded program's
-user + system time from wait4 on `sprofil record`'s tree minus nothing: the tool's own CPU is
-included (it is the same for every clock); the delivered samples are the profile's.
+interleaved round robin, ROUNDS rounds; medians. Tree CPU is user + system time of the whole
+tree from wait4 (the tool's own CPU is in it, the same for every clock); samples are the
+profile's weighted total (docs/benchmarks.md, "The no-perf fallback").
 
 usage: bench/fallback.py BUILD_DIR [ROUNDS] [SECONDS]"""
 import json
