@@ -51,7 +51,7 @@ _sprofil() {
         return 0
       fi
       case $prev in
-        --clock) _sprofil_reply -W "auto perf cpu itimer wall" -- "$cur" ;;
+        --clock) _sprofil_reply -W "auto perf cpu itimer wall sampler" -- "$cur" ;;
         -F | --frequency) ;;
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         *)

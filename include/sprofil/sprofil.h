@@ -17,7 +17,8 @@ typedef enum {
   SPROFIL_CLOCK_ITIMER = 1, /* process-wide ITIMER_PROF */
   SPROFIL_CLOCK_PERF = 2,   /* per-thread perf_event task clock, user space */
   SPROFIL_CLOCK_WALL = 3,   /* per-thread wall-clock timers: on- and off-CPU time */
-  SPROFIL_CLOCK_AUTO = 4    /* perf where perf_event_open works, else SPROFIL_CLOCK_CPU */
+  SPROFIL_CLOCK_AUTO = 4,   /* perf where perf_event_open works, else SPROFIL_CLOCK_SAMPLER */
+  SPROFIL_CLOCK_SAMPLER = 5 /* per-thread hrtimers weighted by CPU time (no perf events) */
 } sprofil_clock;
 
 typedef struct {

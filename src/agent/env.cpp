@@ -91,11 +91,11 @@ bool read_settings(const char* output, Settings* s, const char** why) {
 }
 
 // Asked before the clock starts, so kAuto is predicted: it resolves to the perf clock or, where
-// perf events are denied, to the cpu clock; it splits if both do.
+// perf events are denied, to the sampler clock; it splits if both do.
 bool clock_splits_system(const rt::ClockRequest& c) {
   if (c.kind != rt::ClockKind::kAuto) return rt::clock_splits_system(c.kind);
   return rt::clock_splits_system(rt::ClockKind::kPerf) &&
-         rt::clock_splits_system(rt::ClockKind::kCpu);
+         rt::clock_splits_system(rt::ClockKind::kSampler);
 }
 
 }  // namespace sprofil::agent

@@ -84,7 +84,12 @@ int build_table(sprofil_session* s, engine::Table** out) {
 }
 
 rt::ClockRequest clock_of(const sprofil_options& o) {
-  return rt::ClockRequest{static_cast<rt::ClockKind>(o.clock), 1000000000ull / o.hz};
+  // The public numbers: AUTO is 4 and SAMPLER 5 (the file format and the runtime number the
+  // sampler 4, their auto is past the table).
+  const rt::ClockKind k = o.clock == SPROFIL_CLOCK_AUTO      ? rt::ClockKind::kAuto
+                          : o.clock == SPROFIL_CLOCK_SAMPLER ? rt::ClockKind::kSampler
+                                                             : static_cast<rt::ClockKind>(o.clock);
+  return rt::ClockRequest{k, 1000000000ull / o.hz};
 }
 
 // Publishes a fresh table when the session runs.
@@ -189,7 +194,7 @@ sprofil_session* sprofil_create(const sprofil_options* opt) {
   if (opt) o = *opt;
   if ((o.counter_width != 2 && o.counter_width != 4 && o.counter_width != 8) || o.hz == 0 ||
       o.hz > 1000000 || o.bin_bytes == 0 || (o.bin_bytes & (o.bin_bytes - 1)) ||
-      static_cast<unsigned>(o.clock) > SPROFIL_CLOCK_AUTO) {
+      static_cast<unsigned>(o.clock) > SPROFIL_CLOCK_SAMPLER) {
     errno = EINVAL;
     return nullptr;
   }

@@ -1,6 +1,6 @@
 // The clock interface, for the files of src/clock/ only (the rest of the runtime uses
 // runtime.hpp). A clock is one ClockOps, defined in its own file (cpu.cpp, wall.cpp,
-// itimer.cpp, perf_clock.cpp) as g_clock_<NAME> for its row of SPROF_CLOCKS
+// itimer.cpp, perf_clock.cpp, sampler.cpp) as g_clock_<NAME> for its row of SPROF_CLOCKS
 // (src/format/sprof_format.h); clock_ops() finds it by kind. Adding a clock: one file that
 // defines g_clock_NEW, one row X(NEW, id, "new", "...") in SPROF_CLOCKS, and kNew in
 // ClockKind (runtime.hpp, pinned to the row's id by a static_assert in runtime.cpp).
@@ -33,6 +33,7 @@ struct Slot {
   bool has_timer;
   timer_t timer;
   perf::Event* event;  // kPerf: heap-allocated (the ring drainer keeps pointers to it)
+  void* rec;           // kSampler: the thread's record (sampler.cpp)
 };
 
 struct ClockOps {
@@ -79,6 +80,19 @@ void timers_split_stop();
 void timers_split_after_fork(const ClockRequest& c);
 // In the handler: a SI_TIMER signal's weight and its kernel part. Signal-safe.
 uint64_t timer_weight(const siginfo_t* si, uint64_t* system_w);
+// In the handler: the kernel part of a sample of weight w from the thread's getrusage stime
+// (while timers_split_start's interval is set, else 0). Signal-safe.
+uint64_t timers_system_part(uint64_t w);
+
+// The sampler clock (sampler.cpp). In the handler: the weight of a SI_TIMER signal that is
+// not timer.cpp's, 0 if it is not the sampler clock's either. Signal-safe.
+uint64_t sampler_weight(const siginfo_t* si, uint64_t* system_w);
+// Whether the sampler clock runs (the sleeping calls' interposers). Signal-safe.
+bool sampler_runs();
+// Frees a slot's sampler record (disarm_thread). With the runtime mutex.
+void sampler_release(Slot* s);
+// The sampler thread's tid, 0 if it does not run (never a thread to sample).
+pid_t sampler_tid();
 
 // ITIMER_PROF (itimer.cpp). In the handler: a SI_KERNEL signal's weight, 0 when the itimer
 // clock does not run. Signal-safe.
@@ -86,7 +100,7 @@ uint64_t itimer_signal_weight();
 // Arms (interval_ns) or disarms (0) the real ITIMER_PROF; 0 or an errno value.
 int set_itimer(uint64_t interval_ns);
 
-// kAuto (perf_clock.cpp): the perf clock where perf_event_open works, else kCpu, and why.
+// kAuto (perf_clock.cpp): the perf clock where perf_event_open works, else kSampler, and why.
 ClockRequest resolve_auto(const ClockRequest& c);
 const char* auto_reason();
 

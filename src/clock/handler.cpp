@@ -1,8 +1,10 @@
 // Signal-safety audit of on_signal(), the profiling signal handler:
 // - It reads the siginfo and ucontext the kernel gave it and decides whether the signal is
-//   ours: SI_TIMER with si_value == &g_cookie (our POSIX timers), POLL_IN/POLL_HUP from an fd
-//   in perf's bitmap (perf::is_ours: atomic loads), or SI_KERNEL (ITIMER_PROF). Anything else
-//   (kill(), sigqueue(), tgkill(), another timer on the same signal) is dropped uncounted.
+//   ours: SI_TIMER with si_value == &g_cookie (our POSIX timers) or a live record of the
+//   sampler clock's never-freed pool (sampler.cpp: a walk of its chunk list, atomic loads),
+//   POLL_IN/POLL_HUP from an fd in perf's bitmap (perf::is_ours: atomic loads), or SI_KERNEL
+//   (ITIMER_PROF). Anything else (kill(), sigqueue(), tgkill(), another timer on the same
+//   signal) is dropped uncounted.
 // - The weight: si_overrun (timers), and their kernel part: getrusage(RUSAGE_THREAD) (a plain
 //   system call, not on POSIX's list but a raw syscall wrapper with no library state; errno is
 //   restored) against initial-exec TLS and two atomics; for perf, perf::signal_weight() (the
@@ -12,7 +14,10 @@
 //   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread
 //   state in initial-exec TLS and the period and generation in atomics; for ITIMER_PROF,
 //   itimer_signal_weight() (itimer.cpp): clock_gettime(2) (async-signal-safe) and a CAS on an
-//   atomic.
+//   atomic; for the sampler clock, sampler_weight() (sampler.cpp): clock_gettime(2) of the
+//   thread's CPU time and CLOCK_MONOTONIC (async-signal-safe), timer_settime(2) to re-arm the
+//   thread's one-shot timer (a plain system call), atomics in the thread's record, and the
+//   timers' getrusage above.
 // - Then engine::global().sample(), whose own audit is at the top of engine/engine.cpp
 //   (atomics and immutable, safely published tables only).
 // - It saves and restores errno. It takes no lock, allocates nothing, and reads no runtime
@@ -59,8 +64,9 @@ uintptr_t pc_of(void* ucv) {
 uint64_t sample_weight(const siginfo_t* si, uint64_t* system_w) {
   *system_w = 0;
   switch (si->si_code) {
-    case SI_TIMER:  // our POSIX timers (timer.cpp)
-      return timer_weight(si, system_w);
+    case SI_TIMER:  // our POSIX timers (timer.cpp), or the sampler clock's (sampler.cpp)
+      return si->si_value.sival_ptr == &g_cookie ? timer_weight(si, system_w)
+                                                 : sampler_weight(si, system_w);
     case POLL_IN:  // a perf event overflow (F_SETSIG)
     case POLL_HUP:
       return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd, system_w) : 0;

@@ -1,5 +1,6 @@
 // The perf clock: one user-space task-clock perf event per thread (the mechanics are in
-// perf.cpp), and kAuto's resolution: perf where perf_event_open works, else the cpu clock.
+// perf.cpp), and kAuto's resolution: perf where perf_event_open works, else the sampler clock
+// (sampler.cpp: on a loaded machine the cpu clock's tick-bound timers skew attribution).
 // Samples carry their kernel part (perf::credit).
 #include <cerrno>
 #include <cstdio>
@@ -13,7 +14,7 @@ namespace sprofil::rt {
 namespace {
 
 bool g_perf_ring = false;        // ring buffers instead of a signal per sample (g_mu)
-const char* g_auto_reason = "";  // why kAuto fell back to kCpu (g_mu)
+const char* g_auto_reason = "";  // why kAuto fell back to kSampler (g_mu)
 char g_auto_reason_buf[160];
 
 int prepare(const ClockRequest& c) {
@@ -81,10 +82,10 @@ ClockRequest resolve_auto(const ClockRequest& c) {
     r.kind = ClockKind::kPerf;
   } else {
     snprintf(g_auto_reason_buf, sizeof g_auto_reason_buf,
-             "perf_event_open failed (%s%s); using the CPU-time timers", strerror(e),
+             "perf_event_open failed (%s%s); using the sampler clock", strerror(e),
              e == EACCES || e == EPERM ? ": see /proc/sys/kernel/perf_event_paranoid" : "");
     g_auto_reason = g_auto_reason_buf;
-    r.kind = ClockKind::kCpu;
+    r.kind = ClockKind::kSampler;
   }
   return r;
 }

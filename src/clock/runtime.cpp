@@ -3,7 +3,8 @@
 // in their own files:
 //   handler.cpp     the signal handler (its async-signal-safety audit), weights, signal choice
 //   clock.hpp       the clock interface (ClockOps), one file per clock:
-//   cpu.cpp wall.cpp itimer.cpp perf_clock.cpp (+ timer.cpp: the POSIX timers of cpu/wall,
+//   cpu.cpp wall.cpp itimer.cpp perf_clock.cpp sampler.cpp (+ timer.cpp: the POSIX timers of
+//   cpu/wall,
 //                   perf.cpp: perf events)
 //   threads.cpp     the thread registry and the pthread_create interposer
 // Everything here runs under g_mu with every signal blocked (Lock, clock.hpp).
@@ -38,6 +39,7 @@ static_assert(static_cast<int>(ClockKind::kCpu) == SPROF_CLOCK_CPU);
 static_assert(static_cast<int>(ClockKind::kItimer) == SPROF_CLOCK_ITIMER);
 static_assert(static_cast<int>(ClockKind::kPerf) == SPROF_CLOCK_PERF);
 static_assert(static_cast<int>(ClockKind::kWall) == SPROF_CLOCK_WALL);
+static_assert(static_cast<int>(ClockKind::kSampler) == SPROF_CLOCK_SAMPLER);
 static_assert(static_cast<int>(ClockKind::kAuto) == SPROF_CLOCK_COUNT);
 
 namespace {

@@ -18,11 +18,12 @@ namespace sprofil::rt {
 // The numbers are SPROF_CLOCKS' ids (src/format/sprof_format.h), pinned by static_asserts in
 // runtime.cpp; each clock's implementation is a ClockOps in its own file (clock.hpp).
 enum class ClockKind : uint8_t {
-  kCpu = 0,     // per-thread CPU-time POSIX timers (the default)
-  kItimer = 1,  // process-wide ITIMER_PROF, the classic
-  kPerf = 2,    // per-thread perf_event task clock, user space (src/clock/perf.hpp)
-  kWall = 3,    // per-thread wall-clock timers: on-CPU plus off-CPU time
-  kAuto = 4,    // perf where perf_event_open works, else kCpu (resolved at start)
+  kCpu = 0,      // per-thread CPU-time POSIX timers (the default)
+  kItimer = 1,   // process-wide ITIMER_PROF, the classic
+  kPerf = 2,     // per-thread perf_event task clock, user space (src/clock/perf.hpp)
+  kWall = 3,     // per-thread wall-clock timers: on-CPU plus off-CPU time
+  kSampler = 4,  // per-thread jittered hrtimers, weighted by each thread's CPU time
+  kAuto = 5,     // perf where perf_event_open works, else kSampler (resolved at start)
 };
 
 struct ClockRequest {
@@ -50,7 +51,8 @@ bool running_clock(ClockRequest* out);
 ClockKind last_clock_kind();
 
 // Whether the clock k tells the kernel part of its samples (engine::Region::system): kPerf
-// (from its counter, perf::credit), kCpu and kWall (the thread's getrusage stime, by tick).
+// (from its counter, perf::credit), kCpu, kWall and kSampler (the thread's getrusage stime,
+// by tick).
 // kItimer does not (a process-wide timer: its signal lands in any thread) and gives system
 // part 0: kernel time is charged to the user pc the thread returns to.
 // kAuto: ask about the clock it resolved to (running_clock / last_clock_kind).
@@ -59,7 +61,8 @@ bool clock_splits_system(ClockKind k);
 // Why the last kAuto request did not get the perf clock ("" if it did, or none was made).
 const char* auto_fallback_reason();
 
-// Parses a clock name ("cpu", "itimer", "perf", "wall", "auto"). Returns false if unknown.
+// Parses a clock name ("cpu", "itimer", "perf", "wall", "sampler", "auto"). Returns false if
+// unknown.
 bool parse_clock(const char* name, ClockKind* out);
 const char* clock_name(ClockKind k);
 

@@ -52,7 +52,7 @@ Slot* add_slot(pid_t tid) {
     g_slots = n;
     g_capslots = cap;
   }
-  g_slots[g_nslots] = Slot{tid, false, timer_t{}, nullptr};
+  g_slots[g_nslots] = Slot{tid, false, timer_t{}, nullptr, nullptr};
   return &g_slots[g_nslots++];
 }
 
@@ -61,6 +61,7 @@ void remove_slot(Slot* s) {
 }
 
 void disarm_thread(Slot* s) {
+  sampler_release(s);
   if (s->event) {
     perf::close_event(s->event);
     free(s->event);
@@ -76,11 +77,11 @@ void disarm_thread(Slot* s) {
 void scan_threads() {
   DIR* d = opendir("/proc/self/task");
   if (!d) return;
-  const pid_t drainer = perf::drainer_tid();
+  const pid_t drainer = perf::drainer_tid(), sampler = sampler_tid();
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const auto tid = static_cast<pid_t>(atoi(e->d_name));
-    if (tid != drainer) add_slot(tid);
+    if (tid != drainer && tid != sampler) add_slot(tid);
   }
   closedir(d);
 }

@@ -28,7 +28,9 @@ std::atomic<uint64_t> g_split_gen{1};
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_split_gen;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_split_credited;  // ns
 
-uint64_t timer_system_part(uint64_t w) {
+}  // namespace
+
+uint64_t timers_system_part(uint64_t w) {
   const uint64_t interval = g_split_interval.load(std::memory_order_relaxed);
   if (interval == 0) return 0;
   rusage ru;
@@ -47,8 +49,6 @@ uint64_t timer_system_part(uint64_t w) {
   t_split_credited += n * interval;
   return n;
 }
-
-}  // namespace
 
 int timers_split_start(const ClockRequest& c) {
   g_split_gen.fetch_add(1, std::memory_order_release);
@@ -70,7 +70,7 @@ uint64_t timer_weight(const siginfo_t* si, uint64_t* system_w) {
   // our interval): weighting by them keeps count x interval equal to the time.
   const uint64_t w = 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
   // The system call only where a table keeps system parts (the agent's; not the faces').
-  *system_w = engine::global().wants_system() ? timer_system_part(w) : 0;
+  *system_w = engine::global().wants_system() ? timers_system_part(w) : 0;
   return w;
 }
 

@@ -39,7 +39,8 @@
   X(CPU, 0, "cpu", "per-thread CPU-time timers")         \
   X(ITIMER, 1, "itimer", "process-wide ITIMER_PROF")     \
   X(PERF, 2, "perf", "per-thread perf_event task clock") \
-  X(WALL, 3, "wall", "per-thread wall-clock timers")
+  X(WALL, 3, "wall", "per-thread wall-clock timers")     \
+  X(SAMPLER, 4, "sampler", "per-thread hrtimers, CPU-time weights")
 
 #define SPROF_CLOCK_ENUM_(NAME, id, name, description) SPROF_CLOCK_##NAME = id,
 enum sprof_clock { SPROF_CLOCKS(SPROF_CLOCK_ENUM_) SPROF_CLOCK_COUNT };

@@ -55,7 +55,7 @@ inline std::map<std::string, std::string> snapshot_dir(const std::string& dir) {
 
 // The clocks a test should try here: every clock, perf only where perf events are allowed.
 inline std::vector<std::string> clocks() {
-  std::vector<std::string> v{"cpu", "itimer", "wall"};
+  std::vector<std::string> v{"cpu", "itimer", "wall", "sampler"};
   if (agent_test::perf_probe() == 0) v.insert(v.begin(), "perf");
   return v;
 }

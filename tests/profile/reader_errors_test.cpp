@@ -56,8 +56,9 @@ TEST_F(ReaderErrors, HeaderSize) {
 }
 
 TEST_F(ReaderErrors, Clock) {
-  poke<uint32_t>(img_, offsetof(sprof_header, clock), 4);
-  expect_error({"bad clock value 4"});
+  poke<uint32_t>(img_, offsetof(sprof_header, clock), SPROF_CLOCK_COUNT);
+  const std::string want = "bad clock value " + std::to_string(SPROF_CLOCK_COUNT);
+  expect_error({want.c_str()});
 }
 
 TEST_F(ReaderErrors, CmdlineLen) {

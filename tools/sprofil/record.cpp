@@ -38,11 +38,13 @@ Run setup_record(CLI::App& sub) {
   auto opts = std::make_shared<record::Options>();
   sub.add_option("-F,--frequency", opts->hz, "Samples per second and thread")
       ->check(CLI::Range(1u, 1000000u));
-  sub.add_option("--clock", opts->clock,
-                 "Sampling clock: auto (perf where allowed, else cpu), perf (per-thread perf "
-                 "event on the task clock), cpu (per-thread CPU-time timers), itimer (process "
-                 "ITIMER_PROF) or wall (per-thread wall clock: on- and off-CPU time)")
-      ->check(CLI::IsMember({"auto", "perf", "cpu", "itimer", "wall"}))
+  sub.add_option(
+         "--clock", opts->clock,
+         "Sampling clock: auto (perf where allowed, else sampler), perf (per-thread perf "
+         "event on the task clock), cpu (per-thread CPU-time timers), itimer (process "
+         "ITIMER_PROF), wall (per-thread wall clock: on- and off-CPU time) or sampler (per-thread "
+         "high-resolution timers weighted by each thread's CPU time: no perf events)")
+      ->check(CLI::IsMember({"auto", "perf", "cpu", "itimer", "wall", "sampler"}))
       ->capture_default_str();
   sub.add_option("-o,--output", opts->output,
                  "The run profile to write (one file holding every process of the run)")

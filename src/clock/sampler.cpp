@@ -1,0 +1,317 @@
+// The sampler clock, the fallback where perf events are denied. Each thread has a one-shot
+// POSIX timer on CLOCK_MONOTONIC (a high-resolution timer, SIGEV_THREAD_ID) that the handler
+// re-arms at a jittered instant, uniform in [P/2, 3P/2) after the sample. The hrtimer fires in
+// the interrupt of the CPU the thread runs on (it was armed there), so a running thread takes
+// the signal at whatever instruction the interrupt hit, at an instant that owes nothing to the
+// scheduler tick. The handler reads its own thread's CPU time (exact, not tick-bound) and
+// credits the whole periods elapsed since its last credited sample (the remainder carries).
+// A signal taken late (the thread was preempted or asleep at the expiry: its pc is then where
+// the scheduler stopped it, a tick or a system call's exit) credits nothing: its time goes to
+// the next prompt sample. The CPU-time timers of the cpu clock fire only at the tick, so on a
+// loaded machine their samples fall into step with the time slices and skew attribution
+// (docs/architecture.md); these do not.
+//
+// Sleeping threads: a signal to a thread in nanosleep, poll or epoll_wait makes the call
+// return EINTR (harm, docs/agent.md). So (1) a thread that ran for under a quarter period
+// between two samples, twice in a row, is idle: its timer is parked (not re-armed), and the
+// sampler thread re-arms it when the thread's CPU time advances again; (2) the sleeping calls
+// of libc are interposed (interpose_sleep.cpp) and block the signal while they wait, so an
+// expiry during the wait is taken after it, late, and credits nothing.
+//
+// The sampler thread (made with the real pthread_create: never registered, skipped by the
+// /proc scan) blocks every signal, takes no lock, allocates nothing and holds no fd: it never
+// blocks a fork; it is joined when the clock stops (before an exec too) and started anew in a
+// forked child. It reads the CPU clocks of parked threads (from another thread, on this
+// kernel, only as fresh as the last tick or context switch on that thread's CPU: fine for
+// telling that an idle thread runs again). The per-thread records live in chunks that are
+// never freed, so that neither the sampler nor a late handler can touch freed memory.
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "clock/clock.hpp"
+#include "clock/interpose.hpp"
+#include "engine/engine.hpp"
+
+namespace sprofil::rt {
+namespace {
+
+// A handler that runs more than this after its expiry was not running at the expiry (the
+// interrupt delivers at once; an IPI to a thread that moved to another CPU takes ~10 us here).
+constexpr uint64_t kLateNs = 100000;
+// After this many late signals in a row a thread's time is credited anyway (a thread that
+// spends long stretches in the kernel is never prompt).
+constexpr uint32_t kMaxLateRun = 16;
+
+// Samples in a row after under a quarter period of CPU time that park a thread's timer.
+constexpr uint32_t kIdleRuns = 2;
+
+struct Rec {
+  std::atomic<pid_t> tid;           // 0: free. Written under g_mu.
+  std::atomic<uint32_t> parked;     // 1: idle, the timer is not armed; the sampler re-arms it
+  std::atomic<uint64_t> expiry;     // CLOCK_MONOTONIC ns of the armed expiry
+  std::atomic<uint64_t> armed_cpu;  // the thread's CPU ns when its timer was armed
+  std::atomic<uint64_t> credited;   // thread CPU ns credited so far (the handler's)
+  std::atomic<uint32_t> late_run;   // late signals in a row (the handler's)
+  std::atomic<uint32_t> idle_run;   // idle samples in a row (the handler's)
+  std::atomic<uint64_t> rng;        // the handler's jitter (xorshift)
+  timer_t timer;                    // set before tid is published
+  clockid_t cid;                    // the thread's CPU clock
+};
+
+constexpr int kChunk = 256;
+struct Chunk {
+  Rec recs[kChunk];
+  std::atomic<Chunk*> next;
+};
+std::atomic<Chunk*> g_chunks{nullptr};  // grows under g_mu, never shrinks
+
+std::atomic<uint64_t> g_interval{0};  // the period while the sampler clock runs, else 0
+std::atomic<bool> g_stop{false};
+std::atomic<pid_t> g_sampler_tid{0};
+bool g_running = false;  // g_mu
+pthread_t g_thread;
+
+uint64_t ns_of(const timespec& ts) {
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ns_of(ts);
+}
+
+// The CPU time of a thread's clock, 0 if it cannot be read (the thread is gone).
+uint64_t cpu_ns(clockid_t cid) {
+  timespec ts;
+  return clock_gettime(cid, &ts) == 0 ? ns_of(ts) : 0;
+}
+
+bool in_pool(const Rec* r) {
+  for (Chunk* c = g_chunks.load(std::memory_order_acquire); c;
+       c = c->next.load(std::memory_order_acquire)) {
+    const auto lo = reinterpret_cast<uintptr_t>(&c->recs[0]);
+    const auto p = reinterpret_cast<uintptr_t>(r);
+    if (p >= lo && p < lo + sizeof c->recs && (p - lo) % sizeof(Rec) == 0) return true;
+  }
+  return false;
+}
+
+// With g_mu: a free record, taking a new chunk if every one is used.
+Rec* alloc_rec() {
+  for (Chunk* c = g_chunks.load(std::memory_order_acquire); c;
+       c = c->next.load(std::memory_order_acquire))
+    for (Rec& r : c->recs)
+      if (r.tid.load(std::memory_order_relaxed) == 0) return &r;
+  auto* c = static_cast<Chunk*>(calloc(1, sizeof(Chunk)));  // never freed (see the top)
+  if (!c) return nullptr;
+  c->next.store(g_chunks.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  g_chunks.store(c, std::memory_order_release);
+  return &c->recs[0];
+}
+
+uint64_t next_rand(uint64_t x) {
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return x;
+}
+
+// Arms r's timer to expire `delay` ns from mono `now`. Signal-safe (timer_settime is a plain
+// system call).
+void arm_at(Rec* r, uint64_t now, uint64_t delay, uint64_t cpu) {
+  const uint64_t at = now + delay;
+  r->expiry.store(at, std::memory_order_relaxed);
+  r->armed_cpu.store(cpu, std::memory_order_relaxed);
+  const itimerspec its{timespec{0, 0}, to_ts(at)};
+  timer_settime(r->timer, TIMER_ABSTIME, &its, nullptr);
+}
+
+// A delay uniform in [P/2, 3P/2) from r's generator. Signal-safe.
+uint64_t jittered(Rec* r, uint64_t p) {
+  const uint64_t x = next_rand(r->rng.load(std::memory_order_relaxed));
+  r->rng.store(x, std::memory_order_relaxed);
+  return p / 2 + (p ? x % p : 0);
+}
+
+// The sampler thread: re-arms the timers of parked threads whose CPU time advanced.
+void* sampler_main(void*) {
+  sigset_t all;
+  sigfillset(&all);
+  real_sigmask(SIG_BLOCK, &all, nullptr);  // never sampled, never interrupted
+  g_sampler_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  const uint64_t p = g_interval.load(std::memory_order_relaxed);
+  const uint64_t nap = p > 2000000 ? p : 2000000;  // at least 2 ms: parked threads are idle
+  while (!g_stop.load(std::memory_order_acquire)) {
+    const timespec ts = to_ts(nap);
+    syscall(SYS_nanosleep, &ts, nullptr);  // not the interposer (interpose_sleep.cpp)
+    for (Chunk* c = g_chunks.load(std::memory_order_acquire); c;
+         c = c->next.load(std::memory_order_acquire)) {
+      for (Rec& r : c->recs) {
+        if (r.tid.load(std::memory_order_acquire) == 0 ||
+            r.parked.load(std::memory_order_acquire) == 0)
+          continue;
+        const uint64_t t = cpu_ns(r.cid);
+        if (t == 0 || t == r.armed_cpu.load(std::memory_order_relaxed)) continue;
+        uint32_t one = 1;
+        if (r.parked.compare_exchange_strong(one, 0, std::memory_order_acq_rel))
+          arm_at(&r, mono_ns(), jittered(&r, p), t);
+      }
+    }
+  }
+  return nullptr;
+}
+
+using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+using pthread_join_fn = int (*)(pthread_t, void**);
+
+// With g_mu (every signal blocked: the sampler inherits a full mask from its first
+// instruction).
+int start_sampler() {
+  if (g_running) return 0;
+  static std::atomic<pthread_create_fn> create{nullptr};
+  const pthread_create_fn real = real_fn(create, "pthread_create");
+  if (!real) return EAGAIN;
+  g_stop.store(false);
+  g_sampler_tid.store(0);
+  if (int e = real(&g_thread, nullptr, sampler_main, nullptr)) return e;
+  g_running = true;
+  while (g_sampler_tid.load(std::memory_order_acquire) == 0) sched_yield();
+  return 0;
+}
+
+void stop_sampler() {
+  if (!g_running) return;
+  g_stop.store(true, std::memory_order_release);
+  // The real pthread_join (the interposed one takes the runtime mutex, which our caller
+  // holds); the sampler wakes within a nap and takes no lock.
+  static std::atomic<pthread_join_fn> join{nullptr};
+  real_fn(join, "pthread_join")(g_thread, nullptr);
+  g_running = false;
+  g_sampler_tid.store(0);
+}
+
+int start(const ClockRequest& c) {
+  g_interval.store(c.interval_ns, std::memory_order_relaxed);
+  if (int e = timers_split_start(c)) return e;
+  return start_sampler();
+}
+
+void stop() {
+  stop_sampler();
+  g_interval.store(0, std::memory_order_relaxed);
+  timers_split_stop();
+}
+
+int arm_thread(Slot* s, const ClockRequest& c) {
+  if (s->rec) return 0;
+  Rec* r = alloc_rec();
+  if (!r) return ENOMEM;
+  r->cid = thread_cpu_clock(s->tid);
+  const uint64_t now = cpu_ns(r->cid);
+  if (now == 0) return ESRCH;
+  struct sigevent sev;
+  memset(&sev, 0, sizeof sev);
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = g_signo;
+  sev.sigev_value.sival_ptr = r;
+  sev._sigev_un._tid = s->tid;
+  if (real_timer_create(CLOCK_MONOTONIC, &sev, &r->timer) != 0) return errno;
+  // A random phase, as the cpu clock's first period: a thread that runs for c < P is
+  // credited one period with probability c/P, so short threads keep their expected share.
+  const uint64_t phase = random_phase(c.interval_ns) - 1;
+  r->credited.store(now - (phase < now ? phase : now), std::memory_order_relaxed);
+  r->late_run.store(0, std::memory_order_relaxed);
+  r->idle_run.store(0, std::memory_order_relaxed);
+  r->parked.store(0, std::memory_order_relaxed);
+  r->rng.store(random_phase(~uint64_t{0} >> 2) | 1u, std::memory_order_relaxed);
+  r->tid.store(s->tid, std::memory_order_release);
+  arm_at(r, mono_ns(), random_phase(c.interval_ns), now);
+  s->rec = r;
+  return 0;
+}
+
+void after_fork_child(const ClockRequest& c) {
+  // Only the forking thread lives, and no POSIX timer was inherited: every record is free
+  // (its slot is armed anew), and the sampler thread was the parent's.
+  for (Chunk* ch = g_chunks.load(std::memory_order_acquire); ch;
+       ch = ch->next.load(std::memory_order_acquire))
+    for (Rec& r : ch->recs) r.tid.store(0, std::memory_order_relaxed);
+  g_running = false;
+  g_sampler_tid.store(0);
+  timers_split_after_fork(c);
+  start_sampler();
+}
+
+}  // namespace
+
+void sampler_release(Slot* s) {
+  if (!s->rec) return;
+  auto* r = static_cast<Rec*>(s->rec);
+  timer_delete(r->timer);
+  r->tid.store(0, std::memory_order_release);
+  s->rec = nullptr;
+}
+
+pid_t sampler_tid() {
+  return g_sampler_tid.load(std::memory_order_acquire);
+}
+
+uint64_t sampler_weight(const siginfo_t* si, uint64_t* system_w) {
+  const uint64_t p = g_interval.load(std::memory_order_relaxed);
+  if (p == 0) return 0;
+  auto* r = static_cast<Rec*>(si->si_value.sival_ptr);
+  if (!in_pool(r) || r->tid.load(std::memory_order_acquire) == 0) return 0;
+  timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  const uint64_t now = ns_of(ts);
+  const uint64_t mono = mono_ns();
+  const bool late = mono - r->expiry.load(std::memory_order_relaxed) > kLateNs;
+  // Idle: it ran for under a quarter period since its timer was armed, twice in a row (once
+  // is also a thread preempted just after its timer was armed: parking those put their time
+  // on tick-locked samples, 3 points of skew). Parked: the sampler thread re-arms it when it
+  // runs again.
+  const bool idle = now - r->armed_cpu.load(std::memory_order_relaxed) < p / 4;
+  if (!idle) {
+    r->idle_run.store(0, std::memory_order_relaxed);
+    arm_at(r, mono, jittered(r, p), now);
+  } else if (r->idle_run.fetch_add(1, std::memory_order_relaxed) + 1 >= kIdleRuns) {
+    r->idle_run.store(0, std::memory_order_relaxed);
+    r->parked.store(1, std::memory_order_release);
+  } else {
+    arm_at(r, mono, jittered(r, p), now);
+  }
+  const uint64_t credited = r->credited.load(std::memory_order_relaxed);
+  if (now < credited + p) return 0;  // no whole period yet: the next sample gets it
+  // Late: the pc is where the scheduler stopped the thread; its time goes to the next prompt
+  // sample (unless this happens again and again).
+  if (late && r->late_run.fetch_add(1, std::memory_order_relaxed) + 1 < kMaxLateRun) return 0;
+  r->late_run.store(0, std::memory_order_relaxed);
+  const uint64_t w = (now - credited) / p;
+  r->credited.store(credited + w * p, std::memory_order_relaxed);
+  *system_w = engine::global().wants_system() ? timers_system_part(w) : 0;
+  return w;
+}
+
+bool sampler_runs() {
+  return g_interval.load(std::memory_order_relaxed) != 0;
+}
+
+extern const ClockOps g_clock_SAMPLER = {
+    /*sigprof_only=*/false,
+    /*process_wide=*/false,
+    /*splits_system=*/true,
+    /*prepare=*/nullptr,     start,
+    /*arm_process=*/nullptr, arm_thread, stop, after_fork_child,
+};
+
+}  // namespace sprofil::rt

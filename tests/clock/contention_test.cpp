@@ -1,0 +1,153 @@
+// Issue 10, goal 3: without perf events, on a loaded machine, every function's share is within
+// 2 points of the truth. contend_workload alternates burn_a and burn_b (2:1 and 1:1 splits of
+// its CPU time, measured by the program itself) beside two busy loops (threads of this test:
+// with the workload, three runnable threads on this 2-core machine), recorded with
+// `--clock auto` under a seccomp filter that makes perf_event_open fail (EACCES, ENOSYS), as on
+// hosts whose policy denies perf events. auto must pick the sampler clock and say why in one
+// line; the delivered rate at 1 kHz must be 1 kHz of the program's CPU time. The cpu clock
+// (tick-driven CPU-time timers) gave 506:82 for the 2:1 split in the issue, and 5.9 and 4.4
+// points of error on the two splits when this test was written; the sampler clock gave 0.9 to
+// 3 points under the far heavier load of five helpers building on the same 2 cores, and under
+// 2 with only the busy loops.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "../agent/helpers.hpp"
+
+namespace sprofil::agent_test {
+namespace {
+
+const std::string kWorkload = CONTEND_WORKLOAD;
+const std::string kSleeper = SLEEP_WORKLOAD;
+
+// Two threads that spin until destroyed (and at most 120 s: bounded whatever happens).
+class BusyLoops {
+ public:
+  BusyLoops() {
+    for (auto& t : threads_)
+      t = std::thread([this] {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        volatile unsigned long x = 0;
+        while (!stop_.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < end)
+          for (int i = 0; i < 100000; ++i) x = x + 1;
+      });
+  }
+  ~BusyLoops() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread threads_[2];
+};
+
+struct Split {
+  int a_ms, b_ms;
+  int err;  // what perf_event_open fails with
+};
+
+void PrintTo(const Split& s, std::ostream* os) {
+  *os << s.a_ms << ":" << s.b_ms << " " << strerror(s.err);
+}
+
+class Contention : public ::testing::TestWithParam<Split> {};
+
+struct Measured {
+  Result r;
+  profile::Profile p;
+  double share_a = 0, share_b = 0, truth_a = 0, truth_b = 0, total = 0, cpu = 0;
+  bool ok = false;  // it ran and read back
+};
+
+Measured measure(const Split& s, const TempDir& dir) {
+  Measured m;
+  const std::string out = dir / "c.sprof", truth_file = dir / "truth";
+  {
+    BusyLoops busy;
+    // 3 s of the workload's CPU: about 3000 samples at 1 kHz.
+    m.r = run({kSeccomp, std::to_string(s.err), kTool, "record", "--clock", "auto", "-F", "1000",
+               "-o", out, "--", kWorkload, std::to_string(s.a_ms), std::to_string(s.b_ms), "3",
+               truth_file});
+  }
+  if (m.r.status != 0) return m;
+  m.p = read(out);
+  auto truth = read_truth(truth_file);
+  const double ta = truth["burn_a"], tb = truth["burn_b"];
+  m.total = static_cast<double>(m.p.total_samples());
+  if (ta + tb < 2.9 || m.total <= 0) return m;
+  const Json j = report_json(out);
+  // Every function's share of all samples (the rest of the program -- main, the loader, the
+  // clock_gettime calls inside the burns -- is under 1% of its CPU time).
+  m.share_a = 100 * samples_of(j, "burn_a") / m.total;
+  m.share_b = 100 * samples_of(j, "burn_b") / m.total;
+  m.truth_a = 100 * ta / (ta + tb);
+  m.truth_b = 100 * tb / (ta + tb);
+  m.cpu = static_cast<double>(m.p.cpu_ns) * 1e-9;
+  m.ok = true;
+  return m;
+}
+
+TEST_P(Contention, SharesWithin2PointsWithoutPerf) {
+  const Split s = GetParam();
+  TempDir dir;
+  Measured m = measure(s, dir);
+  if (m.r.status == 125) GTEST_SKIP() << "cannot install a seccomp filter here: " << m.r.err;
+  ASSERT_EQ(m.r.status, 0) << describe(m.r);
+  ASSERT_TRUE(m.ok);
+  // Shares are timings of the whole machine: with other tests or builds on the same 2 cores
+  // (load averages of 12-16 while this was written) single runs crossed 2 points (2.8 once);
+  // an outlier is re-run once, as the rules for timing tests say.
+  if (std::abs(m.share_a - m.truth_a) > 2 || std::abs(m.share_b - m.truth_b) > 2) {
+    RecordProperty("first_run", std::to_string(m.share_a) + ":" + std::to_string(m.share_b));
+    m = measure(s, dir);
+    ASSERT_EQ(m.r.status, 0) << describe(m.r);
+    ASSERT_TRUE(m.ok);
+  }
+  // auto picked the sampler clock, and said why in one line.
+  EXPECT_EQ(static_cast<uint32_t>(m.p.clock), uint32_t{SPROF_CLOCK_SAMPLER});
+  const auto why = lines_with(m.r.err, "perf_event_open");
+  ASSERT_EQ(why.size(), 1u) << m.r.err;
+  EXPECT_NE(why[0].find(strerror(s.err)), std::string::npos) << why[0];
+  EXPECT_NE(why[0].find("sampler clock"), std::string::npos) << why[0];
+  // The issue's requirement: every function's share within 2 points of its CPU time's.
+  EXPECT_NEAR(m.share_a, m.truth_a, 2.0);
+  EXPECT_NEAR(m.share_b, m.truth_b, 2.0);
+  RecordProperty("share_a", std::to_string(m.share_a));
+  RecordProperty("share_b", std::to_string(m.share_b));
+  // The delivered rate: 1 kHz of the process's CPU time (weights count whole periods of each
+  // thread's CPU time; the loader's few ms before the agent starts are not sampled): 5%.
+  EXPECT_GE(m.total, 0.95 * m.cpu * 1000) << "cpu " << m.cpu;
+  EXPECT_LE(m.total, 1.02 * m.cpu * 1000) << "cpu " << m.cpu;
+}
+
+INSTANTIATE_TEST_SUITE_P(Splits, Contention,
+                         ::testing::Values(Split{10, 20, EACCES}, Split{15, 15, ENOSYS}),
+                         [](const auto& pi) {
+                           return std::to_string(pi.param.a_ms) + "to" +
+                                  std::to_string(pi.param.b_ms) +
+                                  (pi.param.err == EACCES ? "_EACCES" : "_ENOSYS");
+                         });
+
+// The sampler clock's timers run on CLOCK_MONOTONIC: a thread that goes from running to
+// nanosleep, poll or usleep must not have its wait cut short by a sample (EINTR). 300 waits
+// after 2 ms of CPU each: 0 natively and under the sampler clock; the wall clock, whose
+// periodic timers signal sleeping threads, shows that the program sees EINTR when it happens.
+TEST(SamplerClock, SleepingCallsSeeNoEintr) {
+  TempDir dir;
+  Result native = run({kSleeper});
+  ASSERT_EQ(native.status, 0) << describe(native);
+  EXPECT_EQ(native.out, "eintr 0\n");
+  Result r = record(dir / "s.sprof", {"--clock", "sampler"}, {kSleeper});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, "eintr 0\n");
+  EXPECT_GT(read(dir / "s.sprof").total_samples(), 300u);  // it did sample: 0.6 s of CPU
+  Result wall = record(dir / "w.sprof", {"--clock", "wall"}, {kSleeper});
+  ASSERT_EQ(wall.status, 0) << describe(wall);
+  EXPECT_NE(wall.out, "eintr 0\n");
+}
+
+}  // namespace
+}  // namespace sprofil::agent_test
