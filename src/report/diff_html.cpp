@@ -7,27 +7,23 @@
 #include <string_view>
 
 #include "report/diff.hpp"
+#include "report/page.hpp"
 
 namespace sprofil::report {
 namespace {
 
 constexpr std::string_view kPage =
-#include "diff_html_page.inc"
+#include "diff_html_page_html.inc"
     ;
-constexpr std::string_view kMarker = "/*SPROFIL_DATA*/";
 
 }  // namespace
 
 bool write_diff_html(const DiffTable& t, std::ostream& out) {
   std::ostringstream js;
   write_diff_json(t, js);
-  std::string data = js.str();
-  // Inside <script>, "</" could end the element: JSON allows "<\/" for it.
-  for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3)
-    data.replace(at, 2, "<\\/");
-  const size_t m = kPage.find(kMarker);
-  if (m == std::string_view::npos) return false;
-  out << kPage.substr(0, m) << data << kPage.substr(m + kMarker.size());
+  std::string page;
+  if (!fill_page(kPage, js.str(), &page)) return false;
+  out << page;
   return static_cast<bool>(out);
 }
 

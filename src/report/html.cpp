@@ -16,6 +16,7 @@
 #include "report/annotate.hpp"
 #include "report/exporter.hpp"
 #include "report/labels.hpp"
+#include "report/page.hpp"
 
 namespace sprofil::report {
 
@@ -26,9 +27,8 @@ using profile::Region;
 namespace {
 
 constexpr std::string_view kPage =
-#include "html_page.inc"
+#include "html_page_html.inc"
     ;
-constexpr std::string_view kMarker = "/*SPROFIL_DATA*/";
 // The hottest functions get their annotation (source lines and instructions) in the page.
 constexpr size_t kAnnotated = 20;
 
@@ -128,19 +128,10 @@ class HtmlExporter final : public Exporter {
     d["hist"] = histograms(in, o, fn_index);
     d["annotations"] = annotations(in, o, fns);
 
-    std::string data = d.dump(-1, ' ', false, json::error_handler_t::replace);
-    // Inside <script>, "</" could end the element: JSON allows "<\/" for it.
-    for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3)
-      data.replace(at, 2, "<\\/");
-    const size_t m = kPage.find(kMarker);
-    if (m == std::string_view::npos) {
-      *error = "internal error: the page template has no data marker";
+    if (!fill_page(kPage, d.dump(-1, ' ', false, json::error_handler_t::replace), bytes)) {
+      *error = "internal error: the page template lacks a marker";
       return false;
     }
-    bytes->reserve(kPage.size() + data.size());
-    bytes->assign(kPage.substr(0, m));
-    bytes->append(data);
-    bytes->append(kPage.substr(m + kMarker.size()));
     return true;
   }
 

@@ -494,7 +494,7 @@ TEST_F(Live, HundredConcurrentFetches) {
   EXPECT_EQ(p.status, 0) << p.stderr_text;
 }
 
-// `sprofil top` with stdout not a terminal: one block per interval, burn() on top; it ends by
+// `sprofil top` with stdout not a terminal: one block per interval, burn_hot() on top; it ends by
 // itself when the program exits.
 TEST_F(Live, TopPlainBlocksAndEndsWithTheProgram) {
   Proc p = spawn({kProg, "api", "2.5"}, env_);
@@ -507,7 +507,7 @@ TEST_F(Live, TopPlainBlocksAndEndsWithTheProgram) {
   size_t blocks = 0, burns = 0;
   for (size_t at = 0; (at = t.stdout_text.find("sprofil top: pid ", at)) != std::string::npos; ++at)
     ++blocks;
-  for (size_t at = 0; (at = t.stdout_text.find("burn(double)", at)) != std::string::npos; ++at)
+  for (size_t at = 0; (at = t.stdout_text.find("burn_hot(", at)) != std::string::npos; ++at)
     ++burns;
   EXPECT_GE(blocks, 3u) << t.stdout_text;  // ~4 intervals of 0.5 s in 2.5 s, and the end
   EXPECT_GE(burns, 2u) << t.stdout_text;
@@ -528,12 +528,12 @@ TEST_F(Live, TopInATerminalQuitsOnQ) {
                            env);
   ASSERT_EQ(started.status, 0) << started.stderr_text;
   std::string screen;
-  for (int i = 0; i < 100 && screen.find("burn(double)") == std::string::npos; ++i) {  // 10 s
+  for (int i = 0; i < 100 && screen.find("burn_hot(") == std::string::npos; ++i) {  // 10 s
     usleep(100000);
     screen = run({"tmux", "-L", server, "capture-pane", "-p", "-t", "top"}, env).stdout_text;
   }
   EXPECT_NE(screen.find("[q quit, p pause, s sort]"), std::string::npos) << screen;
-  EXPECT_NE(screen.find("burn(double)"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("burn_hot("), std::string::npos) << screen;
   run({"tmux", "-L", server, "send-keys", "-t", "top", "q"}, env);
   bool ended = false;
   for (int i = 0; i < 50 && !ended; ++i) {  // 5 s
