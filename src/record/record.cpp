@@ -23,6 +23,7 @@
 #include "profile/reader.hpp"
 #include "profile/sprof_format.h"
 #include "profile/writer.hpp"
+#include "record/drain.hpp"
 
 namespace sprofil::record {
 namespace {
@@ -273,11 +274,18 @@ int record(const Options& o, FILE* log) {
     rundir.remove({});
     return 2;
   }
+  // Drain mode (the perf clock's default under record): this process holds and drains the
+  // program's perf rings (drain.hpp). Without it the agent uses a signal per sample.
+  Drainer drainer;
+  std::string drain_why;
+  const bool drain =
+      (o.clock == "auto" || o.clock == "perf") && drainer.start(rundir.path, &drain_why);
   fflush(log);
   const uint64_t start_ns = now_ns();
   const pid_t pid = fork();
   if (pid < 0) {
     fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
+    drainer.finish();
     rundir.remove({});
     return 2;
   }
@@ -290,6 +298,10 @@ int record(const Options& o, FILE* log) {
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
     setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
     setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
+    if (drain)
+      setenv("SPROFIL_DRAIN", drainer.path().c_str(), 1);
+    else
+      unsetenv("SPROFIL_DRAIN");
     unsetenv("SPROFIL_STARTED");
     std::vector<char*> argv;
     for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -317,6 +329,8 @@ int record(const Options& o, FILE* log) {
   while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
   const uint64_t end_ns = now_ns();
+  // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
+  drainer.finish();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
 
