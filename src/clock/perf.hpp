@@ -127,4 +127,8 @@ bool drain_configure();
 int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter);
 int flush_drained();
 
+// Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
+// (perf_clock.cpp, with the runtime mutex held).
+bool drain_mode();
+
 }  // namespace sprofil::rt::perf

@@ -50,11 +50,13 @@ int arm_thread(Slot* s, const ClockRequest& c) {
     }
     static bool said = false;
     if (!said)
-      note(
-          "sprofil: cannot hand perf events to sprofil record (%s); using a signal per "
-          "sample\n",
-          strerror(e));
+      note("sprofil: cannot hand a thread's perf event to sprofil record (%s)%s\n", strerror(e),
+           g_signo ? "; using a signal per sample" : ": that thread is not sampled");
     said = true;
+    if (!g_signo) {  // drain mode took no signal: nothing else can sample this thread
+      free(ev);
+      return e;
+    }
   }
   if (int e = perf::open_event(s->tid, c.interval_ns, first, g_signo, g_perf_ring, ev)) {
     free(ev);
@@ -87,6 +89,10 @@ void after_fork_child(const ClockRequest& c) {
 }
 
 }  // namespace
+
+bool perf::drain_mode() {
+  return g_perf_drain;
+}
 
 extern const ClockOps g_clock_PERF = {
     /*sigprof_only=*/false,

@@ -135,7 +135,7 @@ void forget_slots_after_fork() {
 
 // See check_masks().
 void check_masks_locked() {
-  if (!g_active || clock_ops(g_clock.kind).process_wide || g_signo > 64) return;
+  if (!g_active || clock_ops(g_clock.kind).process_wide || g_signo <= 0 || g_signo > 64) return;
   static bool said = false;
   if (said) return;
   const pid_t self = gettid_();  // blocks everything while it holds g_mu: not a finding
