@@ -34,6 +34,9 @@ constexpr size_t kPage = 4096;
 // the phase against periodic code random from block to block: tests/clock's aliasing test
 // holds. The weights come from the counter, so the restarts leave totals exact.
 constexpr int kTickMs = 4;
+// Each event's period is re-drawn after about this many periods (and at most every tick):
+// fewer restarts leave fewer partial periods, whose kernel share is estimated (jitter()).
+constexpr uint64_t kJitterPeriods = 16;
 
 uint64_t mono_ns() {
   timespec t;
@@ -67,6 +70,7 @@ struct Event {
   uint64_t cur_period = 1;  // the period running now
   bool jitter = true;
   uint64_t rng = 1;
+  uint64_t next_jitter_ns = 0;  // CLOCK_MONOTONIC
   rt::perf::Credit credit;
 };
 
@@ -227,8 +231,8 @@ struct Drainer::State {
 
   // A new period for e, uniform in [P/2, 3P/2] (or P without jitter). The ioctl restarts the
   // period: the part of the running one that elapsed is neither a user-space period nor a
-  // kernel one; it is counted as user time so that perf::credit does not take it for kernel
-  // time (the counter read just before the ioctl tells how long it was).
+  // kernel one (the counter read just before the ioctl tells how long it was); perf::credit
+  // would take all of it for kernel time, so its user share is added to the user periods.
   void jitter(Event* e) {
     uint64_t next = e->period;
     if (e->jitter) next = e->period / 2 + (xorshift(&e->rng) >> 8) % (e->period + 1);
@@ -238,8 +242,15 @@ struct Drainer::State {
     if (read(e->fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
     if (ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
     value += e->phase;
-    if (value > e->boundary && e->cur_period)
-      e->credit.user_ns += (value - e->boundary) % e->cur_period;
+    if (value > e->boundary && e->cur_period) {
+      // Split in the proportion seen so far: the partial period's end is a moment whose
+      // state (user or kernel) nobody saw.
+      const uint64_t partial = (value - e->boundary) % e->cur_period;
+      const rt::perf::Credit& c = e->credit;
+      const double user =
+          c.periods ? 1.0 - static_cast<double>(c.system) / static_cast<double>(c.periods) : 1.0;
+      e->credit.user_ns += static_cast<uint64_t>(static_cast<double>(partial) * user);
+    }
     e->boundary = value;
     e->cur_period = next;
   }
@@ -393,8 +404,15 @@ struct Drainer::State {
       for (Event* e : events) drain(e);
       if (stopping) break;
       if (mono_ns() >= next_tick) {
-        for (Event* e : events) jitter(e);
-        next_tick = mono_ns() + kTickMs * 1000000ull;
+        const uint64_t t = mono_ns();
+        for (Event* e : events)
+          if (t >= e->next_jitter_ns) {
+            jitter(e);
+            // Wall time: at least about kJitterPeriods periods of a thread that runs alone.
+            e->next_jitter_ns = t + e->period / 2 * kJitterPeriods +
+                                (xorshift(&e->rng) >> 8) % (e->period * kJitterPeriods + 1);
+          }
+        next_tick = t + kTickMs * 1000000ull;
       }
     }
     for (Event* e : events) close_event(e);
