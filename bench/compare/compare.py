@@ -119,7 +119,9 @@ class Config:
             return wl_argv, {}, None
         if self.tool == "sprofil":
             clock = "cpu" if self.mode == "cpu" else "perf"
-            env = {"SPROFIL_PERF_MODE": "ring"} if self.mode == "perf ring" else {}
+            # "perf drain" is record's default (the record parent drains the rings).
+            env = ({"SPROFIL_PERF_MODE": "ring"} if self.mode == "perf ring" else
+                   {"SPROFIL_PERF_MODE": "signal"} if self.mode == "perf signal" else {})
             f = out + ".sprof"
             return [SPROFIL, "record", "-F", hz, "--clock", clock, "-o", f, "--"] + wl_argv, env, f
         if self.tool == "gperftools":
@@ -336,7 +338,8 @@ def overhead_configs(wl_name):
     cfgs = [Config("baseline", "", 0, False)]
     for hz in RATES:
         cfgs += [Config("sprofil", "cpu", hz, True), Config("sprofil", "perf signal", hz, True),
-                 Config("sprofil", "perf ring", hz, False), Config("gperftools", "", hz, True),
+                 Config("sprofil", "perf ring", hz, False),
+                 Config("sprofil", "perf drain", hz, False), Config("gperftools", "", hz, True),
                  Config("glibc sprofil", "", hz, True), Config("perf record", "", hz, False)]
     if wl_name == "burn4":
         cfgs.append(Config("gprof -pg", "", 100, True))
@@ -424,6 +427,22 @@ def overhead(rates_out):
             print(f"| {c.label} | {hz} | {w:.3f} | {w / bw:.3f} | {cp:.3f} | {cp / bc:.3f} | "
                   f"{pc:.3f} | {pc / bp:.3f} | {s:.0f} | {s / pc:.0f} | "
                   f"{(f'{sg / pc:.0f}' if sg is not None else '-')} | {cost} |")
+        # Issue 10's goal 1: record's default mode (perf drain) against perf record, same
+        # run, medians; goal 2: its per-record in-process cost against perf record's (the
+        # same delivery: the kernel writes records into a ring).
+        for hz in RATES:
+            d, p = res.get(("sprofil", "perf drain", hz)), res.get(("perf record", "", hz))
+            if not d or not p:
+                continue
+            dpc, ppc = med(d["pcpu"]), med(p["pcpu"])
+            dco = (dpc - bp) / med(d["samples"]) * 1e6 if med(d["samples"]) else 0
+            pco = (ppc - bp) / med(p["samples"]) * 1e6 if med(p["samples"]) else 0
+            print(f"\nperf drain vs perf record at {hz} Hz: process CPU overhead "
+                  f"{(dpc - bp) * 1000:.1f} ms vs {(ppc - bp) * 1000:.1f} ms "
+                  f"(process CPU x {dpc / ppc:.3f}), tree CPU x "
+                  f"{med(d['cpu']) / med(p['cpu']):.3f}, wall x "
+                  f"{med(d['wall']) / med(p['wall']):.3f}; per-record cost {dco:.2f} us vs "
+                  f"{pco:.2f} us")
         print("\nCommands (WORK=/tmp/sprofil-compare; T = truth file, P = profile stem):\n")
         for c in cfgs:
             print(f"- {c.label} {c.hz if c.tool != 'baseline' else ''}: `{shown[c.key()]}`")
