@@ -102,7 +102,17 @@ bool drain_configure() {
     return false;
   }
   memcpy(g_sock, p, strlen(p) + 1);
-  return true;
+  // A program that outlives its `sprofil record` (a daemon) finds no one listening: signal
+  // mode then, as without the record parent.
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, g_sock, sizeof a.sun_path);
+  const bool up = fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+  if (fd >= 0) close(fd);
+  if (!up) g_sock[0] = '\0';
+  return up;
 }
 
 void set_drain_file(int (*open_file)()) {

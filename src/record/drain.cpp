@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -56,6 +57,7 @@ struct File {
   uint64_t seen_end = 0;
   bool refreshed = false;  // in this pass
   uint64_t hint = 0;
+  int users = 0;  // events counting into it
 };
 
 struct Event {
@@ -174,6 +176,8 @@ struct Drainer::State {
   bool finished = false;
   std::vector<File*> files;
   std::vector<Event*> events;
+  rlimit saved_nofile{};
+  bool nofile_raised = false;
   mutable std::mutex stats_mu;
   Stats stats;
 
@@ -255,12 +259,20 @@ struct Drainer::State {
     e->cur_period = next;
   }
 
+  // Drains e to the end and closes it; its file too once no event counts into it (a run of
+  // many processes holds only the files of those that sample now).
   void close_event(Event* e) {
     ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
     drain(e);
     munmap(e->ring, e->ring_bytes);
     close(e->fd);
+    File* f = e->file;
     delete e;
+    if (--f->users == 0) {
+      close_file(f);
+      files.erase(std::find(files.begin(), files.end(), f));
+      delete f;
+    }
   }
 
   File* file_for(int fd) {
@@ -321,13 +333,18 @@ struct Drainer::State {
 
   bool add(const drain::DrainMsg& m, int fd, int file_fd) {
     const uint64_t data = m.ring_bytes > kPage ? m.ring_bytes - kPage : 0;
-    File* f = file_for(file_fd);
-    if (!f || data == 0 || data > 64 * kPage || (data & (data - 1)) != 0 || m.period_ns == 0) {
+    if (data == 0 || data > 64 * kPage || (data & (data - 1)) != 0 || m.period_ns == 0) {
       close(fd);
+      close(file_fd);
       return false;
     }
     void* r = mmap(nullptr, m.ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (r == MAP_FAILED) {
+    File* f = r == MAP_FAILED ? nullptr : file_for(file_fd);
+    if (!f) {
+      if (r != MAP_FAILED)
+        munmap(r, m.ring_bytes);
+      else
+        close(file_fd);
       close(fd);
       return false;
     }
@@ -338,6 +355,7 @@ struct Drainer::State {
     e->ring = static_cast<char*>(r);
     e->ring_bytes = m.ring_bytes;
     e->file = f;
+    ++f->users;
     e->period = m.period_ns;
     const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
     e->phase = m.period_ns - first;
@@ -415,9 +433,11 @@ struct Drainer::State {
         next_tick = t + kTickMs * 1000000ull;
       }
     }
-    for (Event* e : events) close_event(e);
-    events.clear();
-    for (File* f : files) {
+    while (!events.empty()) {
+      close_event(events.back());
+      events.pop_back();
+    }
+    for (File* f : files) {  // none left: every file goes with its last event
       close_file(f);
       delete f;
     }
@@ -466,12 +486,25 @@ bool Drainer::start(const std::string& dir, std::string* why) {
     return false;
   }
   s.path = path;
+  // One fd per live thread of the program (and one per process file): the soft limit goes up
+  // to the hard one for this process (record gives the program its own limit back).
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    s.saved_nofile = rl;
+    s.nofile_raised = true;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   s.thread = std::thread([this] { s_->loop(); });
   return true;
 }
 
 const std::string& Drainer::path() const {
   return s_->path;
+}
+
+void Drainer::restore_limits_in_child() const {
+  if (s_->nofile_raised) setrlimit(RLIMIT_NOFILE, &s_->saved_nofile);
 }
 
 void Drainer::finish() {

@@ -25,6 +25,9 @@ class Drainer {
   bool start(const std::string& dir, std::string* why);
   // The socket's path: the agent's SPROFIL_DRAIN.
   const std::string& path() const;
+  // In the forked child, before the exec: the RLIMIT_NOFILE that start() raised for the
+  // drainer's fds goes back to what the program would have had.
+  void restore_limits_in_child() const;
   // Drains every ring to the end, closes every event, stops the thread and removes the
   // socket. Idempotent.
   void finish();

@@ -298,6 +298,7 @@ int record(const Options& o, FILE* log) {
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
     setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
     setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
+    drainer.restore_limits_in_child();
     if (drain)
       setenv("SPROFIL_DRAIN", drainer.path().c_str(), 1);
     else
