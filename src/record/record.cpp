@@ -332,6 +332,15 @@ int record(const Options& o, FILE* log) {
   const uint64_t end_ns = now_ns();
   // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
   drainer.finish();
+  if (drain && getenv("SPROFIL_DRAIN_STATS")) {
+    const Drainer::Stats ds = drainer.stats();
+    fprintf(log,
+            "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
+            "the kernel, %llu samples unplaced\n",
+            static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
+            static_cast<unsigned long long>(ds.lost_records),
+            static_cast<unsigned long long>(ds.unplaced));
+  }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
 
