@@ -73,6 +73,7 @@ struct Event {
   bool jitter = true;
   uint64_t rng = 1;
   uint64_t next_jitter_ns = 0;  // CLOCK_MONOTONIC
+  uintptr_t last_pc = 0;        // of the last sample record, 0 before the first
   rt::perf::Credit credit;
 };
 
@@ -219,7 +220,8 @@ struct Drainer::State {
         uint64_t system_w = 0;
         const uint64_t w = rt::perf::credit(value, e->period, &e->credit, &system_w);
         e->boundary = value;
-        if (w) add_sample(e, static_cast<uintptr_t>(body[0]), w, system_w);
+        e->last_pc = static_cast<uintptr_t>(body[0]);
+        if (w) add_sample(e, e->last_pc, w, system_w);
       } else if (h.type == PERF_RECORD_LOST) {
         lost += body[1];
       }
@@ -264,6 +266,21 @@ struct Drainer::State {
   void close_event(Event* e) {
     ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
     drain(e);
+    // The whole periods counted since the last record: every one of them ended while the
+    // thread was in the kernel (a period that ends in user space leaves a record, all of them
+    // drained now), often in its exit. They are credited as kernel time at the thread's last
+    // user pc, as a later sample would have been; so count x P is the thread's task clock to
+    // within a period, even for a thread shorter than one (whose lone period boundary, when
+    // it fell in the kernel, was lost before: tests/harm ShortThreadsKeepTheirShare).
+    uint64_t value = 0;
+    if (e->last_pc && read(e->fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
+      const uint64_t elapsed = (value + e->phase) / e->period;
+      if (elapsed > e->credit.periods) {
+        const uint64_t w = elapsed - e->credit.periods;
+        e->credit.periods = elapsed;
+        add_sample(e, e->last_pc, w, w);
+      }
+    }
     munmap(e->ring, e->ring_bytes);
     close(e->fd);
     File* f = e->file;
