@@ -57,7 +57,8 @@ struct File {
   uint64_t seen_end = 0;
   bool refreshed = false;  // in this pass
   uint64_t hint = 0;
-  int users = 0;  // events counting into it
+  int users = 0;            // events counting into it
+  uint64_t rebuilt_ns = 0;  // CLOCK_MONOTONIC of the last rebuild after a miss
 };
 
 struct Event {
@@ -185,13 +186,30 @@ struct Drainer::State {
   void add_sample(Event* e, uintptr_t pc, uint64_t w, uint64_t system_w) {
     File* f = e->file;
     if (!f->table && !f->refreshed) refresh(f);
-    if (f->table && !f->table->find(pc, &f->hint) && !f->refreshed) refresh(f);
+    if (f->table && !f->table->find(pc, &f->hint) && !f->refreshed && stale(f)) refresh(f);
     if (!f->table) {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.unplaced += w;
       return;
     }
     f->table->record(pc, w, system_w, &f->hint);
+  }
+
+  // Whether a pc that misses may be in a record the table does not have yet: the agent added
+  // one (region_count, regions_end), or, at most every 100 ms, one of its records moved (an
+  // object loaded again at another address). Code outside every object (JIT) misses every
+  // time: it must not rebuild the table at every pass.
+  static bool stale(File* f) {
+    auto* h = reinterpret_cast<sprof_header*>(f->map);
+    const uint64_t t = mono_ns();
+    if (std::atomic_ref<uint32_t>(h->region_count).load(std::memory_order_acquire) !=
+            f->seen_count ||
+        std::atomic_ref<uint64_t>(h->regions_end).load(std::memory_order_acquire) != f->seen_end ||
+        t - f->rebuilt_ns > 100000000ull) {
+      f->rebuilt_ns = t;
+      return true;
+    }
+    return false;
   }
 
   // Reads every complete record of e's ring.
