@@ -155,30 +155,51 @@ def gmon_file(stem):
     return os.path.join(d, sorted(c)[-1]) if c else None
 
 
-def sprof_header(path):
+def sprof_images(path):
+    """File offsets of the process images: [0] for a process's own file, the process table's
+    image offsets for the run profile `sprofil record` writes (docs/file-format.md)."""
     with open(path, "rb") as f:
-        h = f.read(112)
-    clock, req_hz = struct.unpack_from("<II", h, 20)
-    tick_ns, eff_milli, _start, _end, cpu_ns = struct.unpack_from("<QQQQQ", h, 32)
-    overflow, delivered, lost = struct.unpack_from("<QQQ", h, 88)
-    return {"delivered": delivered, "cpu_ns": cpu_ns, "effective_hz": eff_milli / 1000.0,
-            "tick_ns": tick_ns}
+        h = f.read(4096)
+        if h[:8] != b"SPRFRUN\0":
+            return [0]
+        n = struct.unpack_from("<I", h, 16)[0]
+        f.seek(4096)
+        t = f.read(128 * n)
+    return [struct.unpack_from("<Q", t, 128 * i + 8)[0] for i in range(n)]
+
+
+def sprof_header(path):
+    """The first process's header fields; delivered summed over the run's processes."""
+    delivered = 0
+    first = None
+    with open(path, "rb") as f:
+        for base in sprof_images(path):
+            f.seek(base)
+            h = f.read(112)
+            tick_ns, eff_milli, _start, _end, cpu_ns = struct.unpack_from("<QQQQQ", h, 32)
+            delivered += struct.unpack_from("<QQQ", h, 88)[1]
+            if first is None:
+                first = {"cpu_ns": cpu_ns, "effective_hz": eff_milli / 1000.0, "tick_ns": tick_ns}
+    first["delivered"] = delivered
+    return first
 
 
 def sprof_nonzero_bins(path):
     """Walks the region records (docs/file-format.md) and counts non-zero counters."""
     n = 0
+    base = sprof_images(path)[0]
     with open(path, "rb") as f:
+        f.seek(base)
         hdr = f.read(4096)
         nreg = struct.unpack_from("<I", hdr, 28)[0]
-        off = 4096
+        off = base + 4096
         for _ in range(nreg):
             f.seek(off)
             r = f.read(96)
             size, coff = struct.unpack_from("<QQ", r, 8)
             nbins = struct.unpack_from("<Q", r, 56)[0]
             width = struct.unpack_from("<I", r, 68)[0]
-            f.seek(coff)
+            f.seek(base + coff)
             data = f.read(nbins * width)
             fmt = {2: "H", 4: "I", 8: "Q"}[width]
             n += sum(1 for c in struct.iter_unpack("<" + fmt, data) if c[0])
@@ -364,7 +385,10 @@ def overhead(rates_out):
           "the signals for signal-driven tools and the records otherwise; it is noise when "
           "the overhead is within the run-to-run spread of the baseline (given above each "
           "table). samples/CPU s and signals/CPU s are per second of process CPU.\n")
+    only = os.environ.get("WORKLOADS")  # e.g. WORKLOADS=burn4: that table only
     for wl_name, wl in WORKLOADS.items():
+        if only and wl_name not in only.split(","):
+            continue
         cpu_budget = wl["cpu"]
         cfgs = overhead_configs(wl_name)
         argv_of = wl["argv"]
