@@ -119,7 +119,20 @@ void set_drain_file(int (*open_file)()) {
   g_open_file = open_file;
 }
 
-int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter) {
+namespace {
+__attribute__((tls_model("initial-exec"))) thread_local uintptr_t t_start_pc;
+}  // namespace
+
+void set_thread_start(uintptr_t pc) {
+  t_start_pc = pc;
+}
+
+uintptr_t thread_start() {
+  return t_start_pc;
+}
+
+int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
+                 uintptr_t start_pc) {
   if (!g_sock[0] || !g_open_file) return ENOTCONN;
   if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;
   perf_event_attr a;
@@ -163,6 +176,7 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter) 
     m.first_ns = first_ns;
     m.ring_bytes = bytes;
     m.jitter = jitter ? 1 : 0;
+    m.start_pc = start_pc;
     const int fds[2] = {fd, file};
     err = send_msg(m, fds, 2);
     close(file);

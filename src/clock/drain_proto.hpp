@@ -33,6 +33,8 @@ struct DrainMsg {
   uint64_t ring_bytes = 0;  // the agent's mapping: meta page + data (a power of two pages)
   uint32_t jitter = 1;      // 0: SPROFIL_JITTER=0, keep the period at P
   uint32_t reserved = 0;
+  uint64_t start_pc = 0;  // the thread's start routine, if known: the pc of its kernel time
+                          // when it never had a user-space sample
 };
 
 // What the agent asks of its events (perf_event_attr.sample_type): every record is the

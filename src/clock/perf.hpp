@@ -124,7 +124,13 @@ void reset_after_fork();
 // this process, and waits for it (bounded): called when sampling stops.
 void set_drain_file(int (*open_file)());
 bool drain_configure();
-int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter);
+int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter, uintptr_t start_pc);
+
+// The calling thread's start routine (set by the pthread_create trampoline), 0 if unknown:
+// drain mode charges a thread's kernel time to it when the thread never had a user-space
+// sample (its periods all ended in the kernel, e.g. a thread shorter than a period).
+void set_thread_start(uintptr_t pc);
+uintptr_t thread_start();
 int flush_drained();
 
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal

@@ -42,7 +42,8 @@ int arm_thread(Slot* s, const ClockRequest& c) {
   if (!ev) return ENOMEM;
   const uint64_t first = random_phase(c.interval_ns);
   if (g_perf_drain) {
-    const int e = perf::open_drained(s->tid, c.interval_ns, first, g_jitter_on);
+    const uintptr_t start = s->tid == gettid_() ? perf::thread_start() : 0;
+    const int e = perf::open_drained(s->tid, c.interval_ns, first, g_jitter_on, start);
     if (e == 0) {
       *ev = perf::Event{};  // fd -1: the record parent holds the event
       s->event = ev;

@@ -188,6 +188,7 @@ struct StartArgs {
 void* start_trampoline(void* p) {
   const StartArgs a = *static_cast<StartArgs*>(p);
   free(p);
+  sprofil::rt::perf::set_thread_start(reinterpret_cast<uintptr_t>(a.fn));
   sprofil::rt::set_virtual_blocked(a.vblocked);
   sprofil::rt::thread_started();
   return a.fn(a.arg);

@@ -74,7 +74,8 @@ struct Event {
   bool jitter = true;
   uint64_t rng = 1;
   uint64_t next_jitter_ns = 0;  // CLOCK_MONOTONIC
-  uintptr_t last_pc = 0;        // of the last sample record, 0 before the first
+  uintptr_t last_pc = 0;        // of the last sample record; before the first, the thread's start
+                                // routine (0 if unknown)
   rt::perf::Credit credit;
 };
 
@@ -291,12 +292,14 @@ struct Drainer::State {
     // within a period, even for a thread shorter than one (whose lone period boundary, when
     // it fell in the kernel, was lost before: tests/harm ShortThreadsKeepTheirShare).
     uint64_t value = 0;
-    if (e->last_pc && read(e->fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
+    if (read(e->fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
       const uint64_t elapsed = (value + e->phase) / e->period;
       if (elapsed > e->credit.periods) {
         const uint64_t w = elapsed - e->credit.periods;
         e->credit.periods = elapsed;
-        add_sample(e, e->last_pc, w, w);
+        if (e->last_pc) add_sample(e, e->last_pc, w, w);
+        std::lock_guard<std::mutex> l(stats_mu);
+        (e->last_pc ? stats.exit_credited : stats.exit_unplaced) += w;
       }
     }
     munmap(e->ring, e->ring_bytes);
@@ -397,6 +400,7 @@ struct Drainer::State {
     e->boundary = e->phase;
     e->cur_period = first;
     e->jitter = m.jitter != 0;
+    e->last_pc = static_cast<uintptr_t>(m.start_pc);  // until its first sample
     e->rng = (static_cast<uint64_t>(m.tid) + 1) * 0x9e3779b97f4a7c15ull ^ mono_ns();
     if (e->rng == 0) e->rng = 1;
     events.push_back(e);

@@ -336,10 +336,13 @@ int record(const Options& o, FILE* log) {
     const Drainer::Stats ds = drainer.stats();
     fprintf(log,
             "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
-            "the kernel, %llu samples unplaced\n",
+            "the kernel, %llu samples unplaced, %llu periods credited at an event's end, %llu "
+            "not (no pc)\n",
             static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
             static_cast<unsigned long long>(ds.lost_records),
-            static_cast<unsigned long long>(ds.unplaced));
+            static_cast<unsigned long long>(ds.unplaced),
+            static_cast<unsigned long long>(ds.exit_credited),
+            static_cast<unsigned long long>(ds.exit_unplaced));
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
