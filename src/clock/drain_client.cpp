@@ -45,8 +45,13 @@ size_t data_pages(uint64_t period_ns) {
 }
 
 int send_msg(const drain::DrainMsg& m, const int* fds, int nfds) {
-  const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (s < 0) return errno;
+  // Every fd the hand-over holds, even for a moment, is kept out of the program's range
+  // (place_out_of_reach): a thread of the program opening files meanwhile gets the same fds
+  // as without sprofil (tests/harm NofileBudgetKeptByTheClock).
+  const int s0 = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s0 < 0) return errno;
+  const int s = place_out_of_reach(s0);
+  if (s < 0) return EMFILE;
   sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
@@ -102,9 +107,17 @@ bool drain_configure() {
     return false;
   }
   memcpy(g_sock, p, strlen(p) + 1);
+  // The hand-over needs fds out of the program's reach (RLIMIT_NOFILE with room above the
+  // soft limit, or a large budget); without it, signal mode (whose threads then get CPU-time
+  // timers, perf.hpp open_event).
+  if (!fd_room()) {
+    g_sock[0] = '\0';
+    return false;
+  }
   // A program that outlives its `sprofil record` (a daemon) finds no one listening: signal
   // mode then, as without the record parent.
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const int fd0 = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const int fd = fd0 < 0 ? -1 : place_out_of_reach(fd0);
   sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
@@ -149,9 +162,11 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   // enabled after the mapping). A period that ends before the ring exists drops its record,
   // not its time: the next sample's weight is the counter's delta.
   a.disabled = 0;
-  const int fd =
+  const int fd0 =
       static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
-  if (fd < 0) return errno;
+  if (fd0 < 0) return errno;
+  const int fd = place_out_of_reach(fd0);
+  if (fd < 0) return EMFILE;
   void* ring = MAP_FAILED;
   size_t bytes = 0;
   int err = 0;
@@ -164,7 +179,8 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
     close(fd);
     return err;
   }
-  const int file = g_open_file();
+  const int file0 = g_open_file();
+  const int file = file0 < 0 ? -1 : place_out_of_reach(file0);
   if (file < 0) {
     err = errno ? errno : EBADF;
   } else {

@@ -190,6 +190,17 @@ int place_fd(int fd) {
 }
 }  // namespace
 
+int place_out_of_reach(int fd) {
+  return place_fd(fd);
+}
+
+bool fd_room() {
+  rlimit rl;
+  if (prlimit_nofile(nullptr, &rl) != 0) return true;
+  return (rl.rlim_cur < static_cast<uint64_t>(kMaxFd) && rl.rlim_max > rl.rlim_cur) ||
+         rl.rlim_cur >= kMinBudget;
+}
+
 int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool ring, Event* out) {
   *out = Event{};
   if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;

@@ -92,6 +92,11 @@ int probe(uint64_t period_ns);
 // otherwise kNoFdRoom. Returns 0 or an errno value.
 int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool ring, Event* out);
 
+// Moves fd out of the program's reach as open_event does (or closes it: kNoFdRoom), and
+// whether there is such room at all under the current RLIMIT_NOFILE.
+int place_out_of_reach(int fd);
+bool fd_room();
+
 // Disables and closes the event; in ring mode its last records are counted first.
 void close_event(Event* e);
 
