@@ -119,7 +119,9 @@ class Config:
             return wl_argv, {}, None
         if self.tool == "sprofil":
             clock = "cpu" if self.mode == "cpu" else "perf"
-            env = {"SPROFIL_PERF_MODE": "ring"} if self.mode == "perf ring" else {}
+            # "perf drain" is record's default (the record parent drains the rings).
+            env = ({"SPROFIL_PERF_MODE": "ring"} if self.mode == "perf ring" else
+                   {"SPROFIL_PERF_MODE": "signal"} if self.mode == "perf signal" else {})
             f = out + ".sprof"
             return [SPROFIL, "record", "-F", hz, "--clock", clock, "-o", f, "--"] + wl_argv, env, f
         if self.tool == "gperftools":
@@ -153,30 +155,51 @@ def gmon_file(stem):
     return os.path.join(d, sorted(c)[-1]) if c else None
 
 
-def sprof_header(path):
+def sprof_images(path):
+    """File offsets of the process images: [0] for a process's own file, the process table's
+    image offsets for the run profile `sprofil record` writes (docs/file-format.md)."""
     with open(path, "rb") as f:
-        h = f.read(112)
-    clock, req_hz = struct.unpack_from("<II", h, 20)
-    tick_ns, eff_milli, _start, _end, cpu_ns = struct.unpack_from("<QQQQQ", h, 32)
-    overflow, delivered, lost = struct.unpack_from("<QQQ", h, 88)
-    return {"delivered": delivered, "cpu_ns": cpu_ns, "effective_hz": eff_milli / 1000.0,
-            "tick_ns": tick_ns}
+        h = f.read(4096)
+        if h[:8] != b"SPRFRUN\0":
+            return [0]
+        n = struct.unpack_from("<I", h, 16)[0]
+        f.seek(4096)
+        t = f.read(128 * n)
+    return [struct.unpack_from("<Q", t, 128 * i + 8)[0] for i in range(n)]
+
+
+def sprof_header(path):
+    """The first process's header fields; delivered summed over the run's processes."""
+    delivered = 0
+    first = None
+    with open(path, "rb") as f:
+        for base in sprof_images(path):
+            f.seek(base)
+            h = f.read(112)
+            tick_ns, eff_milli, _start, _end, cpu_ns = struct.unpack_from("<QQQQQ", h, 32)
+            delivered += struct.unpack_from("<QQQ", h, 88)[1]
+            if first is None:
+                first = {"cpu_ns": cpu_ns, "effective_hz": eff_milli / 1000.0, "tick_ns": tick_ns}
+    first["delivered"] = delivered
+    return first
 
 
 def sprof_nonzero_bins(path):
     """Walks the region records (docs/file-format.md) and counts non-zero counters."""
     n = 0
+    base = sprof_images(path)[0]
     with open(path, "rb") as f:
+        f.seek(base)
         hdr = f.read(4096)
         nreg = struct.unpack_from("<I", hdr, 28)[0]
-        off = 4096
+        off = base + 4096
         for _ in range(nreg):
             f.seek(off)
             r = f.read(96)
             size, coff = struct.unpack_from("<QQ", r, 8)
             nbins = struct.unpack_from("<Q", r, 56)[0]
             width = struct.unpack_from("<I", r, 68)[0]
-            f.seek(coff)
+            f.seek(base + coff)
             data = f.read(nbins * width)
             fmt = {2: "H", 4: "I", 8: "Q"}[width]
             n += sum(1 for c in struct.iter_unpack("<" + fmt, data) if c[0])
@@ -336,7 +359,8 @@ def overhead_configs(wl_name):
     cfgs = [Config("baseline", "", 0, False)]
     for hz in RATES:
         cfgs += [Config("sprofil", "cpu", hz, True), Config("sprofil", "perf signal", hz, True),
-                 Config("sprofil", "perf ring", hz, False), Config("gperftools", "", hz, True),
+                 Config("sprofil", "perf ring", hz, False),
+                 Config("sprofil", "perf drain", hz, False), Config("gperftools", "", hz, True),
                  Config("glibc sprofil", "", hz, True), Config("perf record", "", hz, False)]
     if wl_name == "burn4":
         cfgs.append(Config("gprof -pg", "", 100, True))
@@ -361,7 +385,10 @@ def overhead(rates_out):
           "the signals for signal-driven tools and the records otherwise; it is noise when "
           "the overhead is within the run-to-run spread of the baseline (given above each "
           "table). samples/CPU s and signals/CPU s are per second of process CPU.\n")
+    only = os.environ.get("WORKLOADS")  # e.g. WORKLOADS=burn4: that table only
     for wl_name, wl in WORKLOADS.items():
+        if only and wl_name not in only.split(","):
+            continue
         cpu_budget = wl["cpu"]
         cfgs = overhead_configs(wl_name)
         argv_of = wl["argv"]
@@ -424,6 +451,22 @@ def overhead(rates_out):
             print(f"| {c.label} | {hz} | {w:.3f} | {w / bw:.3f} | {cp:.3f} | {cp / bc:.3f} | "
                   f"{pc:.3f} | {pc / bp:.3f} | {s:.0f} | {s / pc:.0f} | "
                   f"{(f'{sg / pc:.0f}' if sg is not None else '-')} | {cost} |")
+        # Issue 10's goal 1: record's default mode (perf drain) against perf record, same
+        # run, medians; goal 2: its per-record in-process cost against perf record's (the
+        # same delivery: the kernel writes records into a ring).
+        for hz in RATES:
+            d, p = res.get(("sprofil", "perf drain", hz)), res.get(("perf record", "", hz))
+            if not d or not p:
+                continue
+            dpc, ppc = med(d["pcpu"]), med(p["pcpu"])
+            dco = (dpc - bp) / med(d["samples"]) * 1e6 if med(d["samples"]) else 0
+            pco = (ppc - bp) / med(p["samples"]) * 1e6 if med(p["samples"]) else 0
+            print(f"\nperf drain vs perf record at {hz} Hz: process CPU overhead "
+                  f"{(dpc - bp) * 1000:.1f} ms vs {(ppc - bp) * 1000:.1f} ms "
+                  f"(process CPU x {dpc / ppc:.3f}), tree CPU x "
+                  f"{med(d['cpu']) / med(p['cpu']):.3f}, wall x "
+                  f"{med(d['wall']) / med(p['wall']):.3f}; per-record cost {dco:.2f} us vs "
+                  f"{pco:.2f} us")
         print("\nCommands (WORK=/tmp/sprofil-compare; T = truth file, P = profile stem):\n")
         for c in cfgs:
             print(f"- {c.label} {c.hz if c.tool != 'baseline' else ''}: `{shown[c.key()]}`")

@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "agent/state.hpp"
+#include "clock/perf.hpp"
 #include "engine/engine.hpp"
 #include "util/self_exe.hpp"
 
@@ -108,6 +109,9 @@ __attribute__((constructor(200))) void agent_start() {
   free(list.v);
   close(fd);  // from now on the agent holds no descriptor
   install_process_hooks();
+  // Under `sprofil record` the perf clock hands each thread's event, with a new fd of this
+  // file, to the record parent (drain mode, clock/drain_client.cpp).
+  rt::perf::set_drain_file(reopen_output);
   if (int e = publish()) {
     say("sprofil: not profiling: cannot start the clock: %s%s\n", strerror(e),
         e == EBUSY ? " (the program has its own handler on the profiling signal; "

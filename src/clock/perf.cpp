@@ -20,6 +20,7 @@
 #include "clock/interpose.hpp"
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
+#include "util/mutex.hpp"
 
 namespace sprofil::rt::perf {
 namespace {
@@ -122,21 +123,21 @@ void* drainer_main(void*) {
   while (!g_drain_stop.load(std::memory_order_acquire)) {
     pollfd fds[1024];
     int n = 0;
-    pthread_mutex_lock(&g_ring_mu);
-    for (int i = 0; i < g_nrings; ++i) fds[n++] = pollfd{g_rings[i]->fd, POLLIN, 0};
-    pthread_mutex_unlock(&g_ring_mu);
+    {
+      util::MutexGuard lock(&g_ring_mu);
+      for (int i = 0; i < g_nrings; ++i) fds[n++] = pollfd{g_rings[i]->fd, POLLIN, 0};
+    }
     if (n > 0) {
       poll(fds, static_cast<nfds_t>(n), kDrainIntervalMs);
     } else {
       const timespec ts{0, kDrainIntervalMs * 1000000L};
       nanosleep(&ts, nullptr);
     }
-    pthread_mutex_lock(&g_ring_mu);
+    util::MutexGuard lock(&g_ring_mu);
     // No jitter in ring mode: re-drawing the period from this thread (an IPI to the sampled
     // thread's CPU) for a whole drain interval at a time skewed shares by about half a point
     // (bench/compare); ring mode is the opt-in, cheaper mode, with docs/agent.md's caveat.
     for (int i = 0; i < g_nrings; ++i) drain(g_rings[i]);
-    pthread_mutex_unlock(&g_ring_mu);
   }
   return nullptr;
 }
@@ -189,6 +190,17 @@ int place_fd(int fd) {
 }
 }  // namespace
 
+int place_out_of_reach(int fd) {
+  return place_fd(fd);
+}
+
+bool fd_room() {
+  rlimit rl;
+  if (prlimit_nofile(nullptr, &rl) != 0) return true;
+  return (rl.rlim_cur < static_cast<uint64_t>(kMaxFd) && rl.rlim_max > rl.rlim_cur) ||
+         rl.rlim_cur >= kMinBudget;
+}
+
 int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool ring, Event* out) {
   *out = Event{};
   if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;
@@ -216,10 +228,12 @@ int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool
     }
     out->ring = m;
     out->ring_bytes = bytes;
-    pthread_mutex_lock(&g_ring_mu);
-    const bool room = g_nrings < static_cast<int>(sizeof g_rings / sizeof g_rings[0]);
-    if (room) g_rings[g_nrings++] = out;
-    pthread_mutex_unlock(&g_ring_mu);
+    bool room;
+    {
+      util::MutexGuard lock(&g_ring_mu);
+      room = g_nrings < static_cast<int>(sizeof g_rings / sizeof g_rings[0]);
+      if (room) g_rings[g_nrings++] = out;
+    }
     if (!room) {
       munmap(m, bytes);
       close(fd);
@@ -249,14 +263,15 @@ void close_event(Event* e) {
   if (e->fd < 0) return;
   ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
   if (e->ring) {
-    pthread_mutex_lock(&g_ring_mu);
-    drain(e);
-    for (int i = 0; i < g_nrings; ++i)
-      if (g_rings[i] == e) {
-        g_rings[i] = g_rings[--g_nrings];
-        break;
-      }
-    pthread_mutex_unlock(&g_ring_mu);
+    {
+      util::MutexGuard lock(&g_ring_mu);
+      drain(e);
+      for (int i = 0; i < g_nrings; ++i)
+        if (g_rings[i] == e) {
+          g_rings[i] = g_rings[--g_nrings];
+          break;
+        }
+    }
     munmap(e->ring, e->ring_bytes);
   }
   mark(e->fd, false);

@@ -6,6 +6,9 @@
 // - ring: the kernel writes PERF_RECORD_SAMPLE records (the ip) into a per-thread ring buffer
 //   that a background thread drains every few milliseconds. Cheaper for the profiled thread,
 //   but the last milliseconds before an abrupt end are lost.
+// - drain (the default under `sprofil record`, drain_client.cpp): the agent opens, maps and
+//   enables each thread's event as in ring mode, then hands it to the record parent over a
+//   Unix socket (drain_proto.hpp) and closes it: the parent drains, jitters and counts.
 // Locking: called with the runtime mutex held, except is_ours() (signal-safe) and the drainer
 // thread, which takes only the ring mutex.
 #pragma once
@@ -89,6 +92,11 @@ int probe(uint64_t period_ns);
 // otherwise kNoFdRoom. Returns 0 or an errno value.
 int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool ring, Event* out);
 
+// Moves fd out of the program's reach as open_event does (or closes it: kNoFdRoom), and
+// whether there is such room at all under the current RLIMIT_NOFILE.
+int place_out_of_reach(int fd);
+bool fd_room();
+
 // Disables and closes the event; in ring mode its last records are counted first.
 void close_event(Event* e);
 
@@ -112,5 +120,26 @@ pid_t drainer_tid();
 
 // In a forked child: the drainer thread and the ring list were the parent's.
 void reset_after_fork();
+
+// Drain mode (drain_client.cpp). The agent registers how to open a new fd of its profile
+// file (sent with each event); drain_configure() reads SPROFIL_DRAIN and says whether drain
+// mode can run. open_drained() opens, maps and enables tid's event, hands it to the parent
+// and closes it: 0, or an errno value (nothing is left open; the caller falls back to a
+// signal-mode event). flush_drained() asks the parent to drain and close every event of
+// this process, and waits for it (bounded): called when sampling stops.
+void set_drain_file(int (*open_file)());
+bool drain_configure();
+int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter, uintptr_t start_pc);
+
+// The calling thread's start routine (set by the pthread_create trampoline), 0 if unknown:
+// drain mode charges a thread's kernel time to it when the thread never had a user-space
+// sample (its periods all ended in the kernel, e.g. a thread shorter than a period).
+void set_thread_start(uintptr_t pc);
+uintptr_t thread_start();
+int flush_drained();
+
+// Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
+// (perf_clock.cpp, with the runtime mutex held).
+bool drain_mode();
 
 }  // namespace sprofil::rt::perf

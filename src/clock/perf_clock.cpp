@@ -14,16 +14,22 @@ namespace sprofil::rt {
 namespace {
 
 bool g_perf_ring = false;        // ring buffers instead of a signal per sample (g_mu)
+bool g_perf_drain = false;       // events handed to the record parent (g_mu)
+bool g_jitter_on = true;         // (g_mu)
 const char* g_auto_reason = "";  // why kAuto fell back to kSampler (g_mu)
 char g_auto_reason_buf[160];
 
 int prepare(const ClockRequest& c) {
   if (int e = perf::probe(c.interval_ns)) return e;
+  // Drain mode wherever a record parent listens (SPROFIL_DRAIN), unless another mode is
+  // asked for; signal mode otherwise (plain LD_PRELOAD, the faces, the API).
   const char* mode = secure_getenv("SPROFIL_PERF_MODE");
   g_perf_ring = mode && strcmp(mode, "ring") == 0;
+  g_perf_drain = (!mode || !*mode || strcmp(mode, "drain") == 0) && perf::drain_configure();
   perf::new_generation(c.interval_ns);
   const char* jitter = secure_getenv("SPROFIL_JITTER");
-  perf::set_jitter(!(jitter && strcmp(jitter, "0") == 0));
+  g_jitter_on = !(jitter && strcmp(jitter, "0") == 0);
+  perf::set_jitter(g_jitter_on);
   return 0;
 }
 
@@ -36,6 +42,24 @@ int arm_thread(Slot* s, const ClockRequest& c) {
   auto* ev = static_cast<perf::Event*>(malloc(sizeof(perf::Event)));
   if (!ev) return ENOMEM;
   const uint64_t first = random_phase(c.interval_ns);
+  if (g_perf_drain) {
+    const uintptr_t start = s->tid == gettid_() ? perf::thread_start() : 0;
+    const int e = perf::open_drained(s->tid, c.interval_ns, first, g_jitter_on, start);
+    if (e == 0) {
+      *ev = perf::Event{};  // fd -1: the record parent holds the event
+      s->event = ev;
+      return 0;
+    }
+    static bool said = false;
+    if (!said)
+      note("sprofil: cannot hand a thread's perf event to sprofil record (%s)%s\n", strerror(e),
+           g_signo ? "; using a signal per sample" : ": that thread is not sampled");
+    said = true;
+    if (!g_signo) {  // drain mode took no signal: nothing else can sample this thread
+      free(ev);
+      return e;
+    }
+  }
   if (int e = perf::open_event(s->tid, c.interval_ns, first, g_signo, g_perf_ring, ev)) {
     free(ev);
     // No fd can be kept out of the program's reach (perf.hpp, place_fd): this thread uses a
@@ -57,6 +81,8 @@ int arm_thread(Slot* s, const ClockRequest& c) {
 
 void stop() {
   perf::stop_drainer();
+  // Every event of this process is drained into the file before the agent completes it.
+  if (g_perf_drain) perf::flush_drained();
 }
 
 void after_fork_child(const ClockRequest& c) {
@@ -65,6 +91,10 @@ void after_fork_child(const ClockRequest& c) {
 }
 
 }  // namespace
+
+bool perf::drain_mode() {
+  return g_perf_drain;
+}
 
 extern const ClockOps g_clock_PERF = {
     /*sigprof_only=*/false,

@@ -9,6 +9,7 @@
 //   threads.cpp     the thread registry and the pthread_create interposer
 // Everything here runs under g_mu with every signal blocked (Lock, clock.hpp).
 #include "clock/runtime.hpp"
+#include "clock/perf.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -162,12 +163,16 @@ int start_clock(const ClockRequest& req) {
   if (ops.prepare)
     if (int e = ops.prepare(c)) return e;
   int err = 0;
-  const int signo = choose_signal(ops, &err);
-  if (!signo) return err;
-  if (int e = install_handler(signo)) return e;
+  // The perf clock's drain mode delivers no signal (the record parent reads the samples):
+  // it takes none, so a program with handlers on every signal (Go) is sampled too.
+  const bool signalless = c.kind == ClockKind::kPerf && perf::drain_mode();
+  const int signo = signalless ? 0 : choose_signal(ops, &err);
+  if (!signo && !signalless) return err;
+  if (signo)
+    if (int e = install_handler(signo)) return e;
   if (ops.start) {
     if (int e = ops.start(c)) {
-      restore_handler(signo);
+      if (signo) restore_handler(signo);
       return e;
     }
   }
@@ -180,7 +185,7 @@ int start_clock(const ClockRequest& req) {
   add_slot(gettid_());
   if (int e = arm_all()) {
     disarm_all();
-    restore_handler(signo);
+    if (signo) restore_handler(signo);
     g_active = false;
     g_signo = 0;
     g_signo_now.store(0, std::memory_order_release);
@@ -193,7 +198,7 @@ void stop_clock() {
   if (!g_active) return;
   disarm_all();
   g_signo_now.store(0, std::memory_order_release);
-  restore_handler(g_signo);
+  if (g_signo) restore_handler(g_signo);
   g_active = false;
   g_signo = 0;
 }

@@ -136,7 +136,7 @@ void forget_slots_after_fork() {
 
 // See check_masks().
 void check_masks_locked() {
-  if (!g_active || clock_ops(g_clock.kind).process_wide || g_signo > 64) return;
+  if (!g_active || clock_ops(g_clock.kind).process_wide || g_signo <= 0 || g_signo > 64) return;
   static bool said = false;
   if (said) return;
   const pid_t self = gettid_();  // blocks everything while it holds g_mu: not a finding
@@ -189,6 +189,7 @@ struct StartArgs {
 void* start_trampoline(void* p) {
   const StartArgs a = *static_cast<StartArgs*>(p);
   free(p);
+  sprofil::rt::perf::set_thread_start(reinterpret_cast<uintptr_t>(a.fn));
   sprofil::rt::set_virtual_blocked(a.vblocked);
   sprofil::rt::thread_started();
   return a.fn(a.arg);

@@ -19,10 +19,11 @@
 #include <vector>
 
 #include "agent/profile_name.hpp"
+#include "format/sprof_format.h"
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
-#include "profile/sprof_format.h"
 #include "profile/writer.hpp"
+#include "record/drain.hpp"
 
 namespace sprofil::record {
 namespace {
@@ -273,11 +274,18 @@ int record(const Options& o, FILE* log) {
     rundir.remove({});
     return 2;
   }
+  // Drain mode (the perf clock's default under record): this process holds and drains the
+  // program's perf rings (drain.hpp). Without it the agent uses a signal per sample.
+  Drainer drainer;
+  std::string drain_why;
+  const bool drain =
+      (o.clock == "auto" || o.clock == "perf") && drainer.start(rundir.path, &drain_why);
   fflush(log);
   const uint64_t start_ns = now_ns();
   const pid_t pid = fork();
   if (pid < 0) {
     fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
+    drainer.finish();
     rundir.remove({});
     return 2;
   }
@@ -290,6 +298,11 @@ int record(const Options& o, FILE* log) {
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
     setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
     setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
+    drainer.restore_limits_in_child();
+    if (drain)
+      setenv("SPROFIL_DRAIN", drainer.path().c_str(), 1);
+    else
+      unsetenv("SPROFIL_DRAIN");
     unsetenv("SPROFIL_STARTED");
     std::vector<char*> argv;
     for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -317,6 +330,20 @@ int record(const Options& o, FILE* log) {
   while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
   const uint64_t end_ns = now_ns();
+  // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
+  drainer.finish();
+  if (drain && getenv("SPROFIL_DRAIN_STATS")) {
+    const Drainer::Stats ds = drainer.stats();
+    fprintf(log,
+            "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
+            "the kernel, %llu samples unplaced, %llu periods credited at an event's end, %llu "
+            "not (no pc)\n",
+            static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
+            static_cast<unsigned long long>(ds.lost_records),
+            static_cast<unsigned long long>(ds.unplaced),
+            static_cast<unsigned long long>(ds.exit_credited),
+            static_cast<unsigned long long>(ds.exit_unplaced));
+  }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
 

@@ -1,0 +1,214 @@
+// Drain mode, the agent's side (drain_proto.hpp has the protocol): each thread's perf event
+// is opened, mapped and enabled here, handed to the `sprofil record` parent with the
+// profile file's fd, and closed again. The program then holds no perf fd, gets no signal,
+// and pays only the kernel's sampling cost; the parent drains the rings, jitters the
+// periods and adds the samples into the file (src/record/drain.cpp). Called with the
+// runtime mutex held, never from the signal handler.
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "clock/drain_proto.hpp"
+#include "clock/perf.hpp"
+
+namespace sprofil::rt::perf {
+namespace {
+
+static_assert(drain::kDrainSampleType == (PERF_SAMPLE_IP | PERF_SAMPLE_READ),
+              "drain_proto.hpp's sample type");
+
+char g_sock[sizeof(sockaddr_un::sun_path)];  // SPROFIL_DRAIN, read at prepare (g_mu)
+int (*g_open_file)() = nullptr;              // the agent's: a new fd of its profile file
+
+constexpr size_t kPage = 4096;
+
+// Data pages of a ring: about 0.2 s of records (24 bytes each) at the rate, a power of two
+// from 2 to 16. The parent drains every few milliseconds; a lapse of 0.2 s (a loaded
+// machine) loses no record. Small rings also stay within the kernel's unprivileged locked
+// allowance (perf_event_mlock_kb per CPU) for many threads.
+size_t data_pages(uint64_t period_ns) {
+  const uint64_t hz = period_ns ? 1000000000ull / period_ns : 1000;
+  const uint64_t want = hz * 24 / 5 / kPage + 1;
+  size_t p = 2;
+  while (p < want && p < 16) p *= 2;
+  return p;
+}
+
+int send_msg(const drain::DrainMsg& m, const int* fds, int nfds) {
+  // Every fd the hand-over holds, even for a moment, is kept out of the program's range
+  // (place_out_of_reach): a thread of the program opening files meanwhile gets the same fds
+  // as without sprofil (tests/harm NofileBudgetKeptByTheClock).
+  const int s0 = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s0 < 0) return errno;
+  const int s = place_out_of_reach(s0);
+  if (s < 0) return EMFILE;
+  sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, g_sock, sizeof a.sun_path);
+  const timeval tv{drain::kDrainAckMs / 1000, (drain::kDrainAckMs % 1000) * 1000};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  int err = 0;
+  if (connect(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    err = errno;
+    close(s);
+    return err;
+  }
+  iovec iov{const_cast<drain::DrainMsg*>(&m), sizeof m};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(2 * sizeof(int))];
+  memset(ctl, 0, sizeof ctl);
+  msghdr mh;
+  memset(&mh, 0, sizeof mh);
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (nfds > 0) {
+    mh.msg_control = ctl;
+    mh.msg_controllen = CMSG_SPACE(static_cast<size_t>(nfds) * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(static_cast<size_t>(nfds) * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, static_cast<size_t>(nfds) * sizeof(int));
+  }
+  ssize_t n;
+  while ((n = sendmsg(s, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(sizeof m)) err = n < 0 ? errno : EIO;
+  char ack = 1;
+  if (err == 0) {
+    while ((n = recv(s, &ack, 1, 0)) < 0 && errno == EINTR) {
+    }
+    if (n != 1)
+      err = n < 0 ? errno : EPIPE;
+    else if (ack != 0)
+      err = EPROTO;
+  }
+  close(s);
+  return err;
+}
+
+}  // namespace
+
+bool drain_configure() {
+  const char* p = secure_getenv("SPROFIL_DRAIN");
+  if (!p || !*p || strlen(p) >= sizeof g_sock || !g_open_file) {
+    g_sock[0] = '\0';
+    return false;
+  }
+  memcpy(g_sock, p, strlen(p) + 1);
+  // The hand-over needs fds out of the program's reach (RLIMIT_NOFILE with room above the
+  // soft limit, or a large budget); without it, signal mode (whose threads then get CPU-time
+  // timers, perf.hpp open_event).
+  if (!fd_room()) {
+    g_sock[0] = '\0';
+    return false;
+  }
+  // A program that outlives its `sprofil record` (a daemon) finds no one listening: signal
+  // mode then, as without the record parent.
+  const int fd0 = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const int fd = fd0 < 0 ? -1 : place_out_of_reach(fd0);
+  sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, g_sock, sizeof a.sun_path);
+  const bool up = fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+  if (fd >= 0) close(fd);
+  if (!up) g_sock[0] = '\0';
+  return up;
+}
+
+void set_drain_file(int (*open_file)()) {
+  g_open_file = open_file;
+}
+
+namespace {
+__attribute__((tls_model("initial-exec"))) thread_local uintptr_t t_start_pc;
+}  // namespace
+
+void set_thread_start(uintptr_t pc) {
+  t_start_pc = pc;
+}
+
+uintptr_t thread_start() {
+  return t_start_pc;
+}
+
+int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
+                 uintptr_t start_pc) {
+  if (!g_sock[0] || !g_open_file) return ENOTCONN;
+  if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;
+  perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.size = sizeof a;
+  a.config = PERF_COUNT_SW_TASK_CLOCK;
+  a.sample_period = first_ns;
+  a.sample_type = drain::kDrainSampleType;
+  a.exclude_kernel = 1;  // user space only: allowed at perf_event_paranoid 2
+  a.exclude_hv = 1;
+  // Counting from the open: the ring's mapping below takes tens of microseconds, a large
+  // part of a short thread (tests/harm ShortThreadsKeepTheirShare: 0.87 of its CPU time when
+  // enabled after the mapping). A period that ends before the ring exists drops its record,
+  // not its time: the next sample's weight is the counter's delta.
+  a.disabled = 0;
+  const int fd0 =
+      static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  if (fd0 < 0) return errno;
+  const int fd = place_out_of_reach(fd0);
+  if (fd < 0) return EMFILE;
+  void* ring = MAP_FAILED;
+  size_t bytes = 0;
+  int err = 0;
+  for (size_t pages = data_pages(period_ns); pages >= 1 && ring == MAP_FAILED; pages /= 2) {
+    bytes = (1 + pages) * kPage;
+    ring = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ring == MAP_FAILED) err = errno;
+  }
+  if (ring == MAP_FAILED) {
+    close(fd);
+    return err;
+  }
+  const int file0 = g_open_file();
+  const int file = file0 < 0 ? -1 : place_out_of_reach(file0);
+  if (file < 0) {
+    err = errno ? errno : EBADF;
+  } else {
+    drain::DrainMsg m;
+    m.kind = drain::kDrainAdd;
+    m.pid = getpid();
+    m.tid = tid;
+    m.period_ns = period_ns;
+    m.first_ns = first_ns;
+    m.ring_bytes = bytes;
+    m.jitter = jitter ? 1 : 0;
+    m.start_pc = start_pc;
+    const int fds[2] = {fd, file};
+    err = send_msg(m, fds, 2);
+    close(file);
+  }
+  // The parent holds the event and its ring now (or it failed: the event goes with our fd).
+  munmap(ring, bytes);
+  close(fd);
+  return err;
+}
+
+int flush_drained() {
+  if (!g_sock[0]) return 0;
+  drain::DrainMsg m;
+  m.kind = drain::kDrainFlush;
+  m.pid = getpid();
+  return send_msg(m, nullptr, 0);
+}
+
+}  // namespace sprofil::rt::perf

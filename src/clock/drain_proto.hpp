@@ -1,0 +1,46 @@
+// The drain protocol between the agent in a profiled program and the `sprofil record` parent
+// that owns and drains its perf rings (src/record/drain.cpp). Header-only, plain data: the
+// runtime (libc only) and the host tool both include it.
+//
+// The record parent listens on a Unix SOCK_SEQPACKET socket whose path it puts in
+// SPROFIL_DRAIN. The agent connects once per message, sends one DrainMsg, and waits (bounded,
+// kDrainAckMs) for a one-byte answer before it closes the connection:
+// - kDrainAdd, with two fds (SCM_RIGHTS): a thread's perf event, opened, mapped and enabled
+//   by the agent, and the process's profile file. The parent maps the ring before it answers
+//   (the ring would be freed with the agent's last mapping), then the agent unmaps and closes
+//   its own copies: the program holds no perf fd and receives no signal.
+// - kDrainFlush: the process is about to stop sampling (exit, exec): the parent disables,
+//   drains and closes every event of that pid before it answers, so the file is complete
+//   when the agent writes its end fields.
+#pragma once
+
+#include <cstdint>
+
+namespace sprofil::drain {
+
+constexpr uint32_t kDrainMagic = 0x53504452;  // "SPDR"
+constexpr uint32_t kDrainAdd = 1;
+constexpr uint32_t kDrainFlush = 2;
+constexpr int kDrainAckMs = 2000;  // the agent's bound on waiting for the parent's answer
+
+struct DrainMsg {
+  uint32_t magic = kDrainMagic;
+  uint32_t kind = 0;
+  int32_t pid = 0;
+  int32_t tid = 0;
+  uint64_t period_ns = 0;   // P: ns of task clock per sample
+  uint64_t first_ns = 0;    // the event's first period (random in (0, P]); later ones are set
+  uint64_t ring_bytes = 0;  // the agent's mapping: meta page + data (a power of two pages)
+  uint32_t jitter = 1;      // 0: SPROFIL_JITTER=0, keep the period at P
+  uint32_t reserved = 0;
+  uint64_t start_pc = 0;  // the thread's start routine, if known: the pc of its kernel time
+                          // when it never had a user-space sample
+};
+
+// What the agent asks of its events (perf_event_attr.sample_type): every record is the
+// header, then ip, then the counter's value: PERF_SAMPLE_IP | PERF_SAMPLE_READ, read_format
+// 0. (Not PERF_SAMPLE_PERIOD: a task-clock event reports the period it was opened with
+// whatever PERF_EVENT_IOC_PERIOD set since; the parent knows the period it set.)
+constexpr uint64_t kDrainSampleType = (1u << 0) | (1u << 4);
+
+}  // namespace sprofil::drain

@@ -1,0 +1,568 @@
+#include "record/drain.hpp"
+
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "clock/drain_proto.hpp"
+#include "clock/perf.hpp"
+#include "engine/engine.hpp"
+#include "format/sprof_format.h"
+
+namespace sprofil::record {
+namespace {
+
+constexpr size_t kPage = 4096;
+// How often each event's period is re-drawn, uniformly in [P/2, 3P/2] (PERF_EVENT_IOC_PERIOD,
+// which restarts the period from the ioctl). A block of a few samples at one period keeps
+// the phase against periodic code random from block to block: tests/clock's aliasing test
+// holds. The weights come from the counter, so the restarts leave totals exact.
+constexpr int kTickMs = 4;
+// Each event's period is re-drawn after about this many periods (and at most every tick):
+// fewer restarts leave fewer partial periods, whose kernel share is estimated (jitter()).
+constexpr uint64_t kJitterPeriods = 16;
+
+uint64_t mono_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+}
+
+// One process image's profile file, mapped shared, and the engine table over its records.
+struct File {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  int fd = -1;
+  char* map = nullptr;
+  size_t len = 0;
+  engine::Table* table = nullptr;
+  uint32_t seen_count = UINT32_MAX;
+  uint64_t seen_end = 0;
+  bool refreshed = false;  // in this pass
+  uint64_t hint = 0;
+  int users = 0;            // events counting into it
+  uint64_t rebuilt_ns = 0;  // CLOCK_MONOTONIC of the last rebuild after a miss
+};
+
+struct Event {
+  int fd = -1;
+  pid_t pid = 0, tid = 0;
+  char* ring = nullptr;
+  size_t ring_bytes = 0;
+  File* file = nullptr;
+  uint64_t period = 1;      // P
+  uint64_t phase = 0;       // P - first period: added to the counter
+  uint64_t boundary = 0;    // counter (+ phase) where the running period started
+  uint64_t cur_period = 1;  // the period running now
+  bool jitter = true;
+  uint64_t rng = 1;
+  uint64_t next_jitter_ns = 0;  // CLOCK_MONOTONIC
+  uintptr_t last_pc = 0;        // of the last sample record; before the first, the thread's start
+                                // routine (0 if unknown)
+  rt::perf::Credit credit;
+};
+
+void close_file(File* f) {
+  engine::Table::destroy(f->table);
+  f->table = nullptr;
+  if (f->map) munmap(f->map, f->len);
+  f->map = nullptr;
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
+}
+
+// (Re)maps the file and builds the table over its committed records: live ones first, an
+// unloaded one where no live one overlaps (its samples were taken before the dlclose).
+void refresh(File* f) {
+  f->refreshed = true;
+  struct stat st;
+  if (fstat(f->fd, &st) != 0 || st.st_size < static_cast<off_t>(SPROF_PAGE)) return;
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size != f->len) {
+    engine::Table::destroy(f->table);
+    f->table = nullptr;
+    if (f->map) munmap(f->map, f->len);
+    void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+    f->map = m == MAP_FAILED ? nullptr : static_cast<char*>(m);
+    f->len = f->map ? size : 0;
+    if (!f->map) return;
+    madvise(f->map, f->len, MADV_RANDOM);
+  }
+  auto* h = reinterpret_cast<sprof_header*>(f->map);
+  const uint32_t count = std::atomic_ref<uint32_t>(h->region_count).load(std::memory_order_acquire);
+  const uint64_t end = std::atomic_ref<uint64_t>(h->regions_end).load(std::memory_order_acquire);
+  f->seen_count = count;
+  f->seen_end = end;
+  struct Cand {
+    engine::Region r;
+    bool live;
+  };
+  std::vector<Cand> c;
+  uint64_t off = SPROF_PAGE;
+  for (uint32_t i = 0; i < count && off + SPROF_PAGE <= std::min<uint64_t>(end, f->len); ++i) {
+    auto* rec = reinterpret_cast<sprof_region*>(f->map + off);
+    const uint64_t rs = rec->record_size;
+    if (rec->magic != SPROF_REGION_MAGIC || rs < SPROF_PAGE || off + rs > f->len) break;
+    const uint32_t width = rec->counter_width, bin = rec->bin_size;
+    if (rec->end > rec->start && rec->nbins && (width == 2 || width == 4 || width == 8) && bin &&
+        (bin & (bin - 1)) == 0 && rec->counters_offset + rec->nbins * width <= f->len) {
+      engine::Region r;
+      r.lo = rec->start;
+      r.last = rec->end - 1;
+      r.map = engine::BinMap{rec->start, 65536, 0, static_cast<uint8_t>(__builtin_ctz(bin))};
+      r.counters = engine::Counters{f->map + rec->counters_offset, rec->nbins,
+                                    static_cast<uint8_t>(width), engine::Policy::kSaturate, 0};
+      if ((rec->flags & SPROF_R_SYSTEM) && rec->system_offset &&
+          rec->system_offset + rec->nbins * width <= f->len)
+        r.system = f->map + rec->system_offset;
+      c.push_back(Cand{r, (rec->flags & SPROF_R_UNLOADED) == 0});
+    }
+    off += rs;
+  }
+  std::sort(c.begin(), c.end(), [](const Cand& a, const Cand& b) {
+    return a.r.lo != b.r.lo ? a.r.lo < b.r.lo : a.live > b.live;
+  });
+  std::vector<Cand> kept;
+  for (const Cand& x : c) {
+    if (!kept.empty() && x.r.lo <= kept.back().r.last) {
+      if (x.live && !kept.back().live) kept.back() = x;  // the live object wins
+      continue;
+    }
+    kept.push_back(x);
+  }
+  // Replacing a kept entry may have made it overlap the one before: drop such pairs' later.
+  std::vector<engine::Region> regs;
+  for (const Cand& x : kept)
+    if (regs.empty() || x.r.lo > regs.back().last) regs.push_back(x.r);
+  engine::Table* t = nullptr;
+  auto* tallies = reinterpret_cast<engine::Tallies*>(&h->overflow);
+  if (engine::Table::create(regs.data(), regs.size(), nullptr, tallies, &t) != engine::Error::kOk)
+    return;
+  engine::Table::destroy(f->table);
+  f->table = t;
+}
+
+uint64_t xorshift(uint64_t* s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
+
+}  // namespace
+
+struct Drainer::State {
+  std::string path;
+  std::string own_dir;  // a directory made for the socket (removed at finish), or ""
+  int listen_fd = -1;
+  int wake[2] = {-1, -1};
+  std::thread thread;
+  std::atomic<bool> stop{false};
+  bool finished = false;
+  std::vector<File*> files;
+  std::vector<Event*> events;
+  rlimit saved_nofile{};
+  bool nofile_raised = false;
+  mutable std::mutex stats_mu;
+  Stats stats;
+
+  void add_sample(Event* e, uintptr_t pc, uint64_t w, uint64_t system_w) {
+    File* f = e->file;
+    if (!f->table && !f->refreshed) refresh(f);
+    if (f->table && !f->table->find(pc, &f->hint) && !f->refreshed && stale(f)) refresh(f);
+    if (!f->table) {
+      std::lock_guard<std::mutex> l(stats_mu);
+      stats.unplaced += w;
+      return;
+    }
+    f->table->record(pc, w, system_w, &f->hint);
+  }
+
+  // Whether a pc that misses may be in a record the table does not have yet: the agent added
+  // one (region_count, regions_end), or, at most every 100 ms, one of its records moved (an
+  // object loaded again at another address). Code outside every object (JIT) misses every
+  // time: it must not rebuild the table at every pass.
+  static bool stale(File* f) {
+    auto* h = reinterpret_cast<sprof_header*>(f->map);
+    const uint64_t t = mono_ns();
+    if (std::atomic_ref<uint32_t>(h->region_count).load(std::memory_order_acquire) !=
+            f->seen_count ||
+        std::atomic_ref<uint64_t>(h->regions_end).load(std::memory_order_acquire) != f->seen_end ||
+        t - f->rebuilt_ns > 100000000ull) {
+      f->rebuilt_ns = t;
+      return true;
+    }
+    return false;
+  }
+
+  // Reads every complete record of e's ring.
+  void drain(Event* e) {
+    auto* meta = reinterpret_cast<perf_event_mmap_page*>(e->ring);
+    const uint64_t size = meta->data_size ? meta->data_size : e->ring_bytes - kPage;
+    const uint64_t off = meta->data_offset ? meta->data_offset : kPage;
+    const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = meta->data_tail;
+    const unsigned char* data = reinterpret_cast<unsigned char*>(e->ring) + off;
+    uint64_t samples = 0, lost = 0;
+    while (tail < head) {
+      perf_event_header h;
+      for (size_t i = 0; i < sizeof h; ++i)  // a record may wrap: copy piecewise
+        reinterpret_cast<unsigned char*>(&h)[i] = data[(tail + i) % size];
+      if (h.size < sizeof h) break;
+      uint64_t body[2] = {0, 0};  // SAMPLE: ip, value; LOST: id, count
+      for (size_t i = 0; i < sizeof body && sizeof h + i < h.size; ++i)
+        reinterpret_cast<unsigned char*>(body)[i] = data[(tail + sizeof h + i) % size];
+      if (h.type == PERF_RECORD_SAMPLE) {
+        ++samples;
+        // Credited with the length of the period that just ended: the one set last (the
+        // rings are drained before each re-draw).
+        e->credit.next_ns = e->cur_period;
+        const uint64_t value = body[1] + e->phase;
+        uint64_t system_w = 0;
+        const uint64_t w = rt::perf::credit(value, e->period, &e->credit, &system_w);
+        e->boundary = value;
+        e->last_pc = static_cast<uintptr_t>(body[0]);
+        if (w) add_sample(e, e->last_pc, w, system_w);
+      } else if (h.type == PERF_RECORD_LOST) {
+        lost += body[1];
+      }
+      tail += h.size;
+    }
+    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+    if (samples || lost) {
+      std::lock_guard<std::mutex> l(stats_mu);
+      stats.samples += samples;
+      stats.lost_records += lost;
+    }
+  }
+
+  // A new period for e, uniform in [P/2, 3P/2] (or P without jitter). The ioctl restarts the
+  // period: the part of the running one that elapsed is neither a user-space period nor a
+  // kernel one (the counter read just before the ioctl tells how long it was); perf::credit
+  // would take all of it for kernel time, so its user share is added to the user periods.
+  void jitter(Event* e) {
+    uint64_t next = e->period;
+    if (e->jitter) next = e->period / 2 + (xorshift(&e->rng) >> 8) % (e->period + 1);
+    if (next == 0) next = 1;
+    if (!e->jitter && e->cur_period == next) return;
+    uint64_t value = 0;
+    if (read(e->fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
+    if (ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
+    value += e->phase;
+    if (value > e->boundary && e->cur_period) {
+      // Split in the proportion seen so far: the partial period's end is a moment whose
+      // state (user or kernel) nobody saw.
+      const uint64_t partial = (value - e->boundary) % e->cur_period;
+      const rt::perf::Credit& c = e->credit;
+      const double user =
+          c.periods ? 1.0 - static_cast<double>(c.system) / static_cast<double>(c.periods) : 1.0;
+      e->credit.user_ns += static_cast<uint64_t>(static_cast<double>(partial) * user);
+    }
+    e->boundary = value;
+    e->cur_period = next;
+  }
+
+  // Drains e to the end and closes it; its file too once no event counts into it (a run of
+  // many processes holds only the files of those that sample now).
+  void close_event(Event* e) {
+    ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+    drain(e);
+    // The whole periods counted since the last record: every one of them ended while the
+    // thread was in the kernel (a period that ends in user space leaves a record, all of them
+    // drained now), often in its exit. They are credited as kernel time at the thread's last
+    // user pc, as a later sample would have been; so count x P is the thread's task clock to
+    // within a period, even for a thread shorter than one (whose lone period boundary, when
+    // it fell in the kernel, was lost before: tests/harm ShortThreadsKeepTheirShare).
+    uint64_t value = 0;
+    if (read(e->fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
+      const uint64_t elapsed = (value + e->phase) / e->period;
+      if (elapsed > e->credit.periods) {
+        const uint64_t w = elapsed - e->credit.periods;
+        e->credit.periods = elapsed;
+        if (e->last_pc) add_sample(e, e->last_pc, w, w);
+        std::lock_guard<std::mutex> l(stats_mu);
+        (e->last_pc ? stats.exit_credited : stats.exit_unplaced) += w;
+      }
+    }
+    munmap(e->ring, e->ring_bytes);
+    close(e->fd);
+    File* f = e->file;
+    delete e;
+    if (--f->users == 0) {
+      close_file(f);
+      files.erase(std::find(files.begin(), files.end(), f));
+      delete f;
+    }
+  }
+
+  File* file_for(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      return nullptr;
+    }
+    for (File* f : files)
+      if (f->dev == st.st_dev && f->ino == st.st_ino) {
+        close(fd);
+        return f;
+      }
+    auto* f = new File;
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
+    f->fd = fd;
+    files.push_back(f);
+    return f;
+  }
+
+  // One connection: one message, then the answer.
+  void serve(int conn) {
+    const timeval tv{1, 0};
+    setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    drain::DrainMsg m;
+    iovec iov{&m, sizeof m};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(4 * sizeof(int))];
+    msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl;
+    mh.msg_controllen = sizeof ctl;
+    ssize_t n;
+    while ((n = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+    }
+    int fds[4];
+    int nfds = 0;
+    for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&mh) : nullptr; c; c = CMSG_NXTHDR(&mh, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && nfds < 4; ++i)
+          memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    char ack = 1;
+    if (n == static_cast<ssize_t>(sizeof m) && m.magic == drain::kDrainMagic) {
+      if (m.kind == drain::kDrainAdd && nfds == 2) {
+        ack = add(m, fds[0], fds[1]) ? 0 : 1;
+        nfds = 0;  // add() took them
+      } else if (m.kind == drain::kDrainFlush) {
+        flush(m.pid);
+        ack = 0;
+      }
+    }
+    for (int i = 0; i < nfds; ++i) close(fds[i]);
+    (void)!send(conn, &ack, 1, MSG_NOSIGNAL);
+    close(conn);
+  }
+
+  bool add(const drain::DrainMsg& m, int fd, int file_fd) {
+    const uint64_t data = m.ring_bytes > kPage ? m.ring_bytes - kPage : 0;
+    if (data == 0 || data > 64 * kPage || (data & (data - 1)) != 0 || m.period_ns == 0) {
+      close(fd);
+      close(file_fd);
+      return false;
+    }
+    void* r = mmap(nullptr, m.ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    File* f = r == MAP_FAILED ? nullptr : file_for(file_fd);
+    if (!f) {
+      if (r != MAP_FAILED)
+        munmap(r, m.ring_bytes);
+      else
+        close(file_fd);
+      close(fd);
+      return false;
+    }
+    auto* e = new Event;
+    e->fd = fd;
+    e->pid = m.pid;
+    e->tid = m.tid;
+    e->ring = static_cast<char*>(r);
+    e->ring_bytes = m.ring_bytes;
+    e->file = f;
+    ++f->users;
+    e->period = m.period_ns;
+    const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
+    e->phase = m.period_ns - first;
+    e->boundary = e->phase;
+    e->cur_period = first;
+    e->jitter = m.jitter != 0;
+    e->last_pc = static_cast<uintptr_t>(m.start_pc);  // until its first sample
+    e->rng = (static_cast<uint64_t>(m.tid) + 1) * 0x9e3779b97f4a7c15ull ^ mono_ns();
+    if (e->rng == 0) e->rng = 1;
+    events.push_back(e);
+    std::lock_guard<std::mutex> l(stats_mu);
+    ++stats.events;
+    return true;
+  }
+
+  void flush(pid_t pid) {
+    for (size_t i = 0; i < events.size();) {
+      if (events[i]->pid != pid) {
+        ++i;
+        continue;
+      }
+      close_event(events[i]);
+      events[i] = events.back();
+      events.pop_back();
+    }
+  }
+
+  void loop() {
+    uint64_t next_tick = mono_ns() + kTickMs * 1000000ull;
+    std::vector<pollfd> p;
+    for (;;) {
+      const bool stopping = stop.load(std::memory_order_acquire);
+      p.clear();
+      p.push_back(pollfd{listen_fd, POLLIN, 0});
+      p.push_back(pollfd{wake[0], POLLIN, 0});
+      for (Event* e : events) p.push_back(pollfd{e->fd, POLLIN, 0});
+      const uint64_t now = mono_ns();
+      const int timeout = stopping           ? 0
+                          : now >= next_tick ? 0
+                                             : static_cast<int>((next_tick - now) / 1000000 + 1);
+      poll(p.data(), p.size(), timeout);
+      if (p[1].revents & POLLIN) {
+        char b[64];
+        (void)!read(wake[0], b, sizeof b);
+      }
+      for (File* f : files) f->refreshed = false;
+      // Every ring, whatever poll said (an empty one costs two loads); threads that ended
+      // (POLLHUP) are drained to the end and closed.
+      for (size_t i = 2; i < p.size(); ++i) {
+        Event* e = nullptr;
+        for (Event* x : events)
+          if (x->fd == p[i].fd) e = x;
+        if (!e) continue;
+        if (p[i].revents & (POLLHUP | POLLERR | POLLNVAL)) {
+          close_event(e);
+          events.erase(std::find(events.begin(), events.end(), e));
+        }
+      }
+      // Then new events and flushes (before the pollfds above could name a reused fd).
+      for (int k = 0; k < 64; ++k) {
+        const int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (conn < 0) break;
+        serve(conn);
+      }
+      for (Event* e : events) drain(e);
+      if (stopping) break;
+      if (mono_ns() >= next_tick) {
+        const uint64_t t = mono_ns();
+        for (Event* e : events)
+          if (t >= e->next_jitter_ns) {
+            jitter(e);
+            // Wall time: at least about kJitterPeriods periods of a thread that runs alone.
+            e->next_jitter_ns = t + e->period / 2 * kJitterPeriods +
+                                (xorshift(&e->rng) >> 8) % (e->period * kJitterPeriods + 1);
+          }
+        next_tick = t + kTickMs * 1000000ull;
+      }
+    }
+    while (!events.empty()) {
+      close_event(events.back());
+      events.pop_back();
+    }
+    for (File* f : files) {  // none left: every file goes with its last event
+      close_file(f);
+      delete f;
+    }
+    files.clear();
+  }
+};
+
+Drainer::Drainer() : s_(new State) {}
+
+Drainer::~Drainer() {
+  finish();
+}
+
+bool Drainer::start(const std::string& dir, std::string* why) {
+  State& s = *s_;
+  std::string path = dir + "/drain.sock";
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    const char* tmp = getenv("TMPDIR");
+    std::string t = std::string(tmp && *tmp ? tmp : "/tmp") + "/sprofil-drain-XXXXXX";
+    std::vector<char> b(t.begin(), t.end());
+    b.push_back('\0');
+    if (!mkdtemp(b.data())) {
+      *why = std::string("mkdtemp: ") + strerror(errno);
+      return false;
+    }
+    s.own_dir = b.data();
+    path = s.own_dir + "/s";
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+      rmdir(s.own_dir.c_str());
+      *why = "no short path for the socket";
+      return false;
+    }
+  }
+  s.listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  if (s.listen_fd < 0 || bind(s.listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      listen(s.listen_fd, 128) != 0 || pipe2(s.wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    *why = std::string("socket: ") + strerror(errno);
+    if (s.listen_fd >= 0) close(s.listen_fd);
+    s.listen_fd = -1;
+    unlink(path.c_str());
+    if (!s.own_dir.empty()) rmdir(s.own_dir.c_str());
+    return false;
+  }
+  s.path = path;
+  // One fd per live thread of the program (and one per process file): the soft limit goes up
+  // to the hard one for this process (record gives the program its own limit back).
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    s.saved_nofile = rl;
+    s.nofile_raised = true;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  s.thread = std::thread([this] { s_->loop(); });
+  return true;
+}
+
+const std::string& Drainer::path() const {
+  return s_->path;
+}
+
+void Drainer::restore_limits_in_child() const {
+  if (s_->nofile_raised) setrlimit(RLIMIT_NOFILE, &s_->saved_nofile);
+}
+
+void Drainer::finish() {
+  State& s = *s_;
+  if (s.finished || s.listen_fd < 0) return;
+  s.finished = true;
+  s.stop.store(true, std::memory_order_release);
+  (void)!write(s.wake[1], "x", 1);
+  s.thread.join();
+  close(s.listen_fd);
+  close(s.wake[0]);
+  close(s.wake[1]);
+  unlink(s.path.c_str());
+  if (!s.own_dir.empty()) rmdir(s.own_dir.c_str());
+}
+
+Drainer::Stats Drainer::stats() const {
+  std::lock_guard<std::mutex> l(s_->stats_mu);
+  return s_->stats;
+}
+
+}  // namespace sprofil::record

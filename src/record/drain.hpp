@@ -1,0 +1,52 @@
+// The record parent's side of drain mode (src/clock/drain_proto.hpp has the protocol): a
+// thread of `sprofil record` that receives each profiled thread's perf event from the agent,
+// maps its ring, and adds every sample into that process's profile file (FILE.PID, mapped
+// shared, records laid out as the agent wrote them), weighted by the task clock elapsed
+// since the event's previous sample. It re-draws each event's period every few milliseconds
+// (PERF_EVENT_IOC_PERIOD) against aliasing with periodic code. Because the parent holds the
+// events, a program killed with SIGKILL loses nothing: its rings are drained after it died.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace sprofil::record {
+
+class Drainer {
+ public:
+  Drainer();
+  ~Drainer();
+  Drainer(const Drainer&) = delete;
+  Drainer& operator=(const Drainer&) = delete;
+
+  // Listens on a Unix socket (in `dir` if its path fits, else in a private directory under
+  // TMPDIR) and starts the draining thread. False, with *why, if it cannot.
+  bool start(const std::string& dir, std::string* why);
+  // The socket's path: the agent's SPROFIL_DRAIN.
+  const std::string& path() const;
+  // In the forked child, before the exec: the RLIMIT_NOFILE that start() raised for the
+  // drainer's fds goes back to what the program would have had.
+  void restore_limits_in_child() const;
+  // Drains every ring to the end, closes every event, stops the thread and removes the
+  // socket. Idempotent.
+  void finish();
+
+  struct Stats {
+    uint64_t events = 0;         // events received
+    uint64_t samples = 0;        // sample records read
+    uint64_t lost_records = 0;   // records the kernel dropped (ring full): their time went
+                                 // to the next sample of the same thread
+    uint64_t unplaced = 0;       // samples of a process whose file could not be mapped
+    uint64_t exit_credited = 0;  // whole periods credited when their event ended
+    uint64_t exit_unplaced = 0;  // the same for events that never had a record (no pc)
+  };
+  Stats stats() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace sprofil::record
