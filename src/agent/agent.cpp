@@ -105,8 +105,8 @@ __attribute__((constructor(200))) void agent_start() {
   util::self_exe(g_exe, sizeof g_exe);
   FoundList list = scan();
   g_stamp = list.stamp;
-  for (size_t i = 0; i < list.n; ++i) add_region(fd, list.v[i], false);
-  free(list.v);
+  for (size_t i = 0; i < list.n; ++i) add_region(fd, list.v[i], list.path(list.v[i]), false);
+  free_list(&list);
   close(fd);  // from now on the agent holds no descriptor
   install_process_hooks();
   // Under `sprofil record` the perf clock hands each thread's event, with a new fd of this

@@ -21,11 +21,12 @@ void refresh_after_loader(bool opened) {
   {
     Lock lock;
     if (g_on && !list.partial && (!list.has_stamp || list.stamp > g_stamp)) {
-      g_stamp = list.stamp;
-      if (merge(list, opened)) publish();
+      const int m = merge(list, opened);
+      if (m >= 0) g_stamp = list.stamp;  // else the next call looks again
+      if (m > 0) publish();
     }
   }
-  free(list.v);
+  free_list(&list);
 }
 
 using dlopen_fn = void* (*)(const char*, int);

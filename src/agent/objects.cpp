@@ -3,7 +3,6 @@
 // with the object's GNU build-id note.
 #include <elf.h>
 #include <link.h>
-#include <stdio.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -52,9 +51,28 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
     path = g_exe;
     is_main = true;
   }
+  // The path, once per object, in the list's arena.
+  const size_t len = strnlen(path, SPROF_PATH_MAX - 1);
+  bool named = false;
+  uint32_t path_off = 0;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_memsz == 0) continue;
+    if (!named) {
+      if (list->names_len + len + 1 > list->names_cap) {
+        size_t cap = list->names_cap ? list->names_cap * 2 : 4096;
+        while (cap < list->names_len + len + 1) cap *= 2;
+        auto* n = static_cast<char*>(realloc(list->names, cap));
+        if (!n) return list->partial = true, 1;
+        list->names = n;
+        list->names_cap = cap;
+      }
+      path_off = static_cast<uint32_t>(list->names_len);
+      memcpy(list->names + list->names_len, path, len);
+      list->names[list->names_len + len] = '\0';
+      list->names_len += len + 1;
+      named = true;
+    }
     if (list->n == list->cap) {
       const size_t cap = list->cap ? list->cap * 2 : 32;
       auto* v = static_cast<Found*>(realloc(list->v, cap * sizeof(Found)));
@@ -69,7 +87,8 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
     f.file_offset = ph.p_offset;
     f.flags = (is_main ? SPROF_R_MAIN : 0u) | (is_vdso ? SPROF_R_VDSO : 0u);
     read_build_id(info, &f);
-    snprintf(f.path, sizeof f.path, "%s", path);
+    f.path_off = path_off;
+    f.path_len = static_cast<uint32_t>(len);
   }
   return 0;
 }
@@ -77,9 +96,15 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
 }  // namespace
 
 FoundList scan() {
-  FoundList list{nullptr, 0, 0, 0, false, false};
+  FoundList list{};
   dl_iterate_phdr(collect, &list);
   return list;
+}
+
+void free_list(FoundList* list) {
+  free(list->v);
+  free(list->names);
+  *list = FoundList{};
 }
 
 }  // namespace sprofil::agent

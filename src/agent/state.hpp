@@ -91,21 +91,27 @@ struct Found {
   uint32_t flags;
   uint8_t build_id[SPROF_BUILD_ID_MAX];
   uint32_t build_id_len;
-  char path[SPROF_PATH_MAX];
+  uint32_t path_off, path_len;  // the object's path: FoundList::names + path_off
 };
+// A scan's segments, and their objects' paths in one arena (a scan of thousands of objects
+// stays a few hundred KB: it runs at every dlopen and dlclose).
 struct FoundList {
   Found* v;
   size_t n, cap;
+  char* names;  // NUL-terminated paths, back to back
+  size_t names_len, names_cap;
   uint64_t stamp;  // the loader's adds + subs when it was taken
   bool has_stamp;  // false on a libc without dlpi_adds: every scan is merged
   bool partial;    // out of memory: not everything loaded is listed (not merged)
+  const char* path(const Found& f) const { return names + f.path_off; }
 };
 FoundList scan();  // needs no agent lock (the loader's own lock keeps it consistent)
+void free_list(FoundList* list);
 
 // regions.cpp
-bool add_region(int fd, const Found& f, bool dlopened);
+bool add_region(int fd, const Found& f, const char* path, bool dlopened);
 int publish();
-bool merge(const FoundList& list, bool dlopened);
+int merge(const FoundList& list, bool dlopened);  // 1 changed, 0 not, -1 out of memory
 
 // finish.cpp
 void fill_header(sprof_header* h, uint32_t flags);
