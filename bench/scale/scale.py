@@ -124,6 +124,39 @@ def overhead_table(title, cmd_native, configs, idle_arg):
     print()
 
 
+WORK_CPU = re.compile(r"work_cpu_s ([0-9.]+)")
+
+
+def work_table(title, cmd_native, configs, out):
+    """The work phase alone (the program measures its own CPU around it, so the loader's time
+    with thousands of objects does not blur it): samples in scale_main_work per CPU second of
+    the phase, and the phase's extra CPU per sample."""
+    print(f"### {title}\n")
+    b = med([float(WORK_CPU.search(run(cmd_native)[2]).group(1)) for _ in range(RUNS)])
+    shown = " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd_native)
+    print(f"Native: `{shown}`, work phase {b:.3f} s of process CPU (median of {RUNS}).\n")
+    print("| record | clock used | Hz | work CPU s (median) | x native | samples in the work / "
+          "its CPU s | per-sample cost (µs) |")
+    print("|---|---|---|---|---|---|---|")
+    for label, clock, hz, make in configs:
+        cpus, rates, costs, used = [], [], [], ""
+        for _ in range(RUNS):
+            _, _, err = run(make(cmd_native))
+            cpu = float(WORK_CPU.search(err).group(1))
+            _, used = samples_of(err)
+            csv = subprocess.run([SPROFIL, "report", "--format", "csv", out], cwd=WORK,
+                                 capture_output=True, text=True).stdout
+            n = sum(float(l.split(",")[0]) for l in csv.splitlines()[1:]
+                    if "scale_main_work" in l)
+            cpus.append(cpu)
+            rates.append(n / cpu if cpu else 0)
+            costs.append((cpu - b) / n * 1e6 if n else float("nan"))
+        print(f"| `{label}` | {used} | {hz} | {med(cpus):.3f} | {med(cpus) / b:.3f} | "
+              f"{med(rates):.0f} | {med(costs):.2f} |")
+        log(f"  {title}: {label}: {med(cpus):.3f} s")
+    print()
+
+
 def wall_table(title, rows):
     """rows: (label, cmd, env). Prints median wall time and the ratio to the first row."""
     print(f"### {title}\n")
@@ -160,12 +193,11 @@ def main():
         overhead_table(f"{n} thread{'s' if n > 1 else ''} on {os.cpu_count()} cores "
                        f"(`scale-threads {n} {total // n}`)", cmd, configs(out), "0")
     # Many objects: samples looked up among OBJECTS + a few regions, against the same program
-    # without them.
-    iters = ITERS
+    # without them; the work phase alone.
     for label, prog in (("few objects", few), (f"{OBJECTS} objects", many)):
-        cmd = [prog, "--iters", str(iters)]
-        overhead_table(f"Per-sample cost with {label} (`{os.path.basename(prog)} --iters "
-                       f"{iters}`)", cmd, configs(out), "0")
+        cmd = [prog, "--iters", str(ITERS)]
+        work_table(f"Sampling with {label} loaded (`{os.path.basename(prog)} --iters {ITERS}`, "
+                   "its work phase)", cmd, configs(out), out)
     # Start-up: the loader maps OBJECTS objects, the agent scans them.
     wall_table(f"Start-up with {OBJECTS} linked objects (main returns at once)", [
         ("native", [many]),
