@@ -21,6 +21,7 @@
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 #include "util/mutex.hpp"
+#include "util/xorshift.hpp"
 
 namespace sprofil::rt::perf {
 namespace {
@@ -306,17 +307,9 @@ __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_rng;
 // from the event's counter, not from the spacing of samples, so jitter leaves count x P unbiased.
 constexpr uint64_t kJitterEvery = 4;
 
-uint64_t xorshift(uint64_t* s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 // Returns the new period (the event restarts it from now), or 0 if it stays.
 uint64_t jitter(int fd, uint64_t period, uint64_t* rng) {
-  const uint64_t r = xorshift(rng);
+  const uint64_t r = util::xorshift(rng);
   if (r % kJitterEvery != 0) return 0;
   uint64_t next = period / 2 + (r >> 8) % (period + 1);
   if (next == 0) next = 1;

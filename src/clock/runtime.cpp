@@ -28,6 +28,7 @@
 #include "clock/clock.hpp"
 #include "format/sprof_format.h"
 #include "util/mutex.hpp"
+#include "util/xorshift.hpp"
 
 namespace sprofil::rt {
 
@@ -108,11 +109,7 @@ uint64_t random_phase(uint64_t period) {
     g_rng_state =
         (static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(getpid()) << 32)) | 1u;
   }
-  uint64_t x = g_rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  g_rng_state = x;
+  const uint64_t x = util::xorshift(&g_rng_state);
   return period ? 1 + (x >> 11) % period : 1;
 }
 

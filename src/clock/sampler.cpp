@@ -40,6 +40,7 @@
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
 #include "engine/engine.hpp"
+#include "util/xorshift.hpp"
 
 namespace sprofil::rt {
 namespace {
@@ -119,13 +120,6 @@ Rec* alloc_rec() {
   return &c->recs[0];
 }
 
-uint64_t next_rand(uint64_t x) {
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return x;
-}
-
 // Arms r's timer to expire `delay` ns from mono `now`. Signal-safe (timer_settime is a plain
 // system call).
 void arm_at(Rec* r, uint64_t now, uint64_t delay, uint64_t cpu) {
@@ -138,7 +132,7 @@ void arm_at(Rec* r, uint64_t now, uint64_t delay, uint64_t cpu) {
 
 // A delay uniform in [P/2, 3P/2) from r's generator. Signal-safe.
 uint64_t jittered(Rec* r, uint64_t p) {
-  const uint64_t x = next_rand(r->rng.load(std::memory_order_relaxed));
+  const uint64_t x = util::xorshift_next(r->rng.load(std::memory_order_relaxed));
   r->rng.store(x, std::memory_order_relaxed);
   return p / 2 + (p ? x % p : 0);
 }

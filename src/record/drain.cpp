@@ -25,6 +25,7 @@
 #include "clock/perf.hpp"
 #include "engine/engine.hpp"
 #include "format/sprof_format.h"
+#include "util/xorshift.hpp"
 
 namespace sprofil::record {
 namespace {
@@ -159,14 +160,6 @@ void refresh(File* f) {
   f->table = t;
 }
 
-uint64_t xorshift(uint64_t* s) {
-  uint64_t x = *s;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return *s = x;
-}
-
 }  // namespace
 
 struct Drainer::State {
@@ -260,7 +253,7 @@ struct Drainer::State {
   // would take all of it for kernel time, so its user share is added to the user periods.
   void jitter(Event* e) {
     uint64_t next = e->period;
-    if (e->jitter) next = e->period / 2 + (xorshift(&e->rng) >> 8) % (e->period + 1);
+    if (e->jitter) next = e->period / 2 + (util::xorshift(&e->rng) >> 8) % (e->period + 1);
     if (next == 0) next = 1;
     if (!e->jitter && e->cur_period == next) return;
     uint64_t value = 0;
@@ -467,7 +460,7 @@ struct Drainer::State {
             jitter(e);
             // Wall time: at least about kJitterPeriods periods of a thread that runs alone.
             e->next_jitter_ns = t + e->period / 2 * kJitterPeriods +
-                                (xorshift(&e->rng) >> 8) % (e->period * kJitterPeriods + 1);
+                                (util::xorshift(&e->rng) >> 8) % (e->period * kJitterPeriods + 1);
           }
         next_tick = t + kTickMs * 1000000ull;
       }

@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include "../common/chromium.hpp"
 #include "test_util.hpp"
 
 namespace sprofil::interop_test {
@@ -20,20 +21,8 @@ namespace {
 
 using report_test::run;
 
-const char* chromium() {
-  for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
-    if (::access(c, X_OK) == 0) return c;
-  return nullptr;
-}
-
-// Headless, as root, with nothing that reaches the network.
-std::string chromium_cmd(const std::string& user_dir) {
-  return std::string("timeout 120 ") + chromium() +
-         " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
-         " --disable-background-networking --disable-component-update --disable-sync"
-         " --enable-logging=stderr --v=0 --user-data-dir='" +
-         user_dir + "'";
-}
+using testproc::chromium;
+using testproc::chromium_cmd;
 
 struct FnRow {
   std::string object;

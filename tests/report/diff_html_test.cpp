@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/chromium.hpp"
 #include "test_util.hpp"
 
 namespace sprofil::report_test {
@@ -26,20 +27,8 @@ using Json = nlohmann::json;
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = DIFF_PROG;
 
-const char* chromium() {
-  for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
-    if (::access(c, X_OK) == 0) return c;
-  return nullptr;
-}
-
-// Headless, as root, with nothing that reaches the network.
-std::string chromium_cmd(const std::string& user_dir) {
-  return std::string("timeout 120 ") + chromium() +
-         " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
-         " --disable-background-networking --disable-component-update --disable-sync"
-         " --enable-logging=stderr --v=0 --user-data-dir='" +
-         user_dir + "'";
-}
+using testproc::chromium;
+using testproc::chromium_cmd;
 
 std::string record(const std::string& dir, const std::string& name, const std::string& factor) {
   const std::string out = dir + "/" + name + ".sprof";
