@@ -11,6 +11,7 @@
 // functions each clock file exports below.
 #pragma once
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <time.h>
@@ -67,6 +68,24 @@ pid_t gettid_();
 timespec to_ts(uint64_t ns);
 // Uniform in (0, period]: the random phase of a thread's first period. With the runtime mutex.
 uint64_t random_phase(uint64_t period);
+
+// A thread of the runtime itself (perf's ring drainer, the sampler clock's re-armer;
+// threads.cpp): made with the real pthread_create, so it is never registered or sampled; it
+// blocks every signal and announces its tid first thing (runtime_thread_begin), polls `stop`,
+// and is joined with the real pthread_join (the interposed one takes g_mu). Start and stop
+// with g_mu held.
+struct RuntimeThread {
+  pthread_t thread;
+  bool running;            // g_mu
+  std::atomic<bool> stop;  // set by stop_runtime_thread
+  std::atomic<pid_t> tid;  // 0 until it runs
+};
+int start_runtime_thread(RuntimeThread* t, void* (*fn)(void*));
+void stop_runtime_thread(RuntimeThread* t);
+// In a forked child: the thread was the parent's (not joined, nothing to free).
+void forget_runtime_thread(RuntimeThread* t);
+// First thing in the thread's function: every signal blocked, the tid announced.
+void runtime_thread_begin(RuntimeThread* t);
 
 // POSIX timers (timer.cpp), for the cpu and wall clocks and for perf-clock threads that get
 // no event: arms s with a timer on clock `cid` signalling `signo` every interval_ns.

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "clock/clock.hpp"
 #include "clock/interpose.hpp"
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
@@ -79,10 +80,7 @@ int sys_perf_event_open(perf_event_attr* a, pid_t tid) {
 pthread_mutex_t g_ring_mu = PTHREAD_MUTEX_INITIALIZER;
 Event* g_rings[1024];
 int g_nrings = 0;
-std::atomic<bool> g_drain_stop{false};
-bool g_drainer_running = false;
-pthread_t g_drainer;
-std::atomic<pid_t> g_drainer_tid{0};
+RuntimeThread g_drainer{};
 
 // Counts the records in one ring buffer. With g_ring_mu held.
 void drain(Event* e) {
@@ -117,11 +115,8 @@ void drain(Event* e) {
 
 std::atomic<bool> g_jitter{true};
 void* drainer_main(void*) {
-  g_drainer_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
-  sigset_t all;
-  sigfillset(&all);
-  real_sigmask(SIG_BLOCK, &all, nullptr);  // never sampled, never interrupted
-  while (!g_drain_stop.load(std::memory_order_acquire)) {
+  runtime_thread_begin(&g_drainer);
+  while (!g_drainer.stop.load(std::memory_order_acquire)) {
     pollfd fds[1024];
     int n = 0;
     {
@@ -359,40 +354,21 @@ bool is_ours(int fd) {
 }
 
 int start_drainer() {
-  if (g_drainer_running) return 0;
-  // Created with the real pthread_create: the drainer is not a thread to sample.
-  static std::atomic<pthread_create_fn> cache{nullptr};
-  const pthread_create_fn real = real_fn(cache, "pthread_create");
-  if (!real) return EAGAIN;
-  g_drain_stop.store(false);
-  g_drainer_tid.store(0);
-  if (int e = real(&g_drainer, nullptr, drainer_main, nullptr)) return e;
-  g_drainer_running = true;
-  while (g_drainer_tid.load(std::memory_order_acquire) == 0) sched_yield();
-  return 0;
+  return start_runtime_thread(&g_drainer, drainer_main);
 }
 
 void stop_drainer() {
-  if (!g_drainer_running) return;
-  g_drain_stop.store(true, std::memory_order_release);
-  // The real pthread_join: the interposed one reaps threads under the runtime mutex, which
-  // our caller holds.
-  using join_fn = int (*)(pthread_t, void**);
-  static std::atomic<join_fn> join{nullptr};
-  real_fn(join, "pthread_join")(g_drainer, nullptr);
-  g_drainer_running = false;
-  g_drainer_tid.store(0);
+  stop_runtime_thread(&g_drainer);
 }
 
 pid_t drainer_tid() {
-  return g_drainer_tid.load(std::memory_order_acquire);
+  return g_drainer.tid.load(std::memory_order_acquire);
 }
 
 void reset_after_fork() {
   pthread_mutex_init(&g_ring_mu, nullptr);
   g_nrings = 0;
-  g_drainer_running = false;
-  g_drainer_tid.store(0);
+  forget_runtime_thread(&g_drainer);
 }
 
 }  // namespace sprofil::rt::perf

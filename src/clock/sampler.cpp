@@ -76,10 +76,7 @@ struct Chunk {
 std::atomic<Chunk*> g_chunks{nullptr};  // grows under g_mu, never shrinks
 
 std::atomic<uint64_t> g_interval{0};  // the period while the sampler clock runs, else 0
-std::atomic<bool> g_stop{false};
-std::atomic<pid_t> g_sampler_tid{0};
-bool g_running = false;  // g_mu
-pthread_t g_thread;
+RuntimeThread g_sampler{};
 
 uint64_t ns_of(const timespec& ts) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
@@ -139,13 +136,10 @@ uint64_t jittered(Rec* r, uint64_t p) {
 
 // The sampler thread: re-arms the timers of parked threads whose CPU time advanced.
 void* sampler_main(void*) {
-  sigset_t all;
-  sigfillset(&all);
-  real_sigmask(SIG_BLOCK, &all, nullptr);  // never sampled, never interrupted
-  g_sampler_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
+  runtime_thread_begin(&g_sampler);
   const uint64_t p = g_interval.load(std::memory_order_relaxed);
   const uint64_t nap = p > 2000000 ? p : 2000000;  // at least 2 ms: parked threads are idle
-  while (!g_stop.load(std::memory_order_acquire)) {
+  while (!g_sampler.stop.load(std::memory_order_acquire)) {
     const timespec ts = to_ts(nap);
     syscall(SYS_nanosleep, &ts, nullptr);  // not the interposer (interpose_sleep.cpp)
     for (Chunk* c = g_chunks.load(std::memory_order_acquire); c;
@@ -165,33 +159,12 @@ void* sampler_main(void*) {
   return nullptr;
 }
 
-using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-using pthread_join_fn = int (*)(pthread_t, void**);
-
-// With g_mu (every signal blocked: the sampler inherits a full mask from its first
-// instruction).
 int start_sampler() {
-  if (g_running) return 0;
-  static std::atomic<pthread_create_fn> create{nullptr};
-  const pthread_create_fn real = real_fn(create, "pthread_create");
-  if (!real) return EAGAIN;
-  g_stop.store(false);
-  g_sampler_tid.store(0);
-  if (int e = real(&g_thread, nullptr, sampler_main, nullptr)) return e;
-  g_running = true;
-  while (g_sampler_tid.load(std::memory_order_acquire) == 0) sched_yield();
-  return 0;
+  return start_runtime_thread(&g_sampler, sampler_main);
 }
 
 void stop_sampler() {
-  if (!g_running) return;
-  g_stop.store(true, std::memory_order_release);
-  // The real pthread_join (the interposed one takes the runtime mutex, which our caller
-  // holds); the sampler wakes within a nap and takes no lock.
-  static std::atomic<pthread_join_fn> join{nullptr};
-  real_fn(join, "pthread_join")(g_thread, nullptr);
-  g_running = false;
-  g_sampler_tid.store(0);
+  stop_runtime_thread(&g_sampler);
 }
 
 int start(const ClockRequest& c) {
@@ -240,8 +213,7 @@ void after_fork_child(const ClockRequest& c) {
   for (Chunk* ch = g_chunks.load(std::memory_order_acquire); ch;
        ch = ch->next.load(std::memory_order_acquire))
     for (Rec& r : ch->recs) r.tid.store(0, std::memory_order_relaxed);
-  g_running = false;
-  g_sampler_tid.store(0);
+  forget_runtime_thread(&g_sampler);
   timers_split_after_fork(c);
   start_sampler();
 }
@@ -257,7 +229,7 @@ void sampler_release(Slot* s) {
 }
 
 pid_t sampler_tid() {
-  return g_sampler_tid.load(std::memory_order_acquire);
+  return g_sampler.tid.load(std::memory_order_acquire);
 }
 
 uint64_t sampler_weight(const siginfo_t* si, uint64_t* system_w) {

@@ -4,6 +4,7 @@
 // (reap). With the runtime mutex unless said otherwise.
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -171,6 +172,41 @@ void reap_threads() {
 void check_masks() {
   Lock lock;
   check_masks_locked();
+}
+
+int start_runtime_thread(RuntimeThread* t, void* (*fn)(void*)) {
+  if (t->running) return 0;
+  using create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static std::atomic<create_fn> create{nullptr};
+  const create_fn real = real_fn(create, "pthread_create");
+  if (!real) return EAGAIN;
+  t->stop.store(false);
+  t->tid.store(0);
+  if (int e = real(&t->thread, nullptr, fn, t)) return e;
+  t->running = true;
+  while (t->tid.load(std::memory_order_acquire) == 0) sched_yield();
+  return 0;
+}
+
+void stop_runtime_thread(RuntimeThread* t) {
+  if (!t->running) return;
+  t->stop.store(true, std::memory_order_release);
+  using join_fn = int (*)(pthread_t, void**);
+  static std::atomic<join_fn> join{nullptr};
+  real_fn(join, "pthread_join")(t->thread, nullptr);
+  forget_runtime_thread(t);
+}
+
+void forget_runtime_thread(RuntimeThread* t) {
+  t->running = false;
+  t->tid.store(0);
+}
+
+void runtime_thread_begin(RuntimeThread* t) {
+  sigset_t all;
+  sigfillset(&all);
+  real_sigmask(SIG_BLOCK, &all, nullptr);  // never sampled, never interrupted
+  t->tid.store(gettid_(), std::memory_order_release);
 }
 
 }  // namespace sprofil::rt
