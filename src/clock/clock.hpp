@@ -21,6 +21,7 @@
 
 #include "clock/runtime.hpp"
 #include "util/mutex.hpp"
+#include "util/nocopy.hpp"
 
 namespace sprofil::rt {
 
@@ -157,12 +158,10 @@ extern struct sigaction g_prev_action;
 // The runtime mutex with every signal blocked in the holding thread (see handler.cpp's
 // audit): a program handler that calls an interposed function can never interrupt a holder
 // of g_mu on its own thread.
-struct BlockAll {
+struct BlockAll : util::NoCopy {
   BlockAll();
   ~BlockAll();
   sigset_t saved;
-  BlockAll(const BlockAll&) = delete;
-  BlockAll& operator=(const BlockAll&) = delete;
 };
 // The mask is restored after the mutex is released (members are destroyed in reverse).
 struct Lock {

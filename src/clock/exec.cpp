@@ -36,19 +36,25 @@ std::atomic<execv_fn> g_execv{nullptr}, g_execvp{nullptr};
 std::atomic<fexecve_fn> g_fexecve{nullptr};
 std::atomic<execveat_fn> g_execveat{nullptr};
 
-// Collects the variadic arguments of execl/execlp/execle into an argv array (malloc'd).
-char** collect_args(const char* arg0, va_list ap, char*** envp) {
+// Runs exec(argv, envp) on the variadic arguments of execl/execlp/execle, collected into a
+// malloc'd argv (and, with_env, the envp that follows its NULL); errno is exec's.
+template <class Exec>
+int exec_list(const char* arg0, va_list ap, bool with_env, Exec exec) {
   va_list count;
   va_copy(count, ap);
   size_t n = 1;
   while (va_arg(count, char*) != nullptr) ++n;
   va_end(count);
   auto** argv = static_cast<char**>(malloc((n + 1) * sizeof(char*)));
-  if (!argv) return nullptr;
+  if (!argv) return errno = ENOMEM, -1;
   argv[0] = const_cast<char*>(arg0);
   for (size_t i = 1; i <= n; ++i) argv[i] = va_arg(ap, char*);  // includes the final NULL
-  if (envp) *envp = va_arg(ap, char**);
-  return argv;
+  char** envp = with_env ? va_arg(ap, char**) : nullptr;
+  const int rc = exec(argv, envp);
+  const int e = errno;
+  free(argv);
+  errno = e;
+  return rc;
 }
 
 }  // namespace
@@ -89,33 +95,24 @@ SPROFIL_EXPORT int execveat(int dirfd, const char* path, char* const argv[], cha
 SPROFIL_EXPORT int execl(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  char** argv = collect_args(arg, ap, nullptr);
+  const int rc = exec_list(arg, ap, false, [&](char** argv, char**) { return execv(path, argv); });
   va_end(ap);
-  if (!argv) return errno = ENOMEM, -1;
-  const int rc = execv(path, argv);
-  free(argv);
   return rc;
 }
 
 SPROFIL_EXPORT int execlp(const char* file, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  char** argv = collect_args(arg, ap, nullptr);
+  const int rc = exec_list(arg, ap, false, [&](char** argv, char**) { return execvp(file, argv); });
   va_end(ap);
-  if (!argv) return errno = ENOMEM, -1;
-  const int rc = execvp(file, argv);
-  free(argv);
   return rc;
 }
 
 SPROFIL_EXPORT int execle(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  char** envp = nullptr;
-  char** argv = collect_args(arg, ap, &envp);
+  const int rc =
+      exec_list(arg, ap, true, [&](char** argv, char** envp) { return execve(path, argv, envp); });
   va_end(ap);
-  if (!argv) return errno = ENOMEM, -1;
-  const int rc = execve(path, argv, envp);
-  free(argv);
   return rc;
 }

@@ -22,12 +22,13 @@
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
 #include "util/export.hpp"
+#include "util/nocopy.hpp"
 
 namespace sprofil::rt {
 namespace {
 
 // Blocks sprofil's signal in this thread for its lifetime when the sampler clock runs.
-class Quiet {
+class Quiet : sprofil::util::NoCopy {
  public:
   Quiet() {
     const int s = current_signal();
@@ -43,8 +44,6 @@ class Quiet {
     real_sigmask(SIG_SETMASK, &old_, nullptr);
     errno = e;
   }
-  Quiet(const Quiet&) = delete;
-  Quiet& operator=(const Quiet&) = delete;
 
  private:
   bool on_ = false;

@@ -47,28 +47,25 @@ uint64_t bump_as(T* p, uint64_t w, Policy policy, uint64_t limit, bool* at_limit
   }
 }
 
+// error_name's messages, in the order of enum Error.
+constexpr const char* kErrorNames[] = {
+    "ok",
+    "out of memory",
+    "counter width is not 2, 4 or 8",
+    "counter array not aligned to its width",
+    "empty text range or counter array",
+    "text range maps past the counter array",
+    "regions not sorted by start address",
+    "regions overlap",
+};
+constexpr size_t kErrors = sizeof kErrorNames / sizeof kErrorNames[0];
+static_assert(kErrors == static_cast<size_t>(Error::kOverlap) + 1, "one message per Error");
+
 }  // namespace
 
 const char* error_name(Error e) {
-  switch (e) {
-    case Error::kOk:
-      return "ok";
-    case Error::kNoMemory:
-      return "out of memory";
-    case Error::kBadWidth:
-      return "counter width is not 2, 4 or 8";
-    case Error::kMisaligned:
-      return "counter array not aligned to its width";
-    case Error::kEmptyRange:
-      return "empty text range or counter array";
-    case Error::kIndexOutside:
-      return "text range maps past the counter array";
-    case Error::kUnsorted:
-      return "regions not sorted by start address";
-    case Error::kOverlap:
-      return "regions overlap";
-  }
-  return "unknown";
+  const auto i = static_cast<size_t>(e);
+  return i < kErrors ? kErrorNames[i] : "unknown";
 }
 
 uint64_t bump(const Counters& c, uint64_t index, uint64_t w, bool* at_limit) {

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include "util/nocopy.hpp"
 
 namespace sprofil::engine {
 
@@ -82,15 +83,17 @@ struct Tallies {
 };
 
 // Result codes of the engine's validation (the faces map them to their own errno).
+// What Table::build rejects; error_name (engine.cpp's table, one message each) says what each
+// means. kOverlap stays last.
 enum class Error : uint8_t {
   kOk = 0,
   kNoMemory,
-  kBadWidth,      // width not 2, 4 or 8
-  kMisaligned,    // counter base not aligned to its width
-  kEmptyRange,    // last < lo, or no counters
-  kIndexOutside,  // some pc of the range maps past the counter array
-  kUnsorted,      // regions not ascending by lo
-  kOverlap,       // regions overlap
+  kBadWidth,
+  kMisaligned,
+  kEmptyRange,  // last < lo, or no counters
+  kIndexOutside,
+  kUnsorted,
+  kOverlap,
 };
 const char* error_name(Error e);
 
@@ -150,7 +153,7 @@ uint64_t load(const Counters& c, uint64_t index);
 // channel that has a table.
 enum Channel : unsigned { kFaceChannel = 0, kApiChannel = 1, kAgentChannel = 2, kChannels = 3 };
 
-class Engine {
+class Engine : util::NoCopy {
  public:
   // Offers one sample of weight w to every channel; system_w of it (<= w) was spent in the
   // kernel before the thread returned to user space at pc. Signal-safe.
@@ -187,8 +190,6 @@ class Engine {
 
   constexpr Engine() = default;
   ~Engine();
-  Engine(const Engine&) = delete;
-  Engine& operator=(const Engine&) = delete;
 
  private:
   template <class F>

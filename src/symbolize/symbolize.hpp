@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "util/nocopy.hpp"
 
 struct Dwfl;
 struct Dwfl_Module;
@@ -46,11 +47,9 @@ struct Frame {
   int column = 0;
 };
 
-class Object {
+class Object : util::NoCopy {
  public:
   ~Object();
-  Object(const Object&) = delete;
-  Object& operator=(const Object&) = delete;
 
   const std::string& path() const { return path_; }
   // False for files that could not be opened (and a "[vdso]" that is not this kernel's): every
@@ -91,12 +90,10 @@ struct Resolved {
   std::vector<Frame> inlined;  // innermost first; the last is the out-of-line function
 };
 
-class Symbolizer {
+class Symbolizer : util::NoCopy {
  public:
   Symbolizer();
   ~Symbolizer();
-  Symbolizer(const Symbolizer&) = delete;
-  Symbolizer& operator=(const Symbolizer&) = delete;
 
   // Opens (once) the object at `path`. Never null: an object that cannot be opened is returned
   // with ok() == false and a warning. When both the file and `build_id` have a build-id and they

@@ -3,15 +3,14 @@
 #pragma once
 
 #include <pthread.h>
+#include "util/nocopy.hpp"
 
 namespace sprofil::util {
 
-class MutexGuard {
+class MutexGuard : NoCopy {
  public:
   explicit MutexGuard(pthread_mutex_t* m) : m_(m) { pthread_mutex_lock(m_); }
   ~MutexGuard() { pthread_mutex_unlock(m_); }
-  MutexGuard(const MutexGuard&) = delete;
-  MutexGuard& operator=(const MutexGuard&) = delete;
 
  private:
   pthread_mutex_t* m_;
