@@ -92,27 +92,17 @@ SPROFIL_EXPORT int execveat(int dirfd, const char* path, char* const argv[], cha
   return guarded([&] { return f(dirfd, path, argv, envp, flags); });
 }
 
-SPROFIL_EXPORT int execl(const char* path, const char* arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  const int rc = exec_list(arg, ap, false, [&](char** argv, char**) { return execv(path, argv); });
-  va_end(ap);
-  return rc;
-}
-
-SPROFIL_EXPORT int execlp(const char* file, const char* arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  const int rc = exec_list(arg, ap, false, [&](char** argv, char**) { return execvp(file, argv); });
-  va_end(ap);
-  return rc;
-}
-
-SPROFIL_EXPORT int execle(const char* path, const char* arg, ...) {
-  va_list ap;
-  va_start(ap, arg);
-  const int rc =
-      exec_list(arg, ap, true, [&](char** argv, char** envp) { return execve(path, argv, envp); });
-  va_end(ap);
-  return rc;
-}
+// execl, execlp and execle: their variadic list collected by exec_list and passed to CALL,
+// which names the collected `argv` and `envp`.
+#define SPROFIL_EXEC_LIST(NAME, FIRST, WITH_ENV, CALL)                                         \
+  SPROFIL_EXPORT int NAME(const char* FIRST, const char* arg, ...) {                           \
+    va_list ap;                                                                                \
+    va_start(ap, arg);                                                                         \
+    const int rc = exec_list(arg, ap, WITH_ENV,                                                \
+                             [&](char** argv, [[maybe_unused]] char** envp) { return CALL; }); \
+    va_end(ap);                                                                                \
+    return rc;                                                                                 \
+  }
+SPROFIL_EXEC_LIST(execl, path, false, execv(path, argv))
+SPROFIL_EXEC_LIST(execlp, file, false, execvp(file, argv))
+SPROFIL_EXEC_LIST(execle, path, true, execve(path, argv, envp))

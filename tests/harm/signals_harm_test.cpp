@@ -132,7 +132,12 @@ TEST(Signals, IgnoredSigprofStillSampled) {
 }
 
 // Finding 2: resetting every signal to SIG_DFL, and fork + reset + exec children, survive.
+// The children exec through execl, execlp and execle (the agent's variadic wrappers): each
+// exits 7, the last with the 7 from the environment execle passed.
 TEST(Signals, ResetAllSignalsAndForkResetExecSurvive) {
+  const Outcome native = run_once("", {SIG_RESET_ALL});
+  ASSERT_EQ(native.out,
+            "child 0: exit 7\nchild 1: exit 7\nchild 2: exit 7\nSIGPROF reads SIG_DFL\n");
   expect_no_harm({SIG_RESET_ALL});
 }
 

@@ -1,6 +1,7 @@
 // Resets every signal to SIG_DFL (sigaction and signal()), burns CPU, then forks children
-// that reset every signal again, burn, and exec a program (sh -c 'exit 7'). Nothing may kill
-// it or its children: prints the children's statuses.
+// that reset every signal again, burn, and exec a program that exits 7 (sh -c 'exit 7' by
+// execl, by execlp through PATH, and by execle with the 7 in the environment it passes).
+// Nothing may kill it or its children: prints the children's statuses.
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -35,7 +36,10 @@ int main() {
     if (pid == 0) {
       reset_all(i % 2 == 0);
       sig_burn(30000000);
-      execl("/bin/sh", "sh", "-c", "exit 7", static_cast<char*>(nullptr));
+      char* const env[] = {const_cast<char*>("CODE=7"), nullptr};
+      if (i == 0) execl("/bin/sh", "sh", "-c", "exit 7", static_cast<char*>(nullptr));
+      if (i == 1) execlp("sh", "sh", "-c", "exit 7", static_cast<char*>(nullptr));
+      if (i == 2) execle("/bin/sh", "sh", "-c", "exit $CODE", static_cast<char*>(nullptr), env);
       _exit(127);
     }
     int st = 0;
