@@ -43,6 +43,9 @@ uint64_t g_next_off = 0;
 bool g_spilled = false;
 bool g_with_system = false;
 uint64_t g_stamp = 0;
+uint32_t* g_unloaded = nullptr;
+size_t g_nunloaded = 0, g_capunloaded = 0;
+Snapshot* g_snap = nullptr;
 rt::ClockRequest g_clock;
 uint32_t g_bin_bytes = 4;
 char g_exe[SPROF_PATH_MAX];
@@ -103,9 +106,8 @@ __attribute__((constructor(200))) void agent_start() {
   setenv("SPROFIL_STARTED", "1", 1);  // later images of this run write files of their own
   fill_header(g_hdr, 0);
   util::self_exe(g_exe, sizeof g_exe);
-  FoundList list = scan();
-  g_stamp = list.stamp;
-  for (size_t i = 0; i < list.n; ++i) add_region(fd, list.v[i], list.path(list.v[i]), false);
+  FoundList list = scan(nullptr);
+  if (!list.partial && merge(list, false, fd) >= 0) g_stamp = list.stamp;
   free_list(&list);
   close(fd);  // from now on the agent holds no descriptor
   install_process_hooks();

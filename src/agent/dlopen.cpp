@@ -1,6 +1,7 @@
 // dlopen/dlmopen/dlclose: after the loader is done, bring the regions up to date. The scan
-// runs without the agent's lock; a scan older than the last one merged is dropped, and one
-// that sees the same loader state (adds + subs) is a no-op.
+// runs without the agent's lock, against a reference to the last merged snapshot (it reads
+// only the objects that snapshot does not hold); a scan older than the last one merged is
+// dropped, and one that sees the same loader state (adds + subs) stops at the first object.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -17,14 +18,20 @@ namespace {
 void refresh_after_loader(bool opened) {
   using namespace sprofil::agent;
   if (!g_on.load(std::memory_order_acquire)) return;
-  FoundList list = scan();
+  Snapshot* known;
+  {
+    Lock lock;
+    known = acquire_snapshot();
+  }
+  FoundList list = scan(known);
   {
     Lock lock;
     if (g_on && !list.partial && (!list.has_stamp || list.stamp > g_stamp)) {
-      const int m = merge(list, opened);
+      const int m = merge(list, opened, -1);
       if (m >= 0) g_stamp = list.stamp;  // else the next call looks again
       if (m > 0) publish();
     }
+    release_snapshot(known);
   }
   free_list(&list);
 }

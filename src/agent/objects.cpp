@@ -36,10 +36,47 @@ void read_build_id(const dl_phdr_info* info, Found* f) {
   }
 }
 
+// Whether the object is one the snapshot holds (marked seen): first at the cursor, where the
+// loader's stable order puts it, else by key.
+bool known_object(FoundList* list, const ObjKey& key) {
+  const Snapshot* s = list->known;
+  if (!s) return false;
+  long i = -1;
+  if (list->cursor < s->n && key_eq(s->obj[list->cursor].key, key))
+    i = static_cast<long>(list->cursor);
+  else
+    i = s->find(key);
+  if (i < 0 || list->seen[i]) return false;
+  list->seen[i] = 1;
+  ++list->nseen;
+  list->cursor = static_cast<size_t>(i) + 1;
+  return true;
+}
+
 int collect(dl_phdr_info* info, size_t size, void* data) {
   auto* list = static_cast<FoundList*>(data);
-  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
-    list->stamp = info->dlpi_adds + info->dlpi_subs, list->has_stamp = true;
+  if (!list->started) {  // the counters are the same for every object of one call
+    list->started = true;
+    if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+      list->stamp = info->dlpi_adds + info->dlpi_subs, list->has_stamp = true;
+    // Nothing loaded or unloaded since the snapshot: done (adds + subs only grows).
+    if (list->has_stamp && list->known && list->known->has_stamp &&
+        list->stamp == list->known->stamp)
+      return list->unchanged = true, 1;
+  }
+  const ObjKey key{info->dlpi_addr, info->dlpi_phdr, info->dlpi_name};
+  if (known_object(list, key)) return 0;
+  if (list->nobjs == list->objs_cap) {
+    const size_t cap = list->objs_cap ? list->objs_cap * 2 : 32;
+    auto* o = static_cast<NewObj*>(realloc(list->objs, cap * sizeof(NewObj)));
+    if (!o) return list->partial = true, 1;
+    list->objs = o;
+    list->objs_cap = cap;
+  }
+  NewObj& obj = list->objs[list->nobjs++];
+  obj.key = key;
+  obj.found_first = static_cast<uint32_t>(list->n);
+  obj.found_n = 0;
   const char* name = info->dlpi_name ? info->dlpi_name : "";
   bool is_main = false, is_vdso = false;
   const char* path = name;
@@ -89,14 +126,32 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
     read_build_id(info, &f);
     f.path_off = path_off;
     f.path_len = static_cast<uint32_t>(len);
+    ++obj.found_n;
   }
   return 0;
 }
 
 }  // namespace
 
-FoundList scan() {
+long Snapshot::find(const ObjKey& k) const {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (key_less(obj[sorted[mid]].key, k))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && key_eq(obj[sorted[lo]].key, k) ? static_cast<long>(sorted[lo]) : -1;
+}
+
+FoundList scan(const Snapshot* known) {
   FoundList list{};
+  list.known = known;
+  if (known && known->n) {
+    list.seen = static_cast<uint8_t*>(calloc(known->n, 1));
+    if (!list.seen) return list.partial = true, list;
+  }
   dl_iterate_phdr(collect, &list);
   return list;
 }
@@ -104,6 +159,8 @@ FoundList scan() {
 void free_list(FoundList* list) {
   free(list->v);
   free(list->names);
+  free(list->objs);
+  free(list->seen);
   *list = FoundList{};
 }
 

@@ -82,8 +82,7 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   layout::fill_region(r, shape, off, info);
   g_next_off = off + len;
   g_regs[g_nregs++] = AgentRegion{
-      r, layout::counters_array(r), layout::system_array(r), len, off, f.obj_base, true, in_file,
-      0};
+      r, layout::counters_array(r), layout::system_array(r), len, off, true, in_file, 0};
   if (in_file) {
     g_nfile = g_nregs;
     g_file_end = g_next_off;
@@ -94,35 +93,87 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   return true;
 }
 
+namespace {
+
+// The engine's view of the live regions, kept sorted by start as regions come and go, so a
+// publish copies it instead of reading every record page and sorting (under g_mu).
+engine::Region* g_live = nullptr;
+size_t g_nlive = 0, g_caplive = 0;
+bool g_live_overlap = false;  // an insert overlapped a neighbour: publish filters
+
+bool reserve_live(size_t n) {
+  if (n <= g_caplive) return true;
+  size_t cap = g_caplive ? g_caplive * 2 : 64;
+  while (cap < n) cap *= 2;
+  auto* v = static_cast<engine::Region*>(realloc(g_live, cap * sizeof(engine::Region)));
+  if (!v) return false;
+  g_live = v;
+  g_caplive = cap;
+  return true;
+}
+
+size_t live_upper(uintptr_t lo) {  // the first entry starting above lo
+  size_t a = 0, b = g_nlive;
+  while (a < b) {
+    const size_t mid = a + (b - a) / 2;
+    if (g_live[mid].lo <= lo)
+      a = mid + 1;
+    else
+      b = mid;
+  }
+  return a;
+}
+
+// Room reserved by the caller (reserve_live).
+void live_insert(const AgentRegion& a) {
+  engine::Region r{};
+  r.lo = a.rec->start;
+  r.last = a.rec->end - 1;
+  r.map = engine::BinMap{a.rec->start, 65536, 0, static_cast<uint8_t>(__builtin_ctz(g_bin_bytes))};
+  r.counters = engine::Counters{a.counters, a.rec->nbins, 4, engine::Policy::kSaturate, 0};
+  r.system = a.system;
+  const size_t p = live_upper(r.lo);
+  memmove(g_live + p + 1, g_live + p, (g_nlive - p) * sizeof r);
+  g_live[p] = r;
+  ++g_nlive;
+  if ((p > 0 && g_live[p - 1].last >= r.lo) || (p + 1 < g_nlive && g_live[p + 1].lo <= r.last))
+    g_live_overlap = true;
+}
+
+void live_remove(const AgentRegion& a) {
+  // Its entry starts at its record's start (equal starts only where regions overlap).
+  for (size_t p = live_upper(a.rec->start); p-- > 0 && g_live[p].lo == a.rec->start;) {
+    if (g_live[p].counters.base != a.counters) continue;
+    memmove(g_live + p, g_live + p + 1, (g_nlive - p - 1) * sizeof(engine::Region));
+    --g_nlive;
+    return;
+  }
+}
+
+}  // namespace
+
 // Builds the engine table over the live regions and publishes it on the agent channel.
 int publish() {
-  auto* regs = static_cast<engine::Region*>(malloc((g_nregs + 1) * sizeof(engine::Region)));
-  if (!regs) return ENOMEM;
-  size_t n = 0;
-  const uint8_t shift = static_cast<uint8_t>(__builtin_ctz(g_bin_bytes));
-  for (size_t i = 0; i < g_nregs; ++i) {
-    const AgentRegion& a = g_regs[i];
-    if (!a.live) continue;
-    engine::Region& r = regs[n++];
-    r = engine::Region{};
-    r.lo = a.rec->start;
-    r.last = a.rec->end - 1;
-    r.map = engine::BinMap{a.rec->start, 65536, 0, shift};
-    r.counters = engine::Counters{a.counters, a.rec->nbins, 4, engine::Policy::kSaturate, 0};
-    r.system = a.system;
-  }
-  std::sort(regs, regs + n,
-            [](const engine::Region& a, const engine::Region& b) { return a.lo < b.lo; });
-  // Objects can overlap only if the loader reused an address; keep the newer one.
-  size_t m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (m > 0 && regs[i].lo <= regs[m - 1].last) continue;
-    regs[m++] = regs[i];
+  const engine::Region* regs = g_live;
+  size_t m = g_nlive;
+  engine::Region* kept = nullptr;
+  if (g_live_overlap) {
+    // Objects can overlap only if the loader reused an address while a scan missed the
+    // unload: the region that starts lower (the earlier one at equal starts) is kept.
+    kept = static_cast<engine::Region*>(malloc((g_nlive + 1) * sizeof(engine::Region)));
+    if (!kept) return ENOMEM;
+    m = 0;
+    for (size_t i = 0; i < g_nlive; ++i) {
+      if (m > 0 && g_live[i].lo <= kept[m - 1].last) continue;
+      kept[m++] = g_live[i];
+    }
+    g_live_overlap = m != g_nlive;
+    regs = kept;
   }
   engine::Table* t = nullptr;
   auto* tallies = reinterpret_cast<engine::Tallies*>(&g_hdr->overflow);
   const engine::Error e = engine::Table::create(regs, m, nullptr, tallies, &t);
-  free(regs);
+  free(kept);
   if (e != engine::Error::kOk) return e == engine::Error::kNoMemory ? ENOMEM : EINVAL;
   engine::Table* old = nullptr;
   if (int err = rt::install(engine::kAgentChannel, t, g_clock, &old)) {
@@ -133,87 +184,245 @@ int publish() {
   return 0;
 }
 
-namespace {
-// A live region or a found segment, by where it is loaded: (object base, segment start).
-struct Key {
-  uintptr_t base, start;
-  size_t index;
-};
-bool key_less(const Key& a, const Key& b) {
-  return a.base != b.base ? a.base < b.base : a.start < b.start;
+Snapshot* acquire_snapshot() {
+  if (g_snap) ++g_snap->refs;
+  return g_snap;
 }
+
+void release_snapshot(Snapshot* s) {
+  if (s && --s->refs == 0) free(s);
+}
+
+namespace {
+
+// One allocation: the header, then the objects, their sorted indices and the region indices.
+Snapshot* new_snapshot(size_t n, size_t nregs) {
+  const size_t bytes = sizeof(Snapshot) + n * sizeof(SnapObj) + (n + nregs) * sizeof(uint32_t);
+  auto* s = static_cast<Snapshot*>(malloc(bytes));
+  if (!s) return nullptr;
+  *s = Snapshot{};
+  s->refs = 1;
+  s->obj = reinterpret_cast<SnapObj*>(s + 1);
+  s->sorted = reinterpret_cast<uint32_t*>(s->obj + n);
+  s->regs = s->sorted + n;
+  return s;
+}
+
+// Index of a found segment among the unloaded records (same path, build-id, segment offset
+// and size: the bins are relative to the segment), or -1. Costs the number of unloaded
+// records, not of all records.
+long unloaded_match(const Found& f, const char* path) {
+  for (size_t u = 0; u < g_nunloaded; ++u)
+    if (same_segment(g_regs[g_unloaded[u]], f, path)) return static_cast<long>(u);
+  return -1;
+}
+
+// The objects of a scan compared with another snapshot than g_snap (two threads' dlopens
+// raced): which of g_snap's objects the scan lists (seen) and which of its new objects
+// g_snap already holds (skip). Costs O((N + K) log K) for N objects and K new ones: rare.
+bool rebase(const FoundList& list, const Snapshot* y, uint8_t* seen, size_t* nseen, uint8_t* skip) {
+  auto* order = static_cast<uint32_t*>(malloc((list.nobjs + 1) * sizeof(uint32_t)));
+  if (!order) return false;
+  for (size_t i = 0; i < list.nobjs; ++i) order[i] = static_cast<uint32_t>(i);
+  std::sort(order, order + list.nobjs,
+            [&](uint32_t a, uint32_t b) { return key_less(list.objs[a].key, list.objs[b].key); });
+  *nseen = 0;
+  for (size_t j = 0; y && j < y->n; ++j) {
+    const ObjKey& k = y->obj[j].key;
+    bool present = false;
+    if (list.known) {
+      const long i = list.known->find(k);
+      present = i >= 0 && (list.unchanged || list.seen[i]);
+    }
+    const uint32_t* p = std::lower_bound(
+        order, order + list.nobjs, k,
+        [&](uint32_t a, const ObjKey& key) { return key_less(list.objs[a].key, key); });
+    if (p != order + list.nobjs && key_eq(list.objs[*p].key, k)) {
+      skip[*p] = 1;
+      present = true;
+    }
+    if (present) seen[j] = 1, ++*nseen;
+  }
+  free(order);
+  return true;
+}
+
 }  // namespace
 
 // Brings the regions in line with a scan: objects that are gone are marked unloaded (their
 // counts stay), an object loaded again gets its old record back (same path, build-id, segment
 // offset and size: the bins are relative to the segment, so a new address is fine), other new
-// objects get a new record. Returns 1 if anything changed, 0 if not, -1 if it could not look
-// (out of memory: nothing changed). The live regions and the scan are matched by sorting both
-// by load address: O((R + L) log) per call for R live regions and L segments found, so a
-// program that dlopens thousands of objects one by one does not pay R x L at each call
-// (bench/scale: 5,000 dlopens). A new object is looked up among the unloaded records, a cost
-// bounded by the distinct objects ever loaded, paid once per new object.
-int merge(const FoundList& list, bool dlopened) {
-  auto* live = static_cast<Key*>(malloc((g_nregs + 1) * sizeof(Key)));
-  auto* found = static_cast<Key*>(malloc((list.n + 1) * sizeof(Key)));
-  auto* known = static_cast<bool*>(calloc(list.n + 1, sizeof(bool)));
-  if (!live || !found || !known) {
-    free(live);
-    free(found);
-    free(known);
+// objects get a new record; g_snap becomes the scan's objects. The scan read only the objects
+// g_snap did not hold, and this costs O(N) word copies for the new snapshot plus the new and
+// gone objects' own work, for N objects loaded (bench/scale: 5,000 dlopens): no sorting, no
+// reading of known objects. A new object is looked up among the unloaded records only.
+int merge(const FoundList& list, bool dlopened, int fd) {
+  Snapshot* y = g_snap;
+  const size_t ny = y ? y->n : 0;
+  if (list.unchanged && list.known == y) return 0;
+  // Which of g_snap's objects are still there, which new objects are new.
+  const uint8_t* seen = list.seen;
+  size_t nseen = list.nseen;
+  uint8_t* own_seen = nullptr;
+  uint8_t* skip = nullptr;
+  if (list.known != y) {
+    own_seen = static_cast<uint8_t*>(calloc(ny + 1, 1));
+    skip = static_cast<uint8_t*>(calloc(list.nobjs + 1, 1));
+    if (!own_seen || !skip || !rebase(list, y, own_seen, &nseen, skip)) {
+      free(own_seen);
+      free(skip);
+      return -1;
+    }
+    seen = own_seen;
+  } else if (list.unchanged) {
+    nseen = ny;
+  }
+  size_t nnew = 0;
+  for (size_t i = 0; i < list.nobjs; ++i) nnew += skip && skip[i] ? 0 : 1;
+  const size_t gone = ny - nseen;
+  if (gone == 0 && nnew == 0) {
+    free(own_seen);
+    free(skip);
+    return 0;
+  }
+  // Everything that can fail on memory first, so that a failure changes nothing.
+  const size_t yregs = y ? y->nregs : 0;
+  const size_t nz = nseen + nnew;
+  Snapshot* z = new_snapshot(nz, yregs + list.n);
+  auto* remap = static_cast<uint32_t*>(malloc((ny + 1) * sizeof(uint32_t)));
+  auto* fresh = static_cast<uint32_t*>(malloc((nnew + 1) * sizeof(uint32_t)));
+  bool room = reserve_live(g_nlive + list.n);
+  if (room && g_capunloaded < g_nregs) {  // every region is at most once in g_unloaded
+    auto* u = static_cast<uint32_t*>(realloc(g_unloaded, g_capregs * sizeof(uint32_t)));
+    if (u) g_unloaded = u, g_capunloaded = g_capregs;
+    room = u != nullptr;
+  }
+  if (!z || !remap || !fresh || !room) {
+    free(z);
+    free(remap);
+    free(fresh);
+    free(own_seen);
+    free(skip);
     return -1;
   }
-  size_t nlive = 0;
-  for (size_t k = 0; k < g_nregs; ++k)
-    if (g_regs[k].live) live[nlive++] = Key{g_regs[k].obj_base, g_regs[k].rec->start, k};
-  for (size_t i = 0; i < list.n; ++i) found[i] = Key{list.v[i].obj_base, list.v[i].start, i};
-  std::sort(live, live + nlive, key_less);
-  std::sort(found, found + list.n, key_less);
   bool changed = false;
-  size_t j = 0;
-  for (size_t k = 0; k < nlive; ++k) {
-    while (j < list.n && key_less(found[j], live[k])) ++j;
-    if (j < list.n && !key_less(live[k], found[j])) {
-      known[found[j].index] = true;
+  // The objects kept, in their order; the gone ones' regions are unloaded.
+  size_t n = 0, nr = 0;
+  if (gone == 0 && ny > 0) {  // the usual dlopen: one block copy
+    memcpy(z->obj, y->obj, ny * sizeof(SnapObj));
+    memcpy(z->regs, y->regs, yregs * sizeof(uint32_t));
+    n = ny;
+    nr = yregs;
+  }
+  for (size_t j = 0; gone > 0 && j < ny; ++j) {
+    const SnapObj& o = y->obj[j];
+    if (!seen || !seen[j]) {
+      remap[j] = UINT32_MAX;
+      for (uint32_t r = 0; r < o.reg_n; ++r) {
+        const uint32_t k = y->regs[o.reg_first + r];
+        AgentRegion& a = g_regs[k];
+        if (!a.live) continue;
+        a.live = false;
+        live_remove(a);
+        a.rec->flags |= SPROF_R_UNLOADED;
+        a.rec->unload_ns = now_ns();
+        g_unloaded[g_nunloaded++] = k;
+        changed = true;
+      }
       continue;
     }
-    AgentRegion& a = g_regs[live[k].index];  // gone
-    a.live = false;
-    a.rec->flags |= SPROF_R_UNLOADED;
-    a.rec->unload_ns = now_ns();
-    changed = true;
+    remap[j] = static_cast<uint32_t>(n);
+    z->obj[n] = SnapObj{o.key, static_cast<uint32_t>(nr), o.reg_n};
+    memcpy(z->regs + nr, y->regs + o.reg_first, o.reg_n * sizeof(uint32_t));
+    nr += o.reg_n;
+    ++n;
   }
-  free(live);
-  free(found);
-  int fd = -1;
-  bool opened = false;
-  for (size_t i = 0; i < list.n; ++i) {  // in the loader's order
-    if (known[i]) continue;
-    const Found& f = list.v[i];
-    size_t k = 0;
-    for (; k < g_nregs && (g_regs[k].live || !same_segment(g_regs[k], f, list.path(f))); ++k) {
+  // The new objects, in the loader's order.
+  bool opened = fd >= 0;
+  int own_fd = -1;
+  size_t nfresh = 0;
+  for (size_t i = 0; i < list.nobjs; ++i) {
+    if (skip && skip[i]) continue;
+    const NewObj& no = list.objs[i];
+    fresh[nfresh++] = static_cast<uint32_t>(n);
+    SnapObj& o = z->obj[n++];
+    o = SnapObj{no.key, static_cast<uint32_t>(nr), 0};
+    for (uint32_t s = 0; s < no.found_n; ++s) {
+      const Found& f = list.v[no.found_first + s];
+      if (const long u = unloaded_match(f, list.path(f)); u >= 0) {
+        // Loaded again: the same record, at its new address.
+        const uint32_t k = g_unloaded[u];
+        g_unloaded[u] = g_unloaded[--g_nunloaded];
+        AgentRegion& a = g_regs[k];
+        a.rec->start = f.start;
+        a.rec->end = f.end;
+        a.rec->load_bias = f.obj_base;
+        a.rec->unload_ns = 0;
+        std::atomic_ref<uint32_t>(a.rec->flags).fetch_and(~SPROF_R_UNLOADED);
+        a.live = true;
+        live_insert(a);
+        z->regs[nr++] = k;
+        changed = true;
+        continue;
+      }
+      if (!opened && !g_spilled) {
+        fd = own_fd = reopen_output();
+        opened = true;
+      }
+      if (fd < 0 && !g_spilled) continue;  // not our file any more: new objects go uncounted
+      if (add_region(fd, f, list.path(f), dlopened)) {
+        live_insert(g_regs[g_nregs - 1]);
+        z->regs[nr++] = static_cast<uint32_t>(g_nregs - 1);
+        changed = true;
+      }
     }
-    if (k < g_nregs) {  // loaded again: the same record, at its new address
-      AgentRegion& a = g_regs[k];
-      a.rec->start = f.start;
-      a.rec->end = f.end;
-      a.rec->load_bias = f.obj_base;
-      a.rec->unload_ns = 0;
-      std::atomic_ref<uint32_t>(a.rec->flags).fetch_and(~SPROF_R_UNLOADED);
-      a.obj_base = f.obj_base;
-      a.live = true;
-      changed = true;
-      continue;
-    }
-    if (!opened && !g_spilled) {
-      fd = reopen_output();
-      opened = true;
-    }
-    if (fd < 0 && !g_spilled) continue;  // not our file any more: new objects go uncounted
-    if (add_region(fd, f, list.path(f), dlopened)) changed = true;
+    o.reg_n = static_cast<uint32_t>(nr) - o.reg_first;
   }
-  free(known);
-  if (fd >= 0) close(fd);
+  if (own_fd >= 0) close(own_fd);
+  // The key order: the kept objects' (from y's) merged with the new ones' (sorted).
+  std::sort(fresh, fresh + nfresh,
+            [&](uint32_t a, uint32_t b) { return key_less(z->obj[a].key, z->obj[b].key); });
+  size_t m = 0;
+  if (gone == 0) {
+    // The kept objects' indices are unchanged: copy y's order in blocks between the places
+    // where the new ones go.
+    size_t a = 0;
+    for (size_t b = 0; b < nfresh; ++b) {
+      const ObjKey& k = z->obj[fresh[b]].key;
+      const uint32_t* p = std::lower_bound(
+          y ? y->sorted + a : nullptr, y ? y->sorted + ny : nullptr, k,
+          [&](uint32_t i, const ObjKey& key) { return key_less(y->obj[i].key, key); });
+      const size_t upto = y ? static_cast<size_t>(p - y->sorted) : 0;
+      if (upto > a) memcpy(z->sorted + m, y->sorted + a, (upto - a) * sizeof(uint32_t));
+      m += upto - a;
+      a = upto;
+      z->sorted[m++] = fresh[b];
+    }
+    if (ny > a) memcpy(z->sorted + m, y->sorted + a, (ny - a) * sizeof(uint32_t));
+  } else {
+    size_t a = 0, b = 0;
+    while (a < ny || b < nfresh) {
+      if (a < ny && remap[y->sorted[a]] == UINT32_MAX) {
+        ++a;
+        continue;
+      }
+      if (b == nfresh ||
+          (a < ny && key_less(z->obj[remap[y->sorted[a]]].key, z->obj[fresh[b]].key)))
+        z->sorted[m++] = remap[y->sorted[a++]];
+      else
+        z->sorted[m++] = fresh[b++];
+    }
+  }
+  z->n = n;
+  z->nregs = nr;
+  z->stamp = list.stamp;
+  z->has_stamp = list.has_stamp;
+  release_snapshot(y);
+  g_snap = z;
+  free(remap);
+  free(fresh);
+  free(own_seen);
+  free(skip);
   return changed ? 1 : 0;
 }
 

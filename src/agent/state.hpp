@@ -32,7 +32,6 @@ struct AgentRegion {
   void* system;            // its system-time array after them (SPROF_R_SYSTEM), or null
   uint64_t record_bytes;   // the whole record: page and arrays (rec->record_size)
   uint64_t record_offset;  // where the record is (or goes) in the file
-  uintptr_t obj_base;      // dlpi_addr, with start: identifies the object across rescans
   bool live;
   bool in_file;         // a shared mapping of reserved file space; else anonymous memory
   uint64_t written_at;  // !in_file: where the record was written into the file (0: not yet)
@@ -51,12 +50,14 @@ extern std::atomic<bool> g_on;  // read without the lock by the dlopen fast path
 extern sprof_header* g_hdr;
 extern AgentRegion* g_regs;
 extern size_t g_nregs, g_capregs;
-extern size_t g_nfile;       // regions [0, g_nfile) are in the file mapping (a prefix)
-extern uint64_t g_file_end;  // end of those records in the file
-extern uint64_t g_next_off;  // where the next record goes (past g_file_end once spilled)
-extern bool g_spilled;       // a record did not fit in the file: it and all later are anonymous
-extern bool g_with_system;   // new records get a system-time array
-extern uint64_t g_stamp;     // the loader's adds + subs at the last merged scan
+extern size_t g_nfile;        // regions [0, g_nfile) are in the file mapping (a prefix)
+extern uint64_t g_file_end;   // end of those records in the file
+extern uint64_t g_next_off;   // where the next record goes (past g_file_end once spilled)
+extern bool g_spilled;        // a record did not fit in the file: it and all later are anonymous
+extern bool g_with_system;    // new records get a system-time array
+extern uint64_t g_stamp;      // the loader's adds + subs at the last merged scan
+extern uint32_t* g_unloaded;  // the regions that are not live, in no order (reload candidates)
+extern size_t g_nunloaded, g_capunloaded;
 extern rt::ClockRequest g_clock;
 extern uint32_t g_bin_bytes;
 extern char g_exe[SPROF_PATH_MAX];  // the main program's path (read once: rescans run often)
@@ -85,6 +86,46 @@ void remove_output();
 const char* output_path();
 void say_spilled(int err);
 
+// An object as dl_iterate_phdr lists it: its load address, program headers and name
+// pointer (the loader's own string, kept for the object's life). An object closed and another
+// loaded at the same address with the same headers between two scans gets a new name string
+// from the loader, so it is seen as gone and new.
+struct ObjKey {
+  uintptr_t addr;
+  const void* phdr;
+  const char* name;
+};
+inline bool key_less(const ObjKey& a, const ObjKey& b) {
+  if (a.addr != b.addr) return a.addr < b.addr;
+  if (a.phdr != b.phdr) return a.phdr < b.phdr;
+  return reinterpret_cast<uintptr_t>(a.name) < reinterpret_cast<uintptr_t>(b.name);
+}
+inline bool key_eq(const ObjKey& a, const ObjKey& b) {
+  return a.addr == b.addr && a.phdr == b.phdr && a.name == b.name;
+}
+
+// The objects of the last merged scan with their regions: a scan compares each object the
+// loader lists with it and builds entries only for objects it does not hold. Immutable once
+// published in g_snap; a scan runs without the lock on a reference taken under it.
+struct SnapObj {
+  ObjKey key;
+  uint32_t reg_first, reg_n;  // its regions: Snapshot::regs[reg_first, reg_first + reg_n)
+};
+struct Snapshot {
+  int refs;  // under g_mu: g_snap's own and each scan's
+  uint64_t stamp;
+  bool has_stamp;
+  size_t n;
+  SnapObj* obj;      // in the loader's order (dl_iterate_phdr lists new objects last)
+  uint32_t* sorted;  // object indices in key order
+  uint32_t* regs;    // g_regs indices
+  size_t nregs;
+  long find(const ObjKey& k) const;  // the object's index, or -1
+};
+extern Snapshot* g_snap;             // under g_mu; null before start-up
+Snapshot* acquire_snapshot();        // under g_mu: a reference to g_snap (or null)
+void release_snapshot(Snapshot* s);  // under g_mu
+
 // objects.cpp: one executable segment found by dl_iterate_phdr.
 struct Found {
   uintptr_t obj_base, start, end, file_offset;
@@ -93,25 +134,42 @@ struct Found {
   uint32_t build_id_len;
   uint32_t path_off, path_len;  // the object's path: FoundList::names + path_off
 };
-// A scan's segments, and their objects' paths in one arena (a scan of thousands of objects
-// stays a few hundred KB: it runs at every dlopen and dlclose).
+// An object the scan did not find in its snapshot, with its segments v[first, first + n).
+struct NewObj {
+  ObjKey key;
+  uint32_t found_first, found_n;
+};
+// A scan: which objects of its snapshot the loader still lists, and the objects it does not
+// hold, with their segments and paths in one arena (only new objects are read: a scan costs
+// a few comparisons per known object, it runs at every dlopen and dlclose).
 struct FoundList {
   Found* v;
   size_t n, cap;
   char* names;  // NUL-terminated paths, back to back
   size_t names_len, names_cap;
-  uint64_t stamp;  // the loader's adds + subs when it was taken
-  bool has_stamp;  // false on a libc without dlpi_adds: every scan is merged
-  bool partial;    // out of memory: not everything loaded is listed (not merged)
+  NewObj* objs;  // in the loader's order
+  size_t nobjs, objs_cap;
+  const Snapshot* known;  // what the scan compared with (the caller holds a reference), or null
+  uint8_t* seen;          // per known object: listed by this scan
+  size_t nseen;           // how many
+  size_t cursor;          // the known object expected next (the loader's order is stable)
+  uint64_t stamp;         // the loader's adds + subs when it was taken
+  bool has_stamp;         // false on a libc without dlpi_adds: every scan is merged
+  bool unchanged;         // same stamp as known: stopped at the first object, nothing else set
+  bool started;
+  bool partial;  // out of memory: not everything loaded is listed (not merged)
   const char* path(const Found& f) const { return names + f.path_off; }
 };
-FoundList scan();  // needs no agent lock (the loader's own lock keeps it consistent)
+FoundList scan(const Snapshot* known);  // needs no agent lock (the loader's lock suffices)
 void free_list(FoundList* list);
 
 // regions.cpp
 bool add_region(int fd, const Found& f, const char* path, bool dlopened);
 int publish();
-int merge(const FoundList& list, bool dlopened);  // 1 changed, 0 not, -1 out of memory
+// Brings the regions and g_snap in line with a scan; fd: the open output file, or -1 to
+// re-open it if a region must be added. 1: regions changed, 0: not, -1: out of memory
+// (nothing changed).
+int merge(const FoundList& list, bool dlopened, int fd);
 
 // finish.cpp
 void fill_header(sprof_header* h, uint32_t flags);
