@@ -423,6 +423,10 @@ int merge(const FoundList& list, bool dlopened, int fd) {
   free(fresh);
   free(own_seen);
   free(skip);
+  // A reader holding a table over the records (sprofil record's drainer) rebuilds it when this
+  // moves: a record unloaded, loaded again elsewhere, or one added at an unloaded one's place.
+  if (changed)
+    std::atomic_ref<uint32_t>(g_hdr->regions_changes).fetch_add(1, std::memory_order_release);
   return changed ? 1 : 0;
 }
 

@@ -11,7 +11,10 @@
  * The runtime commits a region by writing its record in full and only then raising
  * header.region_count (a release store), after it has stored regions_end; so a reader that
  * sees region_count = n also sees a regions_end at or past the end of record n - 1, and it
- * trusts only the first region_count records.
+ * trusts only the first region_count records. After a change to committed records (one marked
+ * SPROF_R_UNLOADED, one loaded again at a new address, one added), the runtime increments
+ * header.regions_changes (release): a reader that keeps a table over the records while the
+ * program runs rebuilds it when that number moves. Profiles written by the host tools hold 0.
  * Counters and the header's sample tallies are updated in place while the program runs. */
 #ifndef SPROFIL_SPROF_FORMAT_H
 #define SPROFIL_SPROF_FORMAT_H
@@ -73,7 +76,7 @@ struct sprof_header {
   uint64_t delivered;              /* samples delivered to the handler (weighted) */
   uint64_t lost;                   /* delivered but not added: counter at its limit, or stopped */
   uint32_t cmdline_len;            /* bytes used in cmdline */
-  uint32_t reserved0;              /* zero */
+  uint32_t regions_changes;        /* bumped (release) after records change: see below */
   uint64_t reserved1;              /* zero */
   char cmdline[SPROF_CMDLINE_MAX]; /* argv, each argument NUL-terminated */
   uint8_t reserved[SPROF_PAGE - 128 - SPROF_CMDLINE_MAX]; /* zero */

@@ -132,7 +132,7 @@ const Field kHeaderFields[] = {
     {"delivered", offsetof(sprof_header, delivered), 8},
     {"lost", offsetof(sprof_header, lost), 8},
     {"cmdline_len", offsetof(sprof_header, cmdline_len), 4},
-    {"reserved0", offsetof(sprof_header, reserved0), 4},
+    {"regions_changes", offsetof(sprof_header, regions_changes), 4},
     {"reserved1", offsetof(sprof_header, reserved1), 8},
 };
 

@@ -107,8 +107,8 @@ TEST(ProfileRoundTrip, ExactBytesOfHeaderAndRecord) {
   const char cmd[] = "./prog\0--flag\0\0last arg";  // plus its final NUL
   EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, cmdline_len)), sizeof cmd);
   EXPECT_EQ(std::memcmp(img.data() + offsetof(sprof_header, cmdline), cmd, sizeof cmd), 0);
-  // Reserved bytes are zero.
-  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, reserved0)), 0u);
+  // regions_changes (a live reader's cue) and the reserved bytes are zero.
+  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, regions_changes)), 0u);
   EXPECT_EQ(peek<uint64_t>(img, offsetof(sprof_header, reserved1)), 0u);
   for (size_t i = offsetof(sprof_header, reserved); i < SPROF_PAGE; ++i) ASSERT_EQ(img[i], 0);
   // Region 0: at 4096, counters right after, 2-byte little-endian counters.
