@@ -2,6 +2,9 @@
 // perf.cpp), and kAuto's resolution: perf where perf_event_open works, else the sampler clock
 // (sampler.cpp: on a loaded machine the cpu clock's tick-bound timers skew attribution).
 // Samples carry their kernel part (perf::credit).
+#include <sys/auxv.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +46,13 @@ int arm_thread(Slot* s, const ClockRequest& c) {
   if (!ev) return ENOMEM;
   const uint64_t first = random_phase(c.interval_ns);
   if (g_perf_drain) {
-    const uintptr_t start = s->tid == gettid_() ? perf::thread_start() : 0;
+    // The pc of the thread's kernel time if it never has a user-space sample: its start
+    // routine; the main thread's is the program's entry point. Without it, the periods of a
+    // short process whose every period ended in the kernel (fork, exec, exit, page faults)
+    // were counted nowhere: measured on a shell loop of seq | sort | head and python3, 76 ms
+    // of 1.02 s CPU (7%), mostly the shell's own fork and wait time.
+    uintptr_t start = s->tid == gettid_() ? perf::thread_start() : 0;
+    if (start == 0 && s->tid == getpid()) start = static_cast<uintptr_t>(getauxval(AT_ENTRY));
     const int e = perf::open_drained(s->tid, c.interval_ns, first, g_jitter_on, start);
     if (e == 0) {
       *ev = perf::Event{};  // fd -1: the record parent holds the event

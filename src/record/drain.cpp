@@ -390,6 +390,11 @@ struct Drainer::State {
     e->period = m.period_ns;
     const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
     e->phase = m.period_ns - first;
+    // The phase is added to the counter but is no time of the thread: it counts as user time,
+    // so that perf::credit's kernel part (counter - user periods) starts at 0, as in signal
+    // and ring mode (whose first period is credited as a whole P of user time). Without it
+    // each event lent its kernel part phase/P periods (half a period on average) of user time.
+    e->credit.user_ns = e->phase;
     e->boundary = e->phase;
     e->cur_period = first;
     e->jitter = m.jitter != 0;

@@ -78,6 +78,7 @@ struct Collected {
   std::vector<profile::Profile> kept;
   std::vector<std::string> suffixes;
   uint64_t dropped = 0;
+  uint64_t dropped_cpu_ns = 0;          // the dropped processes' CPU (their files' cpu_ns)
   std::vector<std::string> unreadable;  // "name: why"
 };
 
@@ -121,6 +122,7 @@ Collected collect(const std::string& dir) {
     const bool root = i == 0;
     if (!root && en.p.delivered == 0 && en.p.total_samples() == 0) {
       ++c.dropped;
+      c.dropped_cpu_ns += en.p.cpu_ns;
       continue;
     }
     c.suffixes.push_back(en.suffix);
@@ -130,6 +132,16 @@ Collected collect(const std::string& dir) {
 }
 
 }  // namespace
+
+Coverage coverage(const profile::Profile& run, uint64_t run_cpu_ns, uint64_t dropped_cpu_ns) {
+  Coverage c;
+  const unsigned __int128 sampled =
+      static_cast<unsigned __int128>(run.total_samples()) * run.tick_ns;
+  c.sampled_ns = sampled > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(sampled);
+  c.unsampled_ns = run_cpu_ns > c.sampled_ns ? run_cpu_ns - c.sampled_ns : 0;
+  c.dropped_ns = std::min(dropped_cpu_ns, c.unsampled_ns);
+  return c;
+}
 
 bool is_static_elf(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -422,9 +434,18 @@ int record(const Options& o, FILE* log) {
   if (c.dropped != 0)
     summary += "; " + plural(c.dropped, "process", "processes") + " without samples not stored";
   if (run_cpu_ns != 0) {
-    char b[128];
-    snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU not covered by the profile",
-             double(profile::uncovered_cpu_ns(run)) / 1e9, double(run_cpu_ns) / 1e9);
+    char b[256];
+    if (run.clock == profile::Clock::kWall) {
+      snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU not covered by the profile",
+               double(profile::uncovered_cpu_ns(run)) / 1e9, double(run_cpu_ns) / 1e9);
+    } else {
+      const Coverage cov = coverage(run, run_cpu_ns, c.dropped_cpu_ns);
+      snprintf(b, sizeof b,
+               "; %.3f s of the run's %.3f s CPU has no sample (%.3f s of it in the processes "
+               "without samples; the rest is start-up before sampling: the loader, the agent)",
+               double(cov.unsampled_ns) / 1e9, double(run_cpu_ns) / 1e9,
+               double(cov.dropped_ns) / 1e9);
+    }
     summary += b;
   }
   fprintf(log, "%s\n", summary.c_str());

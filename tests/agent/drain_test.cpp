@@ -2,6 +2,7 @@
 // the record parent holds, drains and jitters every thread's perf event; the program gets no
 // signal). Every thread is sampled whatever its signal mask; a SIGKILL at any moment loses no
 // sample taken before it; the rate is the one asked for. Needs perf events (skips otherwise).
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -134,26 +135,34 @@ TEST(Drain, SigkillAtARandomMomentLosesNoSample) {
 }
 
 // The rate asked for, counted in full: samples x period = the process's CPU time at 1 kHz and
-// 10 kHz, within 3% either way as this comment always said (start-up before the agent, and the
-// kernel part of the exit; the upper bound was 1.01, and a CI run saw 1.027 at 10 kHz: the
-// kernel time of the agent's start-up, larger with 1-byte bins, is credited at the first pc).
+// 10 kHz. Below by at most 3% (start-up before the agent, the exit after its flush). Above by
+// at most 2% of the CPU time plus the time the hypervisor stole from burn_main: the task clock
+// counts steal, rusage does not (tests/clock's perf-rate test); the kernel time of the agent's
+// start-up, credited at the first pc, is in both. (A CI run saw 1.027 at 10 kHz against the
+// CPU time alone; measured here: 0.991-0.995 against the CPU time plus the steal.)
 class DrainRate : public ::testing::TestWithParam<int> {};
 
 TEST_P(DrainRate, SamplesCoverTheProcessCpu) {
   SKIP_WITHOUT_PERF();
   const int hz = GetParam();
   TempDir dir;
-  const std::string out = dir / "rate.sprof";
-  Result r = record(out, {"-F", std::to_string(hz)}, {kProg, "burn", "0.4"});
+  const std::string out = dir / "rate.sprof", truth_file = dir / "truth";
+  Result r = record(out, {"-F", std::to_string(hz)}, {kProg, "--truth", truth_file, "burn", "0.4"});
   ASSERT_EQ(r.status, 0) << describe(r);
   profile::Profile p = read(out);
   ASSERT_TRUE(p.finished());
   ASSERT_GT(p.cpu_ns, 0u);
-  const double ratio =
-      static_cast<double>(p.total_samples()) / (static_cast<double>(p.cpu_ns) / 1e9 * hz);
+  auto truth = read_truth(truth_file);
+  const double steal = truth.count("burn_main_task_clock")
+                           ? std::max(0.0, truth["burn_main_task_clock"] - truth["burn_main"])
+                           : 0.0;
+  const double cpu = static_cast<double>(p.cpu_ns) / 1e9;
+  const double ratio = static_cast<double>(p.total_samples()) / (cpu * hz);
+  const double with_steal = static_cast<double>(p.total_samples()) / ((cpu + steal) * hz);
   RecordProperty("delivered_fraction", std::to_string(ratio));
+  RecordProperty("delivered_fraction_with_steal", std::to_string(with_steal));
   EXPECT_GT(ratio, 0.97);
-  EXPECT_LT(ratio, 1.03);
+  EXPECT_LT(with_steal, 1.02) << "ratio " << ratio << ", steal " << steal << " s";
 }
 
 INSTANTIATE_TEST_SUITE_P(Drain, DrainRate, ::testing::Values(1000, 10000));

@@ -2,6 +2,7 @@
 // profile and the report say which clock ran at which rate, the wall clock sees a sleeping
 // thread that the CPU clock does not, and auto falls back to the sampler clock, saying why once,
 // when perf_event_open is denied.
+#include <algorithm>
 #include <cmath>
 
 #include "../agent/helpers.hpp"
@@ -36,6 +37,15 @@ TEST_P(PerfClock, DeliversTheFullRate) {
   profile::Profile p = read(out);
   EXPECT_EQ(p.clock, profile::Clock::kPerf);
   EXPECT_EQ(p.requested_hz, pr.hz);
+  // The perf clock's periods are task-clock time, which also counts the time the hypervisor
+  // steals while the thread holds its vCPU; the thread's CPU clock (the truth) and rusage (the
+  // file's cpu_ns) leave it out. Measured on this VM (agent_prog's burn_main_task_clock): up to
+  // 0.5% of a 0.3 s burn on a quiet host, and the steal a busy host adds made this test fail
+  // about half the time (process 1.024, burn_main 1.046). So the lower bounds hold against the
+  // CPU time, the upper ones against the CPU time plus the steal the task clock counted.
+  const double steal = truth.count("burn_main_task_clock")
+                           ? std::max(0.0, truth["burn_main_task_clock"] - truth["burn_main"])
+                           : 0.0;
   const double burn_want = truth["burn_main"] * pr.hz;
   const double burn_got = samples_of(report_json(out), "burn_main");
   EXPECT_GE(burn_got, 0.99 * burn_want) << "burn_main: " << burn_got << " of " << burn_want;
@@ -43,17 +53,20 @@ TEST_P(PerfClock, DeliversTheFullRate) {
   // the loader's page faults) is credited to the first user pc, often in burn_main: up to 1-3%
   // of this short run under CI's load (seen: 1.026 at ring 20 kHz with system arrays, which
   // double the reservation).
-  EXPECT_LE(burn_got, 1.04 * burn_want);
+  EXPECT_LE(burn_got, 1.04 * (truth["burn_main"] + steal) * pr.hz)
+      << "burn_main: " << burn_got << " of " << burn_want << ", steal " << steal << " s";
   // The whole process, against the CPU time the agent measured at exit: 98%, since the
   // loader's work before the agent starts (a few ms) is not sampled.
   const double cpu = static_cast<double>(p.cpu_ns) * 1e-9;
   ASSERT_GT(cpu, 0);
   EXPECT_GE(static_cast<double>(p.total_samples()), 0.98 * cpu * pr.hz);
-  EXPECT_LE(static_cast<double>(p.total_samples()), 1.02 * cpu * pr.hz);
+  EXPECT_LE(static_cast<double>(p.total_samples()), 1.02 * (cpu + steal) * pr.hz)
+      << "cpu " << cpu << " s, steal " << steal << " s";
   EXPECT_GE(p.effective_hz, 0.98 * pr.hz);
   RecordProperty("delivered_fraction_burn", std::to_string(burn_got / burn_want));
   RecordProperty("delivered_fraction_process",
                  std::to_string(static_cast<double>(p.total_samples()) / (cpu * pr.hz)));
+  RecordProperty("task_clock_steal_s", std::to_string(steal));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PerfClock,
