@@ -16,6 +16,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "report/json_strings.hpp"
 #include "report/labels.hpp"
 
 namespace sprofil::report {
@@ -412,8 +413,7 @@ void write_annotation_json(const Annotation& a, std::ostream& out) {
   nlohmann::json j;
   j["source"] = valid_utf8(a.source);
   j["total_samples"] = a.total_samples;
-  j["warnings"] = nlohmann::json::array();
-  for (const std::string& w : a.warnings) j["warnings"].push_back(valid_utf8(w));
+  j["warnings"] = json_strings(a.warnings);
   j["functions"] = nlohmann::json::array();
   for (const AnnotatedFunction& f : a.functions) {
     nlohmann::json jf = {{"name", valid_utf8(f.name)},
