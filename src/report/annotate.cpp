@@ -347,9 +347,7 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
     ++done;
   }
   a.warnings = t.warnings;
-  for (std::string& w : sym.take_warnings())
-    if (std::find(a.warnings.begin(), a.warnings.end(), w) == a.warnings.end())
-      a.warnings.push_back(std::move(w));
+  add_warnings(&a.warnings, sym.take_warnings());
   return a;
 }
 

@@ -118,9 +118,7 @@ DiffTable diff(const profile::Profile& base, const profile::Profile& next,
   t.base_tick_seconds = a.tick_seconds;
   t.new_tick_seconds = b.tick_seconds;
   t.warnings = a.warnings;
-  for (const std::string& w : b.warnings)
-    if (std::find(t.warnings.begin(), t.warnings.end(), w) == t.warnings.end())
-      t.warnings.push_back(w);
+  add_warnings(&t.warnings, b.warnings);
 
   std::map<std::string, size_t> index;
   auto row_for = [&](const Row& r) -> DiffRow& {

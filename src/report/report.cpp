@@ -30,6 +30,11 @@ const char* by_name(By by) {
   return kByNames[0].name;
 }
 
+void add_warnings(std::vector<std::string>* to, const std::vector<std::string>& more) {
+  for (const std::string& w : more)
+    if (std::find(to->begin(), to->end(), w) == to->end()) to->push_back(w);
+}
+
 Interval wilson(double x, double n, double z) {
   Interval iv;
   if (n <= 0) return iv;

@@ -116,6 +116,10 @@ struct Table {
 
 Table aggregate(const profile::Profile& p, symbolize::Symbolizer& sym, const Options& opts);
 
+// Appends to *to the warnings of `more` it does not hold yet (one table's, or the
+// symbolizer's, after another's), in their order.
+void add_warnings(std::vector<std::string>* to, const std::vector<std::string>& more);
+
 // The formats' writers, also used directly by tests (exporter.hpp lists the formats).
 void write_text(const profile::Profile& p, const Table& t, const Options& opts, std::ostream& out);
 void write_json(const profile::Profile& p, const Table& t, const Options& opts, std::ostream& out);
