@@ -16,6 +16,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "report/json_strings.hpp"
 #include "report/labels.hpp"
 
 namespace sprofil::report {
@@ -346,9 +347,7 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
     ++done;
   }
   a.warnings = t.warnings;
-  for (std::string& w : sym.take_warnings())
-    if (std::find(a.warnings.begin(), a.warnings.end(), w) == a.warnings.end())
-      a.warnings.push_back(std::move(w));
+  add_warnings(&a.warnings, sym.take_warnings());
   return a;
 }
 
@@ -412,8 +411,7 @@ void write_annotation_json(const Annotation& a, std::ostream& out) {
   nlohmann::json j;
   j["source"] = valid_utf8(a.source);
   j["total_samples"] = a.total_samples;
-  j["warnings"] = nlohmann::json::array();
-  for (const std::string& w : a.warnings) j["warnings"].push_back(valid_utf8(w));
+  j["warnings"] = json_strings(a.warnings);
   j["functions"] = nlohmann::json::array();
   for (const AnnotatedFunction& f : a.functions) {
     nlohmann::json jf = {{"name", valid_utf8(f.name)},

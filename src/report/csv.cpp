@@ -32,9 +32,7 @@ void write_csv(const Table& t, std::ostream& out) {
 }
 
 const Exporter& csv_exporter() {
-  static const RowsExporter e{
-      "csv", "one line per row, for spreadsheets",
-      [](const ExportInput& in, std::ostream& out) { write_csv(*in.table, out); }};
+  static const RowsExporter e{"csv", "one line per row, for spreadsheets", write_csv};
   return e;
 }
 

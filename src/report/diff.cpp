@@ -9,6 +9,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "report/json_strings.hpp"
 #include "report/labels.hpp"
 
 namespace sprofil::report {
@@ -30,6 +31,41 @@ std::string row_label(const DiffRow& r, By by) {
   tmp.line = r.line;
   return label_of(tmp, by, true);
 }
+
+// A diff row's numbers, in the CSV's column order: the name JSON and CSV give each, its field,
+// and how each format writes it (JSON: rounded to what the data supports; CSV: a printf format).
+struct DiffColumn {
+  const char* name;
+  double DiffRow::*field;
+  double (*json)(double);
+  const char* csv;
+};
+double json_percent(double x) {
+  return rounded(x, 4);
+}
+double json_seconds(double x) {
+  return significant(x, 6);
+}
+double json_p(double x) {
+  return significant(x, 4);
+}
+double json_samples(double x) {
+  return rounded(x, 3);
+}
+constexpr DiffColumn kColumns[] = {
+    {"base_percent", &DiffRow::base_percent, json_percent, "%.6f"},
+    {"new_percent", &DiffRow::new_percent, json_percent, "%.6f"},
+    {"change", &DiffRow::change, json_percent, "%.6f"},
+    {"change_ci95_low", &DiffRow::change_lo, json_percent, "%.6f"},
+    {"change_ci95_high", &DiffRow::change_hi, json_percent, "%.6f"},
+    {"base_seconds", &DiffRow::base_seconds, json_seconds, "%.9g"},
+    {"new_seconds", &DiffRow::new_seconds, json_seconds, "%.9g"},
+    {"change_seconds", &DiffRow::change_seconds, json_seconds, "%.9g"},
+    {"p_value", &DiffRow::p_value, json_p, "%.6g"},
+    {"p_adjusted", &DiffRow::p_adjusted, json_p, "%.6g"},
+    {"base_samples", &DiffRow::base_samples, json_samples, "%.6g"},
+    {"new_samples", &DiffRow::new_samples, json_samples, "%.6g"},
+};
 
 }  // namespace
 
@@ -82,9 +118,7 @@ DiffTable diff(const profile::Profile& base, const profile::Profile& next,
   t.base_tick_seconds = a.tick_seconds;
   t.new_tick_seconds = b.tick_seconds;
   t.warnings = a.warnings;
-  for (const std::string& w : b.warnings)
-    if (std::find(t.warnings.begin(), t.warnings.end(), w) == t.warnings.end())
-      t.warnings.push_back(w);
+  add_warnings(&t.warnings, b.warnings);
 
   std::map<std::string, size_t> index;
   auto row_for = [&](const Row& r) -> DiffRow& {
@@ -172,25 +206,13 @@ void write_diff_json(const DiffTable& t, std::ostream& out) {
   j["correction"] = "holm";
   j["alpha"] = t.alpha;
   j["compared"] = t.compared;
-  j["warnings"] = nlohmann::json::array();
-  for (const std::string& w : t.warnings) j["warnings"].push_back(valid_utf8(w));
+  j["warnings"] = json_strings(t.warnings);
   j["rows"] = nlohmann::json::array();
   for (const DiffRow& r : t.rows) {
     nlohmann::json row = {{"name", valid_utf8(r.name)},
                           {"object", valid_utf8(r.object)},
-                          {"base_samples", rounded(r.base_samples, 3)},
-                          {"new_samples", rounded(r.new_samples, 3)},
-                          {"base_percent", rounded(r.base_percent, 4)},
-                          {"new_percent", rounded(r.new_percent, 4)},
-                          {"change", rounded(r.change, 4)},
-                          {"change_ci95_low", rounded(r.change_lo, 4)},
-                          {"change_ci95_high", rounded(r.change_hi, 4)},
-                          {"base_seconds", significant(r.base_seconds, 6)},
-                          {"new_seconds", significant(r.new_seconds, 6)},
-                          {"change_seconds", significant(r.change_seconds, 6)},
-                          {"p_value", significant(r.p_value, 4)},
-                          {"p_adjusted", significant(r.p_adjusted, 4)},
                           {"significant", r.significant}};
+    for (const DiffColumn& c : kColumns) row[c.name] = c.json(r.*c.field);
     if (t.by == By::kLine) {
       row["file"] = valid_utf8(r.file);
       row["line"] = r.line;
@@ -201,19 +223,48 @@ void write_diff_json(const DiffTable& t, std::ostream& out) {
 }
 
 void write_diff_csv(const DiffTable& t, std::ostream& out) {
-  out << "significant,base_percent,new_percent,change,change_ci95_low,change_ci95_high,"
-         "base_seconds,new_seconds,change_seconds,p_value,p_adjusted,base_samples,new_samples,"
-         "name,object,file,line\n";
-  char buf[512];
+  out << "significant,";
+  for (const DiffColumn& c : kColumns) out << c.name << ",";
+  out << "name,object,file,line\n";
+  char buf[128];
   for (const DiffRow& r : t.rows) {
-    std::snprintf(buf, sizeof buf,
-                  "%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.9g,%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,",
-                  r.significant ? 1 : 0, r.base_percent, r.new_percent, r.change, r.change_lo,
-                  r.change_hi, r.base_seconds, r.new_seconds, r.change_seconds, r.p_value,
-                  r.p_adjusted, r.base_samples, r.new_samples);
-    out << buf << csv_field(r.name) << "," << csv_field(r.object) << "," << csv_field(r.file) << ","
+    out << (r.significant ? 1 : 0) << ",";
+    for (const DiffColumn& c : kColumns) {
+      std::snprintf(buf, sizeof buf, c.csv, r.*c.field);
+      out << buf << ",";
+    }
+    out << csv_field(r.name) << "," << csv_field(r.object) << "," << csv_field(r.file) << ","
         << (r.line != 0 ? std::to_string(r.line) : std::string()) << "\n";
   }
+}
+
+std::span<const DiffFormat> diff_formats() {
+  using T = const DiffTable&;
+  static const DiffFormat kAll[] = {
+      {"text",
+       [](T t, size_t limit, std::ostream& out) {
+         write_diff_text(t, limit, out);
+         return true;
+       }},
+      {"json",
+       [](T t, size_t, std::ostream& out) {
+         write_diff_json(t, out);
+         return true;
+       }},
+      {"csv",
+       [](T t, size_t, std::ostream& out) {
+         write_diff_csv(t, out);
+         return true;
+       }},
+      {"html", [](T t, size_t, std::ostream& out) { return write_diff_html(t, out); }},
+  };
+  return kAll;
+}
+
+const DiffFormat* find_diff_format(std::string_view name) {
+  for (const DiffFormat& f : diff_formats())
+    if (name == f.name) return &f;
+  return nullptr;
 }
 
 }  // namespace sprofil::report

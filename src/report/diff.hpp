@@ -16,7 +16,9 @@
 #pragma once
 
 #include <iosfwd>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "report/report.hpp"
@@ -66,5 +68,15 @@ void write_diff_csv(const DiffTable& t, std::ostream& out);
 // A self-contained HTML page (diff_html.cpp): the JSON above drawn as a table with intervals.
 // False only if the embedded page lacks its data marker (a build error).
 bool write_diff_html(const DiffTable& t, std::ostream& out);
+
+// The formats of `sprofil diff --format NAME`, in the order --help lists them: the writers
+// above behind one signature (`limit` is the text's row limit; false only from html's).
+struct DiffFormat {
+  const char* name;
+  bool (*write)(const DiffTable& t, size_t limit, std::ostream& out);
+};
+std::span<const DiffFormat> diff_formats();
+// The format named `name`, or null.
+const DiffFormat* find_diff_format(std::string_view name);
 
 }  // namespace sprofil::report

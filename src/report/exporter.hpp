@@ -37,19 +37,25 @@ class Exporter {
 };
 
 // A format that streams the aggregated rows (text, json, csv, folded): a name, a description
-// and the function that writes them.
+// and its writer, one of report.hpp's write_* functions (with or without the profile and the
+// options); render() hands it the ExportInput's parts.
 class RowsExporter final : public Exporter {
  public:
-  using Write = void (*)(const ExportInput& in, std::ostream& out);
-  RowsExporter(std::string_view name, std::string_view description, Write write)
-      : name_(name), description_(description), write_(write) {}
+  using WriteFull = void (*)(const profile::Profile& p, const Table& t, const Options& opts,
+                             std::ostream& out);
+  using WriteRows = void (*)(const Table& t, std::ostream& out);
+  RowsExporter(std::string_view name, std::string_view description, WriteFull write)
+      : name_(name), description_(description), full_(write) {}
+  RowsExporter(std::string_view name, std::string_view description, WriteRows write)
+      : name_(name), description_(description), rows_(write) {}
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   bool render(const ExportInput& in, std::string* bytes, std::string* error) const override;
 
  private:
   std::string_view name_, description_;
-  Write write_;
+  WriteFull full_ = nullptr;
+  WriteRows rows_ = nullptr;
 };
 
 // A format that renders the whole profile into a file of its own (pprof, gmon): a name, a

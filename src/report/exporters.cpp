@@ -9,7 +9,10 @@ namespace sprofil::report {
 
 bool RowsExporter::render(const ExportInput& in, std::string* bytes, std::string*) const {
   std::ostringstream s;
-  write_(in, s);
+  if (full_ != nullptr)
+    full_(in.profile, *in.table, in.options, s);
+  else
+    rows_(*in.table, s);
   *bytes = s.str();
   return true;
 }

@@ -57,9 +57,7 @@ void write_folded(const Table& t, std::ostream& out) {
 }
 
 const Exporter& folded_exporter() {
-  static const RowsExporter e{
-      "folded", "folded stacks for flame graphs",
-      [](const ExportInput& in, std::ostream& out) { write_folded(*in.table, out); }};
+  static const RowsExporter e{"folded", "folded stacks for flame graphs", write_folded};
   return e;
 }
 

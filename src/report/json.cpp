@@ -4,21 +4,12 @@
 
 #include "format/sprof_format.h"
 #include "report/exporter.hpp"
+#include "report/json_strings.hpp"
 #include "report/labels.hpp"
 
 namespace sprofil::report {
 
 using profile::Profile;
-
-namespace {
-
-nlohmann::json strings(const std::vector<std::string>& v) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const std::string& s : v) a.push_back(valid_utf8(s));
-  return a;
-}
-
-}  // namespace
 
 // Strings are made valid UTF-8 (invalid bytes become U+FFFD); numbers are rounded to what the
 // data supports, dropping the binary noise of the last digits: samples (fractional when a bin
@@ -36,7 +27,7 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["effective_hz_meaning"] = "delivered samples per CPU-second of the process";
   j["by"] = by_name(t.by);
   j["file"] = valid_utf8(opts.source);
-  j["command"] = strings(p.argv);
+  j["command"] = json_strings(p.argv);
   j["clock"] = profile::clock_name(p.clock);
   j["requested_hz"] = p.requested_hz;
   j["effective_hz"] = rounded(p.effective_hz, 3);
@@ -58,13 +49,13 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
       p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples);
   j["coverage"] = cov.known ? nlohmann::json(rounded(cov.ratio, 4)) : nlohmann::json(nullptr);
   if (!cov.warning.empty()) j["coverage_warning"] = cov.warning;
-  j["warnings"] = strings(t.warnings);
+  j["warnings"] = json_strings(t.warnings);
   nlohmann::json procs = nlohmann::json::array();
   for (const profile::Process& pr : p.processes)
     procs.push_back({{"pid", pr.pid},
                      {"ppid", pr.ppid},
                      {"comm", valid_utf8(pr.comm)},
-                     {"argv", strings(pr.argv)},
+                     {"argv", json_strings(pr.argv)},
                      {"delivered", pr.delivered},
                      {"cpu_seconds", significant(double(pr.cpu_ns) / 1e9, 12)}});
   j["processes"] = std::move(procs);
@@ -75,7 +66,7 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   for (const Row& r : t.rows) {
     nlohmann::json row;
     row["name"] = valid_utf8(r.name);
-    if (!r.aliases.empty()) row["aliases"] = strings(r.aliases);
+    if (!r.aliases.empty()) row["aliases"] = json_strings(r.aliases);
     row["object"] = valid_utf8(r.object);
     if (t.per_process) row["comm"] = valid_utf8(r.comm);
     const double samples = rounded(r.samples, 6);
@@ -108,10 +99,7 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
 }
 
 const Exporter& json_exporter() {
-  static const RowsExporter e{"json", "the rows and the run's header as JSON",
-                              [](const ExportInput& in, std::ostream& out) {
-                                write_json(in.profile, *in.table, in.options, out);
-                              }};
+  static const RowsExporter e{"json", "the rows and the run's header as JSON", write_json};
   return e;
 }
 

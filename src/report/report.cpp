@@ -16,31 +16,23 @@ using profile::Region;
 }  // namespace
 
 bool parse_by(const std::string& s, By* out) {
-  if (s == "function")
-    *out = By::kFunction;
-  else if (s == "line")
-    *out = By::kLine;
-  else if (s == "object")
-    *out = By::kObject;
-  else if (s == "address")
-    *out = By::kAddress;
-  else
-    return false;
-  return true;
+  for (const ByName& b : kByNames)
+    if (s == b.name) {
+      *out = b.by;
+      return true;
+    }
+  return false;
 }
 
 const char* by_name(By by) {
-  switch (by) {
-    case By::kFunction:
-      return "function";
-    case By::kLine:
-      return "line";
-    case By::kObject:
-      return "object";
-    case By::kAddress:
-      return "address";
-  }
-  return "function";
+  for (const ByName& b : kByNames)
+    if (b.by == by) return b.name;
+  return kByNames[0].name;
+}
+
+void add_warnings(std::vector<std::string>* to, const std::vector<std::string>& more) {
+  for (const std::string& w : more)
+    if (std::find(to->begin(), to->end(), w) == to->end()) to->push_back(w);
 }
 
 Interval wilson(double x, double n, double z) {

@@ -21,6 +21,19 @@ namespace sprofil::report {
 
 enum class By { kFunction, kLine, kObject, kAddress };
 
+// Every By, in the order --help lists them: its name (--by's value, the reports' "by" field)
+// and whether `sprofil diff` compares by it (diff matches rows by name, not by address).
+struct ByName {
+  By by;
+  const char* name;
+  bool diff;
+};
+inline constexpr ByName kByNames[] = {{By::kFunction, "function", true},
+                                      {By::kLine, "line", true},
+                                      {By::kObject, "object", true},
+                                      {By::kAddress, "address", false}};
+
+// Both ways through kByNames: false (and *out untouched) for an unknown name.
 bool parse_by(const std::string& s, By* out);
 const char* by_name(By by);
 
@@ -102,6 +115,10 @@ struct Table {
 };
 
 Table aggregate(const profile::Profile& p, symbolize::Symbolizer& sym, const Options& opts);
+
+// Appends to *to the warnings of `more` it does not hold yet (one table's, or the
+// symbolizer's, after another's), in their order.
+void add_warnings(std::vector<std::string>* to, const std::vector<std::string>& more);
 
 // The formats' writers, also used directly by tests (exporter.hpp lists the formats).
 void write_text(const profile::Profile& p, const Table& t, const Options& opts, std::ostream& out);

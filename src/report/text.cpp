@@ -124,10 +124,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
 }
 
 const Exporter& text_exporter() {
-  static const RowsExporter e{"text", "a flat profile for people (default)",
-                              [](const ExportInput& in, std::ostream& out) {
-                                write_text(in.profile, *in.table, in.options, out);
-                              }};
+  static const RowsExporter e{"text", "a flat profile for people (default)", write_text};
   return e;
 }
 

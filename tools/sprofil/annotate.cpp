@@ -5,7 +5,6 @@
 #include <sstream>
 #include <string>
 
-#include "profile/reader.hpp"
 #include "report/annotate.hpp"
 #include "report/labels.hpp"
 #include "subcommands.hpp"
@@ -17,25 +16,18 @@ struct AnnotateArgs {
   std::string file = "sprofil.data";
   std::string function;
   std::string format = "text";
-  std::string object;
   std::string out;
   size_t top = 3;
-  std::vector<int32_t> pids;
-  std::vector<std::string> comms;
+  Selection selection;
 };
 
 int run_annotate(const AnnotateArgs& args) {
   profile::Profile p;
-  std::string err;
-  if (!profile::read_profile(args.file, &p, &err)) {
-    return fail("annotate", args.file + ": " + err);
-  }
+  if (!read_input("annotate", args.file, &p)) return 1;
   report::AnnotateOptions opts;
   opts.function = args.function;
   opts.top = args.top;
-  opts.report.object = args.object;
-  opts.report.pids = args.pids;
-  opts.report.comms = args.comms;
+  args.selection.apply(&opts.report);
   opts.report.source = args.file;
   symbolize::Symbolizer sym;
   report::Annotation a = report::annotate(p, sym, opts);
@@ -58,16 +50,14 @@ int run_annotate(const AnnotateArgs& args) {
 
 Run setup_annotate(CLI::App& sub) {
   auto args = std::make_shared<AnnotateArgs>();
-  sub.add_option("file", args->file, "Profile to read")->capture_default_str();
+  add_profile_input(sub, args->file);
   sub.add_option("--function", args->function,
                  "Annotate this function (full or short C++ name, or an alias)");
   sub.add_option("--top", args->top, "Without --function: annotate the N hottest functions")
       ->capture_default_str();
-  sub.add_option("--object", args->object,
-                 "Only functions of objects whose file name contains NAME");
-  add_process_filter(sub, args->pids, args->comms);
+  add_selection(sub, args->selection, "functions");
   add_choice(sub, "--format", args->format, "Output format: text or json", {"text", "json"});
-  sub.add_option("-o,--output", args->out, "Output file (default: stdout)");
+  add_output(sub, args->out);
   return [args] { return run_annotate(*args); };
 }
 

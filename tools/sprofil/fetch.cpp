@@ -17,9 +17,8 @@ Run setup_fetch(CLI::App& sub) {
     int timeout_ms = 10000;
   };
   auto args = std::make_shared<Args>();
-  sub.add_option("target", args->target, "The process (its pid) or a live socket's path")
-      ->required();
-  sub.add_option("-o,--output", args->out, "The .sprof file to write")->capture_default_str();
+  add_live_target(sub, args->target)->required();
+  add_output(sub, args->out, "The .sprof file to write")->capture_default_str();
   sub.add_option("--timeout", args->timeout_ms, "Give up after this many milliseconds")
       ->capture_default_str();
   return [args] {

@@ -14,7 +14,6 @@
 #include "live/live.hpp"
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
-#include "report/exporter.hpp"
 #include "report/report.hpp"
 #include "subcommands.hpp"
 
@@ -27,10 +26,7 @@ struct GperfArgs {
   std::string dir = ".";
   std::string socket;  // --serve: default $SPROFIL_GPERF_SOCKET or <per-user dir>/gperf.sock
   unsigned count = 0;  // --serve: stop after this many flushes (0: until Ctrl-C)
-  std::string by = "function";
-  std::string format = "text";
-  std::string out;
-  size_t limit = 0;
+  ReportRequest request;
 };
 
 volatile sig_atomic_t g_stop = 0;
@@ -97,37 +93,23 @@ int report_live(const GperfArgs& a) {
   if (!live::socket_of(a.target, &socket, &err) || !live::fetch_profile(socket, &p, &err)) {
     return fail("gperf", err);
   }
-  report::Options opts;
-  report::parse_by(a.by, &opts.by);
-  const report::Exporter* format = report::find_exporter(a.format);
-  opts.short_names = format == &report::text_exporter();
-  opts.limit = a.limit;
+  report::Options opts = a.request.options();
   opts.source = "pid " + std::to_string(p.pid) + " (live)";
-  std::vector<std::string> warnings;
-  if (!report::write_report(p, *format, opts, a.out, &warnings, &err)) {
-    return fail("gperf", err);
-  }
-  return 0;
+  return write_report("gperf", p, a.request, opts);
 }
 
 }  // namespace
 
 Run setup_gperf(CLI::App& sub) {
   auto a = std::make_shared<GperfArgs>();
-  sub.add_option("target", a->target, "The running process (pid) or its live socket's path");
+  add_live_target(sub, a->target);
   sub.add_flag("--serve", a->serve, "Server mode: receive every osProfileFlush");
   sub.add_option("--dir", a->dir, "--serve: where the flushes are kept")->capture_default_str();
   sub.add_option("--socket", a->socket,
                  "--serve: the socket (default $SPROFIL_GPERF_SOCKET, else gperf.sock in the "
                  "per-user directory)");
   sub.add_option("--count", a->count, "--serve: stop after N flushes (0: until Ctrl-C)");
-  add_choice(sub, "--by", a->by, "Aggregate by function, line, object or address",
-             {"function", "line", "object", "address"});
-  std::vector<std::string> names;
-  for (const report::Exporter* e : report::exporters()) names.emplace_back(e->name());
-  add_choice(sub, "--format", a->format, "Output format (as sprofil report)", names);
-  sub.add_option("--limit", a->limit, "Show at most N rows (0 = all)");
-  sub.add_option("-o,--output", a->out, "Output file (default: stdout)");
+  add_report_request(sub, a->request, false);
   return [a] {
     if (a->serve) return serve(*a);
     if (a->target.empty()) {

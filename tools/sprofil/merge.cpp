@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "profile/merge.hpp"
-#include "profile/reader.hpp"
 #include "profile/writer.hpp"
 #include "subcommands.hpp"
 
@@ -27,11 +26,8 @@ int fail_on(const std::string& file, const std::string& problem) {
 int run_merge(const MergeOptions& o) {
   std::vector<profile::Profile> profiles(o.inputs.size());
   bool ok = true;
-  for (size_t i = 0; i < o.inputs.size(); ++i) {
-    std::string error;
-    if (!profile::read_profile(o.inputs[i], &profiles[i], &error))
-      ok = fail_on(o.inputs[i], error) == 0;
-  }
+  for (size_t i = 0; i < o.inputs.size(); ++i)
+    ok = read_input("merge", o.inputs[i], &profiles[i]) && ok;
   if (!ok) return 1;
   profile::Profile merged;
   std::string error;
@@ -49,7 +45,7 @@ int run_merge(const MergeOptions& o) {
 
 Run setup_merge(CLI::App& sub) {
   auto opt = std::make_shared<MergeOptions>();
-  sub.add_option("-o,--output", opt->output, "The merged profile to write")->required();
+  add_output(sub, opt->output, "The merged profile to write")->required();
   sub.add_flag("--force", opt->force,
                "Merge profiles of different programs or clocks (a warning instead of an error)");
   sub.add_option("profiles", opt->inputs, "Profiles to merge (.sprof or run profiles)")

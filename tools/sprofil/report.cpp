@@ -5,8 +5,6 @@
 #include <memory>
 #include <string>
 
-#include "profile/reader.hpp"
-#include "report/exporter.hpp"
 #include "report/labels.hpp"
 #include "subcommands.hpp"
 
@@ -15,13 +13,8 @@ namespace {
 
 struct ReportArgs {
   std::string file = "sprofil.data";
-  std::string by = "function";
-  std::string format = "text";
-  std::string object;
-  std::vector<int32_t> pids;
-  std::vector<std::string> comms;
-  std::string out;
-  size_t limit = 0;
+  ReportRequest request;
+  Selection selection;
   double min_percent = 0;
   bool inline_frames = false;
   bool full_names = false;
@@ -38,41 +31,23 @@ void show_progress(size_t done, size_t total, const std::string& object) {
 }
 
 int run_report(const ReportArgs& args) {
-  report::Options opts;
-  report::parse_by(args.by, &opts.by);
-  const report::Exporter* format = report::find_exporter(args.format);
+  report::Options opts = args.request.options(args.full_names);
   opts.inline_frames = args.inline_frames;
-  opts.short_names = !args.full_names && format == &report::text_exporter();
-  opts.limit = args.limit;
   opts.min_percent = args.min_percent;
-  opts.object = args.object;
-  opts.pids = args.pids;
-  opts.comms = args.comms;
+  args.selection.apply(&opts);
   opts.source = args.file;
   opts.user_only = args.user_only;
   if (::isatty(STDERR_FILENO)) opts.progress = show_progress;
   profile::Profile p;
-  std::string err;
-  if (!profile::read_profile(args.file, &p, &err)) {
-    return fail("report", args.file + ": " + err);
-  }
-  std::vector<std::string> warnings;
-  const bool ok = report::write_report(p, *format, opts, args.out, &warnings, &err);
-  if (format != &report::text_exporter())
-    for (const std::string& w : warnings) say("report", "warning: " + report::printable(w));
-  if (!ok) {
-    return fail("report", err);
-  }
-  return 0;
+  if (!read_input("report", args.file, &p)) return 1;
+  return write_report("report", p, args.request, opts);
 }
 
 }  // namespace
 
 Run setup_report(CLI::App& sub) {
   auto args = std::make_shared<ReportArgs>();
-  sub.add_option("file", args->file, "Profile to read")->capture_default_str();
-  add_choice(sub, "--by", args->by, "Aggregate by function, line, object or address",
-             {"function", "line", "object", "address"});
+  add_profile_input(sub, args->file);
   sub.add_flag("--inline", args->inline_frames,
                "With --by line: one row per inline chain, showing the inlined frames' lines");
   sub.add_flag("--full-names", args->full_names,
@@ -81,19 +56,10 @@ Run setup_report(CLI::App& sub) {
   sub.add_flag("--user-only", args->user_only,
                "Shares of user time only: leave out the kernel time the profile records per "
                "row (compare with perf record -e cpu-clock:u)");
-  sub.add_option("--limit", args->limit, "Show at most N rows (0 = all)");
   sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent");
-  sub.add_option("--object", args->object, "Only rows of objects whose file name contains NAME");
-  add_process_filter(sub, args->pids, args->comms, "; percentages are of what is kept");
-  std::string formats;
-  std::vector<std::string> names;
-  for (const report::Exporter* e : report::exporters()) {
-    formats += "\n  " + std::string(e->name()) + ": " + std::string(e->description());
-    names.emplace_back(e->name());
-  }
-  add_choice(sub, "--format", args->format, "Output format:" + formats, names);
-  sub.add_option("-o,--output", args->out,
-                 "Output file (default: stdout; sprofil.pb.gz for pprof, gmon.out for gmon)");
+  add_selection(sub, args->selection, "rows", "; percentages are of what is kept");
+  add_report_request(sub, args->request, true,
+                     "Output file (default: stdout; sprofil.pb.gz for pprof, gmon.out for gmon)");
   return [args] { return run_report(*args); };
 }
 

@@ -3,6 +3,9 @@
 #include <cstdio>
 
 #include "profile/output.hpp"
+#include "profile/reader.hpp"
+#include "report/exporter.hpp"
+#include "report/labels.hpp"
 
 namespace sprofil::tool {
 
@@ -43,15 +46,100 @@ int write_text(const char* cmd, const std::string& out, const std::string& text,
   return status;
 }
 
+bool read_input(const char* cmd, const std::string& file, profile::Profile* p) {
+  std::string err;
+  if (profile::read_profile(file, p, &err)) return true;
+  say(cmd, file + ": " + err);
+  return false;
+}
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return s;
+}
+
 CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& value,
                         const std::string& help, const std::vector<std::string>& choices) {
   return sub.add_option(name, value, help)->check(CLI::IsMember(choices))->capture_default_str();
 }
 
-void add_process_filter(CLI::App& sub, std::vector<int32_t>& pids, std::vector<std::string>& comms,
-                        const std::string& note) {
-  sub.add_option("--pid", pids, "Only this process (several allowed)" + note);
-  sub.add_option("--comm", comms,
+void add_profile_input(CLI::App& sub, std::string& file) {
+  sub.add_option("file", file, "Profile to read")->capture_default_str();
+}
+
+CLI::Option* add_live_target(CLI::App& sub, std::string& target) {
+  return sub.add_option("target", target, "The running process (pid) or its live socket's path");
+}
+
+CLI::Option* add_output(CLI::App& sub, std::string& out, const std::string& help) {
+  return sub.add_option("-o,--output", out, help);
+}
+
+void add_by(CLI::App& sub, std::string& by, const std::string& verb, bool diff) {
+  std::vector<std::string> names;
+  for (const report::ByName& b : report::kByNames)
+    if (b.diff || !diff) names.emplace_back(b.name);
+  add_choice(sub, "--by", by, verb + " by " + listed(names), names);
+}
+
+CLI::Option* add_limit(CLI::App& sub, size_t& limit, const std::string& help) {
+  return sub.add_option("--limit", limit, help);
+}
+
+namespace {
+
+void add_report_format(CLI::App& sub, std::string& format, bool describe) {
+  std::string help = describe ? "Output format:" : "Output format (as sprofil report)";
+  std::vector<std::string> names;
+  for (const report::Exporter* e : report::exporters()) {
+    if (describe) help += "\n  " + std::string(e->name()) + ": " + std::string(e->description());
+    names.emplace_back(e->name());
+  }
+  add_choice(sub, "--format", format, help, names);
+}
+
+}  // namespace
+
+report::Options ReportRequest::options(bool full_names) const {
+  report::Options opts;
+  report::parse_by(by, &opts.by);
+  opts.short_names = !full_names && report::find_exporter(format) == &report::text_exporter();
+  opts.limit = limit;
+  return opts;
+}
+
+void add_report_request(CLI::App& sub, ReportRequest& r, bool describe,
+                        const std::string& out_help) {
+  add_by(sub, r.by, "Aggregate");
+  add_report_format(sub, r.format, describe);
+  add_limit(sub, r.limit);
+  add_output(sub, r.out, out_help);
+}
+
+int write_report(const char* cmd, const profile::Profile& p, const ReportRequest& r,
+                 const report::Options& opts) {
+  const report::Exporter* format = report::find_exporter(r.format);
+  std::vector<std::string> warnings;
+  std::string err;
+  const bool ok = report::write_report(p, *format, opts, r.out, &warnings, &err);
+  if (format != &report::text_exporter())
+    for (const std::string& w : warnings) say(cmd, "warning: " + report::printable(w));
+  return ok ? 0 : fail(cmd, err);
+}
+
+void Selection::apply(report::Options* opts) const {
+  opts->object = object;
+  opts->pids = pids;
+  opts->comms = comms;
+}
+
+void add_selection(CLI::App& sub, Selection& s, const std::string& rows, const std::string& note) {
+  sub.add_option("--object", s.object,
+                 "Only " + rows + " of objects whose file name contains NAME");
+  sub.add_option("--pid", s.pids, "Only this process (several allowed)" + note);
+  sub.add_option("--comm", s.comms,
                  "Only processes with this command name (basename of argv[0]; several allowed)");
 }
 

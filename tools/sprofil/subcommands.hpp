@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "profile/profile.hpp"
+#include "report/report.hpp"
+
 namespace sprofil::tool {
 
 using Run = std::function<int()>;
@@ -41,11 +44,58 @@ int fail(const char* cmd, const std::string& message);
 // Writes `text` to `out` ("" or "-": standard output) with profile::write_output: `status`,
 // or fail() if it cannot be written.
 int write_text(const char* cmd, const std::string& out, const std::string& text, int status);
+// Reads the profile `file` (profile::read_profile); false after saying why: "sprofil CMD:
+// FILE: problem".
+bool read_input(const char* cmd, const std::string& file, profile::Profile* p);
+// "a, b or c".
+std::string listed(const std::vector<std::string>& names);
 // An option whose value is one of `choices`, its default shown in --help.
 CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& value,
                         const std::string& help, const std::vector<std::string>& choices);
-// --pid and --comm: which processes of a run profile to keep (`note` ends --pid's help).
-void add_process_filter(CLI::App& sub, std::vector<int32_t>& pids, std::vector<std::string>& comms,
-                        const std::string& note = "");
+
+// The options several subcommands share, each declared here once.
+// FILE: the profile to read (sprofil.data by default).
+void add_profile_input(CLI::App& sub, std::string& file);
+// TARGET: a running process, by pid or by its live socket's path.
+CLI::Option* add_live_target(CLI::App& sub, std::string& target);
+// -o,--output: where the output goes; `help` tells the default.
+inline constexpr const char* kToStdout = "Output file (default: stdout)";
+CLI::Option* add_output(CLI::App& sub, std::string& out, const std::string& help = kToStdout);
+// --by: the rows' aggregation, one of report::kByNames (`diff`: only those diff compares by),
+// its help "VERB by function, line, object or address".
+void add_by(CLI::App& sub, std::string& by, const std::string& verb, bool diff = false);
+// --limit: at most N rows (0 = all).
+CLI::Option* add_limit(CLI::App& sub, size_t& limit,
+                       const std::string& help = "Show at most N rows (0 = all)");
+
+// What a subcommand that writes a `sprofil report` (report, gperf) asks for.
+struct ReportRequest {
+  std::string by = "function";
+  std::string format = "text";
+  size_t limit = 0;
+  std::string out;
+  // report::Options with --by and --limit, and short names in the text format unless
+  // `full_names`.
+  report::Options options(bool full_names = false) const;
+};
+// --by, --format (one of report::exporters(); `describe`: its help lists them with their
+// descriptions, else refers to sprofil report), --limit and -o (`out_help`).
+void add_report_request(CLI::App& sub, ReportRequest& r, bool describe,
+                        const std::string& out_help = kToStdout);
+// Renders the report and writes it (report::write_report); its warnings on stderr, but for
+// the text format, which prints them itself. The exit status.
+int write_report(const char* cmd, const profile::Profile& p, const ReportRequest& r,
+                 const report::Options& opts);
+
+// --object, --pid and --comm: which rows of a profile a report keeps, by object and process.
+struct Selection {
+  std::string object;
+  std::vector<int32_t> pids;
+  std::vector<std::string> comms;
+  void apply(report::Options* opts) const;
+};
+// `rows` names what --object keeps ("rows", "functions"); `note` ends --pid's help.
+void add_selection(CLI::App& sub, Selection& s, const std::string& rows,
+                   const std::string& note = "");
 
 }  // namespace sprofil::tool

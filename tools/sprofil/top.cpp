@@ -133,13 +133,12 @@ int run_top(const TopArgs& a) {
 
 Run setup_top(CLI::App& sub) {
   auto a = std::make_shared<TopArgs>();
-  sub.add_option("target", a->target, "The running process (pid) or its live socket's path")
-      ->required();
+  add_live_target(sub, a->target)->required();
   sub.add_option("-i,--interval", a->interval, "Seconds between views")
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
   sub.add_option("-n,--count", a->count, "Stop after N views (0: until the program exits)");
-  sub.add_option("--limit", a->limit, "Rows per view (0 = all)")->capture_default_str();
+  add_limit(sub, a->limit, "Rows per view (0 = all)")->capture_default_str();
   return [a] { return run_top(*a); };
 }
 
