@@ -1,80 +1,43 @@
 #!/usr/bin/env python3
-"""Side-by-side benchmarks of sprofil against other profilers (driven by bench/compare/run.sh).
+"""Every figure of issue 10, and sprofil side by side with other profilers (driven by
+bench/compare/run.sh). Ends with one goal table (goal | figure | met? | command), computed from
+this run's measurements, and the sections' durations.
 
 Prints markdown on stdout, progress on stderr. Every table names the exact commands it ran
 (BUILD, WORK and the workload arguments are spelled out). Environment:
   BUILD      build directory (default build-compare)
   WORK       scratch directory for profiles (default /tmp/sprofil-compare)
-  QUICK=1    fewer runs and samples (a smoke run, ~4 minutes)
+  QUICK=1    fewer runs and samples (a smoke run, under 6 minutes)
   RUNS       runs per configuration for overhead (default 5; QUICK 2)
   ACC_N      observations per accuracy run (default 5000; QUICK 1000)
   ACC_RUNS   accuracy runs per tool and workload (default 3; QUICK 1)
-  SECTIONS   comma-separated subset of overhead,floor,accuracy,large (default: all)
+  SECTIONS   comma-separated subset of overhead,floor,accuracy,large,fallback,masks,scale,
+             tests (default: all); fallback.py, signal_masks.py and scale.py name their own
+             settings
+  TEST_BUILD a test build whose ctest runs goal 1's tests (default build; cited if absent)
   LARGE_SECONDS  CPU seconds of the cmp-large run for the report-speed profiles (default 20)
 """
 import json
 import os
 import re
-import shlex
-import statistics
 import struct
 import subprocess
 import sys
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.environ.get("BUILD", "build-compare")
-BIN = os.path.join(ROOT, BUILD, "bin")
-LIB = os.path.join(ROOT, BUILD, "lib")
-WORK = os.environ.get("WORK", "/tmp/sprofil-compare")
-QUICK = os.environ.get("QUICK", "0") == "1"
+sys.dont_write_bytecode = True  # no __pycache__ next to the section modules
+import fallback  # noqa: E402 (the sections, after the line above)
+import scale  # noqa: E402
+import signal_masks  # noqa: E402
+from common import (BIN, LIB, QUICK, ROOT, SPROFIL, WORK, goal, log, med,  # noqa: E402
+                    print_goals, read_truth, rel, run, shown, sprof_header, sprof_images)
+
 RUNS = int(os.environ.get("RUNS", "2" if QUICK else "5"))
 ACC_N = int(os.environ.get("ACC_N", "1000" if QUICK else "5000"))
 ACC_RUNS = int(os.environ.get("ACC_RUNS", "1" if QUICK else "3"))
 LARGE_SECONDS = float(os.environ.get("LARGE_SECONDS", "2" if QUICK else "20"))
 GPERF = "/usr/lib/x86_64-linux-gnu/libprofiler.so"
-SPROFIL = os.path.join(BIN, "sprofil")
-RATES = [250, 1000, 10000]
-
-os.makedirs(WORK, exist_ok=True)
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def rel(p):
-    """Paths in printed commands: relative to the repository root when inside it."""
-    return os.path.relpath(p, ROOT) if p.startswith(ROOT) else p
-
-
-def med(v):
-    return statistics.median(v) if v else float("nan")
-
-
-def run(argv, env=None, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE):
-    """Runs argv; returns (wall s, CPU s of the whole process tree, stderr text)."""
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=e, stdout=stdout, stderr=stderr, cwd=WORK)
-    err = p.stderr.read().decode(errors="replace") if stderr == subprocess.PIPE else ""
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise RuntimeError(f"{argv} failed ({p.returncode}): {err[-2000:]}")
-    return wall, ru.ru_utime + ru.ru_stime, err, ru.ru_maxrss
-
-
-def read_truth(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            k, v = line.split()
-            out[k] = float(v)
-    return out
+RATES = [1000, 10000] if QUICK else [250, 1000, 10000]  # the goals need 1 and 10 kHz
 
 
 # ---------------------------------------------------------------- workloads and tools
@@ -145,43 +108,13 @@ class Config:
 
     def shown(self, wl_argv, out):
         argv, env, _ = self.command(wl_argv, out)
-        envs = " ".join(f"{k}={rel(v)}" for k, v in env.items())
-        return (envs + " " if envs else "") + " ".join(shlex.quote(rel(a)) for a in argv)
+        return shown(argv, env)
 
 
 def gmon_file(stem):
     d, base = os.path.split(stem)
     c = [f for f in os.listdir(d) if f.startswith(base + ".")]
     return os.path.join(d, sorted(c)[-1]) if c else None
-
-
-def sprof_images(path):
-    """File offsets of the process images: [0] for a process's own file, the process table's
-    image offsets for the run profile `sprofil record` writes (docs/file-format.md)."""
-    with open(path, "rb") as f:
-        h = f.read(4096)
-        if h[:8] != b"SPRFRUN\0":
-            return [0]
-        n = struct.unpack_from("<I", h, 16)[0]
-        f.seek(4096)
-        t = f.read(128 * n)
-    return [struct.unpack_from("<Q", t, 128 * i + 8)[0] for i in range(n)]
-
-
-def sprof_header(path):
-    """The first process's header fields; delivered summed over the run's processes."""
-    delivered = 0
-    first = None
-    with open(path, "rb") as f:
-        for base in sprof_images(path):
-            f.seek(base)
-            h = f.read(112)
-            tick_ns, eff_milli, _start, _end, cpu_ns = struct.unpack_from("<QQQQQ", h, 32)
-            delivered += struct.unpack_from("<QQQ", h, 88)[1]
-            if first is None:
-                first = {"cpu_ns": cpu_ns, "effective_hz": eff_milli / 1000.0, "tick_ns": tick_ns}
-    first["delivered"] = delivered
-    return first
 
 
 def sprof_nonzero_bins(path):
@@ -335,7 +268,7 @@ def signal_count(argv, env):
 # ---------------------------------------------------------------- sections
 
 def machine():
-    print("## Side by side: machine (this run)\n")
+    print("## Machine (this run)\n")
     print(f"- nproc: {os.cpu_count()}")
     cpu = [l for l in open("/proc/cpuinfo") if l.startswith("model name")]
     print(f"- CPU: {cpu[0].split(':', 1)[1].strip() if cpu else '?'}")
@@ -351,7 +284,10 @@ def machine():
           f"glibc {os.confstr('CS_GNU_LIBC_VERSION')}; "
           f"{subprocess.run(['gprof', '--version'], capture_output=True, text=True).stdout.splitlines()[0]}")
     print(f"- settings: RUNS={RUNS} ACC_N={ACC_N} ACC_RUNS={ACC_RUNS} "
-          f"LARGE_SECONDS={LARGE_SECONDS:g} QUICK={int(QUICK)}")
+          f"LARGE_SECONDS={LARGE_SECONDS:g} QUICK={int(QUICK)} FB_ROUNDS={fallback.ROUNDS} "
+          f"FB_SECONDS={fallback.SECONDS} FB_ACC_RUNS={fallback.ACC_RUNS} "
+          f"COV_RUNS={signal_masks.RUNS} SCALE_RUNS={scale.RUNS} OBJECTS={scale.OBJECTS} "
+          f"SCALE_ITERS={scale.ITERS} TEST_BUILD={rel(TEST_BUILD)}")
     print()
 
 
@@ -399,7 +335,7 @@ def overhead(rates_out):
             argv_of = (lambda n: lambda cpu, truth: [wl["exe"], "--iters", str(n), "--truth",
                                                      truth])(iters)
         res = {c.key(): {"wall": [], "cpu": [], "pcpu": [], "samples": []} for c in cfgs}
-        shown = {}
+        shown_of = {}
         for r in range(RUNS):
             log(f"overhead {wl_name}: round {r + 1}/{RUNS}")
             for c in cfgs:
@@ -411,7 +347,7 @@ def overhead(rates_out):
                 res[c.key()]["cpu"].append(cpu)
                 res[c.key()]["pcpu"].append(read_truth(stem + ".truth")["process_cpu"])
                 res[c.key()]["samples"].append(observations(c, f, err))
-                shown[c.key()] = c.shown(argv_of(cpu_budget, "T"), os.path.join(WORK, "P"))
+                shown_of[c.key()] = c.shown(argv_of(cpu_budget, "T"), os.path.join(WORK, "P"))
                 clean(f)
         sigs = {}
         for c in cfgs:
@@ -467,9 +403,22 @@ def overhead(rates_out):
                   f"{med(d['cpu']) / med(p['cpu']):.3f}, wall x "
                   f"{med(d['wall']) / med(p['wall']):.3f}; per-record cost {dco:.2f} us vs "
                   f"{pco:.2f} us")
+            if wl_name != "burn4" or hz not in (1000, 10000):
+                continue  # the goals: fixed work (process CPU means something), 1 and 10 kHz
+            cmd = shown_of[("sprofil", "perf drain", hz)]
+            pct, tct = dpc / ppc, med(d["cpu"]) / med(p["cpu"])
+            goal(1, f"record's default (drain mode) costs no more than perf record at {hz} Hz",
+                 f"process CPU {pct:.3f}x perf record's ({(dpc - bp) * 1000:.0f} vs "
+                 f"{(ppc - bp) * 1000:.0f} ms over the baseline), tree CPU {tct:.3f}x; baseline "
+                 f"spread {100 * spread / bp:.1f}% (met if both <= 1)", pct <= 1 and tct <= 1, cmd)
+            goal(2, f"per-record in-process cost of drain mode (period re-draw on) within 1.05x "
+                    f"of its delivery's floor, perf record, at {hz} Hz",
+                 f"{dco:.2f} vs {pco:.2f} us per record "
+                 f"({dco / pco if pco > 0 else float('nan'):.2f}x; met if <= 1.05)",
+                 pco > 0 and dco <= 1.05 * pco, cmd)
         print("\nCommands (WORK=/tmp/sprofil-compare; T = truth file, P = profile stem):\n")
         for c in cfgs:
-            print(f"- {c.label} {c.hz if c.tool != 'baseline' else ''}: `{shown[c.key()]}`")
+            print(f"- {c.label} {c.hz if c.tool != 'baseline' else ''}: `{shown_of[c.key()]}`")
         print()
 
 
@@ -480,6 +429,15 @@ def floor():
     print(f"Command: `{' '.join(rel(a) for a in cmd)}`\n")
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     print(out)
+    # Goal 2 for signal mode (SPROFIL_PERF_MODE=signal, period re-draw on): its rows' last
+    # column is the cost per sample over the empty-handler floor's of the same rate.
+    for line in out.splitlines():
+        m = re.match(r"\| sprofil perf, signal \| (\d+) Hz \|.*\| ([\d.]+) \|$", line)
+        if m:
+            x = float(m.group(2))
+            goal(2, f"per-signal in-process cost of signal mode (period re-draw on) within 1.05x "
+                    f"of the empty-handler floor, {int(m.group(1))} Hz",
+                 f"{x:.2f}x the floor (met if <= 1.05)", x <= 1.05, shown(cmd))
 
 
 def accuracy(rates):
@@ -631,20 +589,70 @@ def report_speed_and_memory():
     print()
 
 
+TEST_BUILD = os.environ.get("TEST_BUILD", os.path.join(ROOT, "build"))
+# Goal 1's SIGKILL and aliasing are tests, not timings: tests/agent/drain_test.cpp and
+# tests/clock/alias_test.cpp (record's default mode, no options).
+GOAL1_TESTS = [("SIGKILL at a random moment loses no sample",
+                r"Drain\.SigkillAtARandomMomentLosesNoSample",
+                "tests/agent/drain_test.cpp Drain.SigkillAtARandomMomentLosesNoSample"),
+               ("no aliasing (periodic functions get equal shares, record's default)",
+                r"AliasDefault\.", "tests/clock/alias_test.cpp AliasDefault")]
+
+
+def tests():
+    """Runs goal 1's tests with ctest when TEST_BUILD is a test build that has them built,
+    else cites them."""
+    print("## Goal 1's tests (SIGKILL, aliasing)\n")
+    have = os.path.exists(os.path.join(TEST_BUILD, "CTestTestfile.cmake")) and all(
+        os.path.exists(os.path.join(TEST_BUILD, "bin", b)) for b in ("test_agent_drain",
+                                                                      "test_clock"))
+    for what, regex, name in GOAL1_TESTS:
+        cmd = ["ctest", "--test-dir", TEST_BUILD, "-R", regex, "--output-on-failure"]
+        if not have:
+            print(f"- {name}: not run (no test build with test_agent_drain and test_clock in "
+                  f"{rel(TEST_BUILD)}; set TEST_BUILD)")
+            goal(1, what, f"test {name}", "cited, not run (no test build)", shown(cmd))
+            continue
+        log(f"tests: {name}")
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        m = re.search(r"(\d+)% tests passed, (\d+) tests? failed out of (\d+)", p.stdout)
+        total = int(m.group(3)) if m else 0
+        passed = p.returncode == 0 and total > 0
+        summary = m.group(0) if m else "no test ran"
+        print(f"- {name}: `{shown(cmd)}`: {summary}")
+        goal(1, what, f"test {name}: {summary}", passed, shown(cmd))
+    print()
+
+
+SECTIONS = ["overhead", "floor", "accuracy", "large", "fallback", "masks", "scale", "tests"]
+
+
 def main():
     start = time.time()
-    sections = os.environ.get("SECTIONS", "overhead,floor,accuracy,large").split(",")
+    sections = os.environ.get("SECTIONS", ",".join(SECTIONS)).split(",")
     machine()
     rates = {}
-    if "overhead" in sections or "accuracy" in sections:
-        overhead(rates)
-    if "floor" in sections:
-        floor()
-    if "accuracy" in sections:
-        accuracy(rates)
-    if "large" in sections:
-        report_speed_and_memory()
-    print(f"(bench/compare/run.sh measurements took {time.time() - start:.0f} s)")
+    steps = [("overhead", lambda: overhead(rates), "overhead" in sections or
+              "accuracy" in sections),
+             ("floor", floor, "floor" in sections),
+             ("accuracy", lambda: accuracy(rates), "accuracy" in sections),
+             ("large", report_speed_and_memory, "large" in sections),
+             ("fallback", fallback.section, "fallback" in sections),
+             ("masks", signal_masks.section, "masks" in sections),
+             ("scale", scale.section, "scale" in sections),
+             ("tests", tests, "tests" in sections)]
+    took = []
+    for name, fn, wanted in steps:
+        if not wanted:
+            continue
+        t0 = time.time()
+        fn()
+        sys.stdout.flush()
+        took.append((name, time.time() - t0))
+        log(f"section {name}: {took[-1][1]:.0f} s")
+    print_goals()
+    print("Section durations: " + ", ".join(f"{n} {t:.0f} s" for n, t in took) +
+          f"; measurements {time.time() - start:.0f} s in total.")
 
 
 if __name__ == "__main__":
