@@ -38,6 +38,7 @@ ACC_RUNS = int(os.environ.get("ACC_RUNS", "1" if QUICK else "3"))
 LARGE_SECONDS = float(os.environ.get("LARGE_SECONDS", "2" if QUICK else "20"))
 GPERF = "/usr/lib/x86_64-linux-gnu/libprofiler.so"
 RATES = [1000, 10000] if QUICK else [250, 1000, 10000]  # the goals need 1 and 10 kHz
+HF_RUNS, GPROF_RUNS, MEM_RUNS = (2, 1, 1) if QUICK else (5, 3, 3)  # report speed, memory
 
 
 # ---------------------------------------------------------------- workloads and tools
@@ -321,7 +322,8 @@ def overhead(rates_out):
           "the signals for signal-driven tools and the records otherwise; it is noise when "
           "the overhead is within the run-to-run spread of the baseline (given above each "
           "table). samples/CPU s and signals/CPU s are per second of process CPU.\n")
-    only = os.environ.get("WORKLOADS")  # e.g. WORKLOADS=burn4: that table only
+    # e.g. WORKLOADS=burn4: that table only (QUICK's default: the goals need burn4 only)
+    only = os.environ.get("WORKLOADS", "burn4" if QUICK else "")
     for wl_name, wl in WORKLOADS.items():
         if only and wl_name not in only.split(","):
             continue
@@ -409,12 +411,16 @@ def overhead(rates_out):
             pct, tct = dpc / ppc, med(d["cpu"]) / med(p["cpu"])
             goal(1, f"record's default (drain mode) costs no more than perf record at {hz} Hz",
                  f"process CPU {pct:.3f}x perf record's ({(dpc - bp) * 1000:.0f} vs "
-                 f"{(ppc - bp) * 1000:.0f} ms over the baseline), tree CPU {tct:.3f}x; baseline "
-                 f"spread {100 * spread / bp:.1f}% (met if both <= 1)", pct <= 1 and tct <= 1, cmd)
+                 f"{(ppc - bp) * 1000:.0f} ms over the baseline"
+                 f"{', a difference within the baseline spread' if abs(dpc - ppc) < spread else ''}"
+                 f"), tree CPU {tct:.3f}x; baseline spread {1000 * spread:.0f} ms "
+                 f"({100 * spread / bp:.1f}%) (met if both <= 1)", pct <= 1 and tct <= 1, cmd)
+            noise = min(dpc, ppc) - bp < spread  # an overhead within the baseline's spread
             goal(2, f"per-record in-process cost of drain mode (period re-draw on) within 1.05x "
                     f"of its delivery's floor, perf record, at {hz} Hz",
                  f"{dco:.2f} vs {pco:.2f} us per record "
                  f"({dco / pco if pco > 0 else float('nan'):.2f}x; met if <= 1.05)",
+                 "not resolved: an overhead within the baseline's spread" if noise else
                  pco > 0 and dco <= 1.05 * pco, cmd)
         print("\nCommands (WORK=/tmp/sprofil-compare; T = truth file, P = profile stem):\n")
         for c in cfgs:
@@ -430,14 +436,16 @@ def floor():
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     print(out)
     # Goal 2 for signal mode (SPROFIL_PERF_MODE=signal, period re-draw on): its rows' last
-    # column is the cost per sample over the empty-handler floor's of the same rate.
+    # column is the cost per sample over the empty-handler floor's of the same rate. Judged at
+    # 10 kHz: at 1 kHz the difference is a few ms of a 0.4 s run, within the noise.
     for line in out.splitlines():
-        m = re.match(r"\| sprofil perf, signal \| (\d+) Hz \|.*\| ([\d.]+) \|$", line)
+        m = re.match(r"\| sprofil perf, signal \| (\d+) Hz \|.*\| (-?[\d.]+) \|$", line)
         if m:
-            x = float(m.group(2))
+            x, hz = float(m.group(2)), int(m.group(1))
             goal(2, f"per-signal in-process cost of signal mode (period re-draw on) within 1.05x "
-                    f"of the empty-handler floor, {int(m.group(1))} Hz",
-                 f"{x:.2f}x the floor (met if <= 1.05)", x <= 1.05, shown(cmd))
+                    f"of the empty-handler floor, {hz} Hz",
+                 f"{x:.2f}x the floor (met if <= 1.05)",
+                 x <= 1.05 if hz >= 10000 else "not judged: noise at this rate", shown(cmd))
 
 
 def accuracy(rates):
@@ -531,14 +539,14 @@ def report_speed_and_memory():
           f"{os.path.getsize(sprof) / 1e6:.1f} MB apparent ({os.stat(sprof).st_blocks * 512 / 1e6:.1f} MB on disk); "
           f"perf.data: {psamples:,} samples, {os.path.getsize(pdata) / 1e6:.1f} MB. "
           f"gmon.out written by `sprofil report {rel(sprof)} --format gmon -o {rel(gmon)}` "
-          f"in {gmon_s:.2f} s. Times are hyperfine medians ({3 if QUICK else 5} runs, 3 for gprof, "
+          f"in {gmon_s:.2f} s. Times are hyperfine medians ({HF_RUNS} runs, {GPROF_RUNS} for gprof, "
           "1 warm-up, output discarded: `hyperfine -N --warmup 1 --runs N --output null CMD`); "
           "ratio = time / `sprofil report` (text). `perf report` reads a build-id cache that "
           "`perf record` filled; the warm-up run also fills the page cache for every reader.\n")
     cmds = [f"{SPROFIL} report {sprof}", f"{SPROFIL} report {sprof} --format json",
             f"perf report -i {pdata} --stdio", f"perf report -i {pdata} --stdio --sort sym",
             f"gprof -b -p {large} {gmon}"]
-    times = hyperfine(cmds[:-1], 3 if QUICK else 5) + hyperfine(cmds[-1:], 3)
+    times = hyperfine(cmds[:-1], HF_RUNS) + hyperfine(cmds[-1:], GPROF_RUNS)
     print("| command | median s | min s | max s | ratio |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for c, (m, lo, hi) in zip(cmds, times):
@@ -552,14 +560,14 @@ def report_speed_and_memory():
           "exiting; sprofil's counters are a shared file mapping, so they show in RssShmem/"
           "RssFile. *tree peak RSS* is `/usr/bin/time -f %M` around the command: the largest "
           "peak RSS among the processes of the tree (for perf record that is perf itself). "
-          "Medians of 3 runs, 1000 Hz.\n")
+          f"Medians of {MEM_RUNS} run(s), 1000 Hz.\n")
     mcfgs = [Config("baseline", "", 0, False), Config("sprofil", "cpu", 1000, True),
              Config("sprofil", "perf signal", 1000, True), Config("sprofil", "perf ring", 1000,
                                                                    False),
              Config("gperftools", "", 1000, True), Config("perf record", "", 1000, False)]
     rows = {c.key(): [] for c in mcfgs}
     status = os.path.join(WORK, "large.status")
-    for _ in range(3):
+    for _ in range(MEM_RUNS):
         for c in mcfgs:
             stem = os.path.join(WORK, "mem")
             argv, env, f = c.command([large, "--seconds", "1", "--status", status], stem)
