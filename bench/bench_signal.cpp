@@ -201,13 +201,11 @@ int main(int argc, char** argv) {
   }
 
   const double base = bench::median_d(modes[0].cpu);
-  std::printf("work loop: %llu iterations, %d runs per mode (medians), baseline CPU %.1f ms\n\n",
-              static_cast<unsigned long long>(iters), runs, base / 1e6);
-  std::printf(
+  bench::FloorRatio floor = bench::table_start(
+      iters, runs, base,
       "| handler | timer | CPU ms (median) | signals | overruns | signals/CPU s | overhead "
-      "| ns per signal | vs empty |\n");
-  std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  bench::FloorRatio floor;
+      "| ns per signal | vs empty |",
+      2);
   for (const Mode& m : modes) {
     const double cpu = bench::median_d(m.cpu), sig = bench::median_d(m.sig);
     if (m.interval_ns == 0) {

@@ -127,6 +127,21 @@ class FloorRatio {
   double floor_ = 0;
 };
 
+// A table's preamble: the work loop and the baseline, then the markdown header `head` and its
+// alignment row (the first `left` columns left-aligned, the others right-aligned). Returns the
+// per-signal costs' reference for the rows.
+inline FloorRatio table_start(uint64_t iters, int runs, double base_ns, const char* head,
+                              int left) {
+  std::printf(
+      "work loop: %llu iterations, %d round-robin runs per mode (medians), baseline CPU "
+      "%.1f ms\n\n%s\n",
+      static_cast<unsigned long long>(iters), runs, base_ns / 1e6, head);
+  for (const char* c = head + 1; *c; ++c)
+    if (*c == '|') std::printf("%s", left-- > 0 ? "| --- " : "| ---: ");
+  std::printf("|\n");
+  return FloorRatio{};
+}
+
 // A user-space task-clock event of one thread, disabled, overflowing every period_ns and
 // waking up at each record: the attributes of the runtime's perf clock (src/clock/perf.cpp).
 inline perf_event_attr task_clock_attr(uint64_t period_ns) {

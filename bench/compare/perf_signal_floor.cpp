@@ -119,6 +119,10 @@ Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring, bool no_jitter
   return Result{r.thread_ns, r.process_ns, ring ? delivered(s) : r.signals};
 }
 
+const char kTableHead[] =
+    "| handler | perf task clock | thread CPU ms | process CPU ms | samples | samples/CPU s "
+    "| overhead (process) | ns per sample (process) | vs floor |";
+
 struct Mode {
   const char* name;
   unsigned hz;
@@ -157,22 +161,13 @@ int main(int argc, char** argv) {
   }
   const double tbase = bench::median_d(modes[0].thread);
   const double pbase = bench::median_d(modes[0].process);
-  std::printf(
-      "work loop: %llu iterations, %d round-robin runs per mode (medians), baseline CPU "
-      "%.1f ms\n\n",
-      static_cast<unsigned long long>(iters), runs, tbase / 1e6);
-  std::printf(
-      "| handler | perf task clock | thread CPU ms | process CPU ms | samples | "
-      "samples/CPU s | overhead (process) | ns per sample (process) | vs floor |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  bench::FloorRatio floor;
-  for (const Mode& m : modes) {
-    const double t = bench::median_d(m.thread), p = bench::median_d(m.process);
-    if (m.hz == 0) {
-      std::printf("| %s | - | %.1f | %.1f | 0 | 0 | - | - | - |\n", m.name, t / 1e6, p / 1e6);
-      continue;
-    }
-    const double n = bench::median_d(m.samples);
+  bench::FloorRatio floor = bench::table_start(iters, runs, tbase, kTableHead, 1);
+  std::printf("| %s | - | %.1f | %.1f | 0 | 0 | - | - | - |\n", modes[0].name, tbase / 1e6,
+              pbase / 1e6);
+  for (size_t i = 1; i < modes.size(); ++i) {  // modes[0] is the baseline
+    const Mode& m = modes[i];
+    const double t = bench::median_d(m.thread), p = bench::median_d(m.process),
+                 n = bench::median_d(m.samples);
     char ratio[32];
     const double per = floor.row(p, pbase, n, m.kind == 0, ratio);
     std::printf("| %s | %u Hz | %.1f | %.1f | %.0f | %.0f | %+.2f%% | %.0f | %s |\n", m.name, m.hz,
