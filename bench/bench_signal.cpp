@@ -41,7 +41,6 @@ extern "C" char etext;
 
 namespace {
 
-using bench::g_overruns;
 using bench::g_signals;
 using bench::median;
 using bench::now_ns;
@@ -71,18 +70,12 @@ Result run_raw(uint64_t iters, clockid_t clock, uint64_t interval_ns) {
     const itimerspec its{iv, iv};
     timer_settime(tm, 0, &its, nullptr);
   }
-  g_signals = 0;
-  g_overruns = 0;
-  const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-  work(iters);
-  const uint64_t t1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-  Result r{t1 - t0, g_signals.load(), g_overruns.load()};
+  const bench::Timed r = bench::timed_work(iters);
   if (interval_ns) {
     timer_delete(tm);
-    signal(SIGPROF, SIG_IGN);  // drop a pending one
-    signal(SIGPROF, SIG_DFL);
+    bench::reset_sigprof();
   }
-  return r;
+  return Result{r.thread_ns, r.signals, r.overruns};
 }
 
 // The real runtime: sprofil_start on `s`, with the counting wrapper in front of its handler.
@@ -94,15 +87,10 @@ Result run_sprofil(uint64_t iters, sprofil_session* s) {
   }
   const int sig = sprofil::rt::signal_number();
   const struct sigaction cur = bench::wrap_runtime_handler(sig);
-  g_signals = 0;
-  g_overruns = 0;
-  const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-  work(iters);
-  const uint64_t t1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-  Result r{t1 - t0, g_signals.load(), g_overruns.load()};
+  const bench::Timed r = bench::timed_work(iters);
   sprofil::rt::real_sigaction(sig, &cur, nullptr);
   sprofil_stop(s);
-  return r;
+  return Result{r.thread_ns, r.signals, r.overruns};
 }
 
 // Delivery without a timer interrupt: this thread sends itself n SIGPROFs with tgkill (the
@@ -158,9 +146,7 @@ struct Mode {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int runs = argc > 1 ? std::max(1, atoi(argv[1])) : 7;
-  uint64_t iters = argc > 2 ? strtoull(argv[2], nullptr, 10) : 0;
-  if (iters == 0) iters = bench::calibrate_iters(0.4);
+  const auto [runs, iters] = bench::parse_args(argc, argv);
   const auto cpu_clock = CLOCK_THREAD_CPUTIME_ID;
   const uint64_t ms = 1000000;
   std::fprintf(stderr, "building sessions (10,000 regions takes a few seconds)...\n");
@@ -214,28 +200,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run %d/%d done\n", r + 1, runs);
   }
 
-  const double base = static_cast<double>(median(modes[0].cpu));
-  std::printf("work loop: %llu iterations, %d runs per mode (medians), baseline CPU %.1f ms\n\n",
-              static_cast<unsigned long long>(iters), runs, base / 1e6);
-  std::printf(
+  const double base = bench::median_d(modes[0].cpu);
+  bench::FloorRatio floor = bench::table_start(
+      iters, runs, base,
       "| handler | timer | CPU ms (median) | signals | overruns | signals/CPU s | overhead "
-      "| ns per signal | vs empty |\n");
-  std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  double empty_cost = 0;
+      "| ns per signal | vs empty |",
+      2);
   for (const Mode& m : modes) {
-    const double cpu = static_cast<double>(median(m.cpu));
-    const double sig = static_cast<double>(median(m.sig));
-    const double ovr = static_cast<double>(median(m.ovr));
+    const double cpu = bench::median_d(m.cpu), sig = bench::median_d(m.sig);
     if (m.interval_ns == 0) {
       std::printf("| %s | %s | %.1f | 0 | 0 | 0 | - | - | - |\n", m.name.c_str(), m.rate.c_str(),
                   cpu / 1e6);
       continue;
     }
-    const double per = sig > 0 ? (cpu - base) / sig : 0;
-    if (!m.is_sprofil) empty_cost = per;
-    char ratio[32] = "1.00 (floor)";
-    if (m.is_sprofil)
-      std::snprintf(ratio, sizeof ratio, "%.2f", empty_cost > 0 ? per / empty_cost : 0.0);
+    char ratio[32];
+    const double per = floor.row(cpu, base, sig, !m.is_sprofil, ratio);
+    const double ovr = bench::median_d(m.ovr);
     std::printf("| %s | %s | %.1f | %.0f | %.0f | %.0f | %+.2f%% | %.0f | %s |\n", m.name.c_str(),
                 m.rate.c_str(), cpu / 1e6, sig, ovr, sig / (cpu / 1e9), 100.0 * (cpu - base) / base,
                 per, ratio);

@@ -10,7 +10,6 @@
 // sprofil-demo, burns a fixed CPU budget: overhead inside the thread only means less work.)
 //
 // Usage: cmp-burn4 [--seconds S (default 1) | --iters N] [--truth FILE]
-#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +21,7 @@ namespace {
 long g_iterations = 0;  // loop iterations done, all functions
 }  // namespace
 
-// Like SPROFIL_DEMO_BURN (examples/demo/burn.hpp), plus a fixed-work mode: iters > 0.
+// Like SPROFIL_BURN (examples/demo/burn.hpp), plus a fixed-work mode: iters > 0.
 #define CMP_BURN(NAME)                                                           \
   extern "C" __attribute__((noinline)) double NAME(double seconds, long iters) { \
     double x = 1.0;                                                              \
@@ -31,11 +30,11 @@ long g_iterations = 0;  // loop iterations done, all functions
       g_iterations += iters;                                                     \
       return x;                                                                  \
     }                                                                            \
-    const double end = demo_thread_cpu() + seconds;                              \
+    const double end = burn_thread_cpu() + seconds;                              \
     do {                                                                         \
       for (int i = 0; i < 200000; ++i) x = x * 1.0000001 + 1e-9;                 \
       g_iterations += 200000;                                                    \
-    } while (demo_thread_cpu() < end);                                           \
+    } while (burn_thread_cpu() < end);                                           \
     return x;                                                                    \
   }
 CMP_BURN(burn4_alpha)
@@ -78,22 +77,19 @@ int main(int argc, char** argv) {
       const double step = iters > 0 ? iter_slice : slice;
       if (s.done >= want) continue;
       const double d = want - s.done < step ? want - s.done : step;
-      const double t0 = demo_thread_cpu();
+      const double t0 = burn_thread_cpu();
       sink += iters > 0 ? s.fn(0, d < 1 ? 1 : static_cast<long>(d)) : s.fn(d, 0);
-      s.used += demo_thread_cpu() - t0;
+      s.used += burn_thread_cpu() - t0;
       s.done += d;
       more = true;
     }
   }
-  const double total = demo_process_cpu();
+  const double total = burn_process_cpu();
   printf("cmp-burn4: %.3f s CPU: alpha %.3f beta %.3f gamma %.3f delta %.3f (%g)\n", total,
          shares[0].used, shares[1].used, shares[2].used, shares[3].used, sink > 0 ? 1.0 : 0.0);
-  if (truth) {
-    FILE* f = fopen(truth, "w");
-    if (!f) return 1;
-    for (const Share& s : shares) fprintf(f, "%s %.6f\n", s.name, s.used);
-    fprintf(f, "process_cpu %.6f\niterations %ld\n", total, g_iterations);
-    fclose(f);
-  }
-  return 0;
+  const BurnTruth lines[] = {
+      {shares[0].name, shares[0].used}, {shares[1].name, shares[1].used},
+      {shares[2].name, shares[2].used}, {shares[3].name, shares[3].used},
+      {"process_cpu", total},           {"iterations", static_cast<double>(g_iterations)}};
+  return truth && !burn_write_truth(truth, lines) ? 1 : 0;
 }

@@ -39,9 +39,6 @@ extern "C" char etext;
 
 namespace {
 
-using bench::g_signals;
-using bench::median;
-using bench::now_ns;
 using bench::work;
 
 struct Result {
@@ -53,16 +50,7 @@ Result run_floor(uint64_t iters, uint64_t period_ns) {
   int fd = -1;
   if (period_ns) {
     bench::set_handler(SIGPROF, bench::empty_handler);
-    perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.type = PERF_TYPE_SOFTWARE;
-    a.size = sizeof a;
-    a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.sample_period = period_ns;
-    a.exclude_kernel = 1;
-    a.exclude_hv = 1;
-    a.disabled = 1;
-    a.wakeup_events = 1;
+    perf_event_attr a = bench::task_clock_attr(period_ns);
     const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
     fd = static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
     if (fd < 0) {
@@ -76,19 +64,14 @@ Result run_floor(uint64_t iters, uint64_t period_ns) {
       std::exit(1);
     }
   }
-  g_signals = 0;
   if (fd >= 0) ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
-  const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID), p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-  work(iters);
-  const uint64_t t1 = now_ns(CLOCK_THREAD_CPUTIME_ID), p1 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-  Result r{t1 - t0, p1 - p0, g_signals.load()};
+  const bench::Timed r = bench::timed_work(iters);
   if (fd >= 0) {
     ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
     close(fd);
-    signal(SIGPROF, SIG_IGN);  // drop a pending one
-    signal(SIGPROF, SIG_DFL);
+    bench::reset_sigprof();
   }
-  return r;
+  return Result{r.thread_ns, r.process_ns, r.signals};
 }
 
 sprofil_session* make_session(unsigned hz) {
@@ -130,14 +113,15 @@ Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring, bool no_jitter
   struct sigaction cur;
   const int sig = sprofil::rt::signal_number();
   if (!ring) cur = bench::wrap_runtime_handler(sig);
-  g_signals = 0;
-  const uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID), p0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
-  work(iters);
-  const uint64_t t1 = now_ns(CLOCK_THREAD_CPUTIME_ID), p1 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+  const bench::Timed r = bench::timed_work(iters);
   if (!ring) sigaction(sig, &cur, nullptr);
   sprofil_stop(s);
-  return Result{t1 - t0, p1 - p0, ring ? delivered(s) : g_signals.load()};
+  return Result{r.thread_ns, r.process_ns, ring ? delivered(s) : r.signals};
 }
+
+const char kTableHead[] =
+    "| handler | perf task clock | thread CPU ms | process CPU ms | samples | samples/CPU s "
+    "| overhead (process) | ns per sample (process) | vs floor |";
 
 struct Mode {
   const char* name;
@@ -150,9 +134,7 @@ struct Mode {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int runs = argc > 1 ? std::max(1, atoi(argv[1])) : 7;
-  uint64_t iters = argc > 2 ? strtoull(argv[2], nullptr, 10) : 0;
-  if (iters == 0) iters = bench::calibrate_iters(0.4);
+  const auto [runs, iters] = bench::parse_args(argc, argv);
   sprofil_session* s1k = make_session(1000);
   sprofil_session* s10k = make_session(10000);
   std::vector<Mode> modes = {
@@ -177,31 +159,17 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "run %d/%d done\n", r + 1, runs);
   }
-  const double tbase = static_cast<double>(median(modes[0].thread));
-  const double pbase = static_cast<double>(median(modes[0].process));
-  std::printf(
-      "work loop: %llu iterations, %d round-robin runs per mode (medians), baseline CPU "
-      "%.1f ms\n\n",
-      static_cast<unsigned long long>(iters), runs, tbase / 1e6);
-  std::printf(
-      "| handler | perf task clock | thread CPU ms | process CPU ms | samples | "
-      "samples/CPU s | overhead (process) | ns per sample (process) | vs floor |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  double floor_ns = 0;
-  for (const Mode& m : modes) {
-    const double t = static_cast<double>(median(m.thread));
-    const double p = static_cast<double>(median(m.process));
-    const double n = static_cast<double>(median(m.samples));
-    if (m.hz == 0) {
-      std::printf("| %s | - | %.1f | %.1f | 0 | 0 | - | - | - |\n", m.name, t / 1e6, p / 1e6);
-      continue;
-    }
-    const double per = n > 0 ? (p - pbase) / n : 0;
-    char ratio[32] = "1.00 (floor)";
-    if (m.kind == 0)
-      floor_ns = per;
-    else
-      std::snprintf(ratio, sizeof ratio, "%.2f", floor_ns > 0 ? per / floor_ns : 0.0);
+  const double tbase = bench::median_d(modes[0].thread);
+  const double pbase = bench::median_d(modes[0].process);
+  bench::FloorRatio floor = bench::table_start(iters, runs, tbase, kTableHead, 1);
+  std::printf("| %s | - | %.1f | %.1f | 0 | 0 | - | - | - |\n", modes[0].name, tbase / 1e6,
+              pbase / 1e6);
+  for (size_t i = 1; i < modes.size(); ++i) {  // modes[0] is the baseline
+    const Mode& m = modes[i];
+    const double t = bench::median_d(m.thread), p = bench::median_d(m.process),
+                 n = bench::median_d(m.samples);
+    char ratio[32];
+    const double per = floor.row(p, pbase, n, m.kind == 0, ratio);
     std::printf("| %s | %u Hz | %.1f | %.1f | %.0f | %.0f | %+.2f%% | %.0f | %s |\n", m.name, m.hz,
                 t / 1e6, p / 1e6, n, n / (t / 1e9), 100.0 * (p - pbase) / pbase, per, ratio);
   }

@@ -1,15 +1,19 @@
 #!/bin/sh
-# Side-by-side benchmarks of sprofil against gperftools, glibc sprofil(3), perf record and
-# gprof: overhead, delivered rate, cost per sample against the perf-signal floor, accuracy at
-# equal sample counts, report speed and memory on a large generated binary. Builds what it
-# needs in build-compare (Release, tests off; the `compare` target), runs
-# bench/compare/compare.py and prints the markdown of docs/benchmarks.md's "Side by side"
-# sections. About 15 minutes on the 2-core machine of docs/benchmarks.md (build ~2.5 min when
-# cold); QUICK=1 takes about 4. Not a test: CI never runs it. Needs perf (linux-perf),
-# gperftools (libprofiler.so, google-pprof), gprof, hyperfine and python3. Run as root or
-# with perf_event_paranoid <= 1 for the signal counts (perf stat on a tracepoint).
+# Every figure of issue 10 in one run, and sprofil side by side with gperftools, glibc
+# sprofil(3), perf record and gprof: overhead, delivered rate and cost per sample against the
+# perf-signal floor, accuracy at equal sample counts, report speed and memory on a large
+# generated binary, the no-perf fallback (goal 3), threads whatever their signal mask (goal 4),
+# scale (goal 5), and goal 1's tests when a test build exists. Ends with one goal table
+# (docs/benchmarks.md, "Issue 10: the goals") and the sections' durations. Builds what it needs
+# in build-compare (Release, tests off; the `compare` target), then runs
+# bench/compare/compare.py. QUICK=1 is a smoke run of under 6 minutes; the full run about
+# 25 minutes on the 2-core machine of docs/benchmarks.md. Not a test: CI never runs it. Needs
+# perf (linux-perf), gperftools (libprofiler.so, google-pprof), gprof, hyperfine, cc and
+# python3; go (golang-go) for the cgo row. Run as root or with perf_event_paranoid <= 1 for the
+# signal counts (perf stat on a tracepoint).
 # Environment: BUILD (default build-compare), WORK (default /tmp/sprofil-compare), QUICK=1,
-# RUNS, ACC_N, ACC_RUNS, LARGE_SECONDS (see compare.py).
+# SECTIONS, TEST_BUILD, and the settings compare.py, fallback.py, signal_masks.py and scale.py
+# document.
 set -eu
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-compare}

@@ -1,32 +1,53 @@
-// The demo's unit of work: burn a given amount of this thread's CPU time inside one named
-// function, so that where the time went is known by construction. The clock is read every
-// ~0.5 ms of work, so almost all samples land in the burning function itself.
+// Burning a known amount of CPU inside a named function: the demo's unit of work, also used by
+// bench/compare's cmp-burn4 and the agent tests' programs (CMake target sprofil_burn). The
+// thread's CPU clock is read every ~0.3 ms of work, so nearly every sample of a burn lands in
+// the burning function itself and where the time went is known by construction.
 #pragma once
 
-#include <sys/resource.h>
 #include <time.h>
 
-inline double demo_thread_cpu() {
+#include <cstdio>
+
+inline double burn_thread_cpu() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// The whole process's CPU time (user + system), as getrusage reports it.
-inline double demo_process_cpu() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+// The whole process's CPU time (user + system).
+inline double burn_process_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// Defines extern "C" double NAME(double seconds): burns `seconds` of thread CPU time.
-#define SPROFIL_DEMO_BURN(NAME)                                                             \
+// Defines extern "C" double NAME(double seconds): burns `seconds` of this thread's CPU time
+// (seconds < 0: forever) and returns the thread CPU time it used.
+#define SPROFIL_BURN(NAME)                                                                  \
   extern "C" __attribute__((noinline, visibility("default"))) double NAME(double seconds) { \
-    const double end = demo_thread_cpu() + seconds;                                         \
-    double x = 1.0;                                                                         \
+    const double t0 = burn_thread_cpu();                                                    \
+    volatile double x = 1.0;                                                                \
+    double now = t0;                                                                        \
     do {                                                                                    \
-      for (int i = 0; i < 200000; ++i) x = x * 1.0000001 + 1e-9;                            \
-    } while (demo_thread_cpu() < end);                                                      \
-    return x;                                                                               \
+      double y = x;                                                                         \
+      for (int i = 0; i < 100000; ++i) y = y * 1.0000001 + 1e-9;                            \
+      x = y;                                                                                \
+      now = burn_thread_cpu();                                                              \
+    } while (seconds < 0 || now - t0 < seconds);                                            \
+    return now - t0;                                                                        \
   }
+
+// One line "name value" of a truth file (what each function really used, and the like).
+struct BurnTruth {
+  const char* name;
+  double value;
+};
+
+// Writes the lines to path; false if it cannot.
+template <int N>
+bool burn_write_truth(const char* path, const BurnTruth (&lines)[N]) {
+  FILE* f = fopen(path, "w");
+  if (!f) return false;
+  for (const BurnTruth& l : lines) fprintf(f, "%s %.6f\n", l.name, l.value);
+  return fclose(f) == 0;
+}

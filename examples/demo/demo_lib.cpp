@@ -1,4 +1,4 @@
 // A shared library linked into the demo.
 #include "burn.hpp"
 
-SPROFIL_DEMO_BURN(demo_lib_compute)
+SPROFIL_BURN(demo_lib_compute)

@@ -11,7 +11,6 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,8 +20,8 @@
 
 #include "burn.hpp"
 
-SPROFIL_DEMO_BURN(demo_main_compute)
-SPROFIL_DEMO_BURN(demo_worker_compute)
+SPROFIL_BURN(demo_main_compute)
+SPROFIL_BURN(demo_worker_compute)
 extern "C" double demo_lib_compute(double seconds);
 
 namespace {
@@ -36,14 +35,14 @@ struct Share {
 double g_worker_seconds = 0, g_worker_used = 0;
 
 void* worker(void*) {
-  const double t0 = demo_thread_cpu();
+  const double t0 = burn_thread_cpu();
   double left = g_worker_seconds;
   while (left > 0) {
     const double slice = left < 0.02 ? left : 0.02;
     demo_worker_compute(slice);
     left -= slice;
   }
-  g_worker_used = demo_thread_cpu() - t0;
+  g_worker_used = burn_thread_cpu() - t0;
   return nullptr;
 }
 
@@ -99,9 +98,9 @@ int main(int argc, char** argv) {
       const double want = shares[k].fraction * main_seconds;
       if (done[k] >= want) continue;
       const double s = want - done[k] < slice ? want - done[k] : slice;
-      const double t0 = demo_thread_cpu();
+      const double t0 = burn_thread_cpu();
       fns[k](s);
-      shares[k].used += demo_thread_cpu() - t0;
+      shares[k].used += burn_thread_cpu() - t0;
       done[k] += s;
       more = true;
     }
@@ -109,15 +108,13 @@ int main(int argc, char** argv) {
   pthread_join(tid, nullptr);
   dlclose(plugin);
 
-  const double total = demo_process_cpu();
+  const double total = burn_process_cpu();
   printf("sprofil-demo: burned %.2f s of CPU: main %.2f, lib %.2f, plugin %.2f, worker %.2f\n",
          total, shares[0].used, shares[1].used, shares[2].used, g_worker_used);
-  if (truth) {
-    FILE* f = fopen(truth, "w");
-    if (!f) return 1;
-    for (const Share& s : shares) fprintf(f, "%s %.6f\n", s.name, s.used);
-    fprintf(f, "demo_worker_compute %.6f\nprocess_cpu %.6f\n", g_worker_used, total);
-    fclose(f);
-  }
-  return 0;
+  const BurnTruth lines[] = {{shares[0].name, shares[0].used},
+                             {shares[1].name, shares[1].used},
+                             {shares[2].name, shares[2].used},
+                             {"demo_worker_compute", g_worker_used},
+                             {"process_cpu", total}};
+  return truth && !burn_write_truth(truth, lines) ? 1 : 0;
 }

@@ -1,4 +1,4 @@
 // A plugin the demo loads with dlopen (and unloads before it exits).
 #include "burn.hpp"
 
-SPROFIL_DEMO_BURN(demo_plugin_compute)
+SPROFIL_BURN(demo_plugin_compute)

@@ -34,15 +34,15 @@
 
 #include "burn.hpp"
 
-AGENT_BURN(burn_main)
-AGENT_BURN(burn_a)
-AGENT_BURN(burn_b)
-AGENT_BURN(burn_child)
-AGENT_BURN(burn_parent)
-AGENT_BURN(burn_late_0)
-AGENT_BURN(burn_late_1)
-AGENT_BURN(burn_late_2)
-AGENT_BURN(burn_late_3)
+SPROFIL_BURN(burn_main)
+SPROFIL_BURN(burn_a)
+SPROFIL_BURN(burn_b)
+SPROFIL_BURN(burn_child)
+SPROFIL_BURN(burn_parent)
+SPROFIL_BURN(burn_late_0)
+SPROFIL_BURN(burn_late_1)
+SPROFIL_BURN(burn_late_2)
+SPROFIL_BURN(burn_late_3)
 
 extern "C" int agent_early_count(bool* before_agent);
 extern "C" void agent_early_go(double seconds);
@@ -61,7 +61,7 @@ void note(const char* name, double v) {
 
 void write_truth(const char* suffix = "") {
   if (!g_truth) return;
-  note("process_cpu", agent_process_cpu());
+  note("process_cpu", burn_process_cpu());
   const std::string path = std::string(g_truth) + suffix;
   FILE* f = fopen(path.c_str(), "w");
   if (!f) return;
@@ -164,11 +164,11 @@ int anonexec(double s) {
   if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0) return 1;
   auto spin = reinterpret_cast<void (*)(long)>(page);
   // Only the spin is timed: the clock reads between calls are a tiny part of the CPU.
-  const double t0 = agent_thread_cpu();
+  const double t0 = burn_thread_cpu();
   double now = t0;
   while (now - t0 < s) {
     spin(20000000);  // a few ms
-    now = agent_thread_cpu();
+    now = burn_thread_cpu();
   }
   note("spin_cpu", now - t0);
   write_truth();

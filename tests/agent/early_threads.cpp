@@ -9,10 +9,10 @@
 
 #include "burn.hpp"
 
-AGENT_BURN(burn_early_0)
-AGENT_BURN(burn_early_1)
-AGENT_BURN(burn_early_2)
-AGENT_BURN(burn_early_3)
+SPROFIL_BURN(burn_early_0)
+SPROFIL_BURN(burn_early_1)
+SPROFIL_BURN(burn_early_2)
+SPROFIL_BURN(burn_early_3)
 
 namespace {
 

@@ -1,0 +1,222 @@
+"""Section "scale" of compare.py (issue 10, goal 5): `sprofil record` (its default clock) with
+64 threads on the machine's cores against 1 thread doing the same work, the per-sample cost
+and delivered rate with OBJECTS shared objects loaded against few, and the start-up and
+dlopen time the agent adds with OBJECTS objects. The small workloads (scale_*.c) are compiled
+with cc into WORK/scale. Environment (besides common.py's):
+  SCALE_RUNS    runs per configuration (default 3; QUICK 1); medians are reported
+  OBJECTS       shared objects linked in (DT_NEEDED) and dlopen'd (default 5000; QUICK 1000)
+  SCALE_CLOCKS  comma-separated record clocks (default auto: record's default)
+  SCALE_ITERS   loop iterations of each workload (default 400000000, about 1 s of CPU)
+"""
+import os
+import re
+import shutil
+import subprocess
+
+from common import QUICK, SPROFIL, WORK, goal, log, med, record_argv, rel, run, shown
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SWORK = os.path.join(WORK, "scale")
+RUNS = int(os.environ.get("SCALE_RUNS", "1" if QUICK else "3"))
+OBJECTS = int(os.environ.get("OBJECTS", "1000" if QUICK else "5000"))
+CLOCKS = os.environ.get("SCALE_CLOCKS", "auto").split(",")
+RATES = [1000, 10000]
+ITERS = int(os.environ.get("SCALE_ITERS", "400000000"))
+# Goal 5's "keep": the rate within 5%, the per-sample cost at 10 kHz within 25% + 2 us (this
+# VM's run-to-run noise at 10 kHz: see docs/benchmarks.md).
+RATE_KEPT, COST_KEPT, COST_SLACK_US = 0.95, 1.25, 2.0
+
+
+def srun(argv):
+    return run(argv, cwd=SWORK)
+
+
+SUMMARY = re.compile(r"(\d+) samples \((\S+) clock")
+
+
+def samples_of(stderr):
+    m = SUMMARY.search(stderr)
+    if not m:
+        raise RuntimeError("no summary line in: " + stderr[-500:])
+    return int(m.group(1)), m.group(2)
+
+
+def build():
+    os.makedirs(SWORK, exist_ok=True)
+    cc = ["cc", "-O2", "-g"]
+    exe = os.path.join(SWORK, "scale-threads")
+    subprocess.check_call(cc + ["-pthread", os.path.join(HERE, "scale_threads.c"), "-o", exe])
+    obj = os.path.join(SWORK, "obj.so")
+    subprocess.check_call(cc + ["-O1", "-shared", "-fPIC", os.path.join(HERE, "scale_obj.c"),
+                                "-o", obj])
+    for sub, prefix in (("libs", "libobj"), ("dl", "libdl")):
+        d = os.path.join(SWORK, sub)
+        os.makedirs(d, exist_ok=True)
+        for k in range(OBJECTS):
+            path = os.path.join(d, f"{prefix}{k:05d}.so")
+            if not os.path.exists(path):
+                shutil.copyfile(obj, path)  # distinct files: the loader maps each one
+    libs = os.path.join(SWORK, "libs")
+    rsp = os.path.join(SWORK, "libs.rsp")
+    with open(rsp, "w") as f:
+        f.write(" ".join(f"-l:libobj{k:05d}.so" for k in range(OBJECTS)))
+    src = os.path.join(HERE, "scale_objects.c")
+    many = os.path.join(SWORK, f"scale-objects-{OBJECTS}")
+    subprocess.check_call(cc + [src, "-o", many, "-L", libs, "-Wl,--no-as-needed", "@" + rsp,
+                                "-Wl,-rpath," + libs, "-ldl"])
+    few = os.path.join(SWORK, "scale-objects-few")
+    subprocess.check_call(cc + [src, "-o", few, "-ldl"])
+    return exe, many, few
+
+
+def configs(out):
+    return [(f"record --clock {c} -F {hz}", hz,
+             lambda cmd, c=c, hz=hz: record_argv(out, hz, cmd, c)) for c in CLOCKS for hz in RATES]
+
+
+ROW_HEAD = ("| record | clock used | Hz | CPU s (median) | x native | samples / CPU s | "
+            "per-sample cost (us) |\n|---|---|---|---|---|---|---|")
+
+
+def row(title, label, used, hz, native, cpus, rates, costs):
+    """Prints one configuration's medians; returns (rate, cost us)."""
+    print(f"| `{label}` | {used} | {hz} | {med(cpus):.3f} | {med(cpus) / native:.3f} | "
+          f"{med(rates):.0f} | {med(costs):.2f} |")
+    log(f"  {title}: {label}: {med(cpus):.3f} s")
+    return med(rates), med(costs)
+
+
+def overhead_table(title, cmd_native, cfgs, idle_arg):
+    """The workload as given and with idle_arg replacing its last argument (no work: what
+    start-up and the tool cost); the per-sample cost is the extra CPU of the work under the
+    profiler over its samples: ((rec - rec_idle) - (native - native_idle)) / samples. Returns
+    {(label, hz): (rate, cost us)}."""
+    print(f"### {title}\n")
+    idle_native = cmd_native[:-1] + [idle_arg]
+    b = med([srun(cmd_native)[1] for _ in range(RUNS)])
+    b0 = med([srun(idle_native)[1] for _ in range(RUNS)])
+    print(f"Native: `{shown(cmd_native)}`, median process-tree CPU {b:.3f} s ({RUNS} runs); "
+          f"{b0:.3f} s with `{idle_arg}` as the last argument (no work).\n")
+    print(ROW_HEAD)
+    res = {}
+    for label, hz, make in cfgs:
+        r0 = med([srun(make(idle_native))[1] for _ in range(RUNS)])
+        cpus, rates, costs, used = [], [], [], ""
+        for _ in range(RUNS):
+            _, cpu, err, _ = srun(make(cmd_native))
+            n, used = samples_of(err)
+            cpus.append(cpu)
+            rates.append(n / (cpu - r0) if cpu > r0 else 0)
+            costs.append(((cpu - r0) - (b - b0)) / n * 1e6 if n else float("nan"))
+        res[(label, hz)] = row(title, label, used, hz, b, cpus, rates, costs)
+    print()
+    return res
+
+
+WORK_CPU = re.compile(r"work_cpu_s ([0-9.]+)")
+
+
+def work_table(title, cmd_native, cfgs, out):
+    """The work phase alone (the program measures its own CPU around it, so the loader's time
+    with thousands of objects does not blur it): samples in scale_main_work per CPU second of
+    the phase, and the phase's extra CPU per sample. Returns {(label, hz): (rate, cost us)}."""
+    print(f"### {title}\n")
+    b = med([float(WORK_CPU.search(srun(cmd_native)[2]).group(1)) for _ in range(RUNS)])
+    print(f"Native: `{shown(cmd_native)}`, work phase {b:.3f} s of process CPU (median of "
+          f"{RUNS}).\n")
+    print(ROW_HEAD.replace("CPU s (median)", "work CPU s (median)"))
+    res = {}
+    for label, hz, make in cfgs:
+        cpus, rates, costs, used = [], [], [], ""
+        for _ in range(RUNS):
+            _, _, err, _ = srun(make(cmd_native))
+            cpu = float(WORK_CPU.search(err).group(1))
+            _, used = samples_of(err)
+            csv = subprocess.run([SPROFIL, "report", "--format", "csv", out], cwd=SWORK,
+                                 capture_output=True, text=True).stdout
+            n = sum(float(l.split(",")[0]) for l in csv.splitlines()[1:]
+                    if "scale_main_work" in l)
+            cpus.append(cpu)
+            rates.append(n / cpu if cpu else 0)
+            costs.append((cpu - b) / n * 1e6 if n else float("nan"))
+        res[(label, hz)] = row(title, label, used, hz, b, cpus, rates, costs)
+    print()
+    return res
+
+
+def wall_table(title, rows):
+    """rows: (label, cmd). Prints median wall time and the ratio to the first row; returns the
+    medians."""
+    print(f"### {title}\n")
+    print("| run | command | wall s (median) | x first row |")
+    print("|---|---|---|---|")
+    first, walls = None, []
+    for label, cmd in rows:
+        w = med([srun(cmd)[0] for _ in range(RUNS)])
+        first = first or w
+        walls.append(w)
+        print(f"| {label} | `{shown(cmd)}` | {w:.3f} | {w / first:.2f} |")
+        log(f"  {title}: {label}: {w:.3f} s")
+    print()
+    return walls
+
+
+def kept(label, base, scaled, command):
+    """Goal-5 rows: the delivered rate of `scaled` against `base` at every rate, and the
+    per-sample cost at the highest (at 1 kHz the cost is within this VM's noise)."""
+    for (cfg, hz), (rate, cost) in scaled.items():
+        brate, bcost = base[(cfg, hz)]
+        fig = (f"{rate:.0f} vs {brate:.0f} samples/CPU s ({rate / brate:.3f}x; kept if >= "
+               f"{RATE_KEPT})")
+        ok = rate >= RATE_KEPT * brate
+        if hz == max(RATES):
+            fig += (f"; {cost:.2f} vs {bcost:.2f} us per sample (kept if <= {COST_KEPT} x + "
+                    f"{COST_SLACK_US:g} us)")
+            ok = ok and cost <= COST_KEPT * max(bcost, 0) + COST_SLACK_US
+        else:
+            fig += f"; per-sample cost {cost:.2f} vs {bcost:.2f} us (noise at this rate)"
+        goal(5, f"{label}: {'rate and per-sample cost' if hz == max(RATES) else 'rate'} kept, "
+                f"`{cfg}`", fig, ok, command)
+
+
+def section():
+    print("## Scale: 64 threads, many shared objects (issue 10, goal 5)\n")
+    exe, many, few = build()
+    out = os.path.join(SWORK, "p.sprof")
+    print(f"{os.cpu_count()} CPUs. SCALE_RUNS={RUNS}, OBJECTS={OBJECTS}, SCALE_ITERS={ITERS}; "
+          f"the workloads are compiled into {SWORK}. *per-sample cost* is the extra CPU of the "
+          "work under the profiler over its samples; at 1 kHz it is within this VM's noise "
+          "(a few percent of ~1 s), at 10 kHz a few microseconds.\n")
+    cfgs = configs(out)
+    threads = {}
+    for n in (1, 64):
+        cmd = [exe, str(n), str(ITERS // n)]
+        threads[n] = overhead_table(f"{n} thread{'s' if n > 1 else ''} on {os.cpu_count()} "
+                                    f"cores (`scale-threads {n} {ITERS // n}`)", cmd, cfgs, "0")
+    kept(f"64 threads on {os.cpu_count()} cores vs 1", threads[1], threads[64],
+         shown(record_argv("P", "HZ", [exe, "64", str(ITERS // 64)])))
+    objs = {}
+    for label, prog in (("few objects", few), (f"{OBJECTS} objects", many)):
+        cmd = [prog, "--iters", str(ITERS)]
+        objs[label] = work_table(f"Sampling with {label} loaded (`{os.path.basename(prog)} "
+                                 f"--iters {ITERS}`, its work phase)", cmd, cfgs, out)
+    kept(f"{OBJECTS} shared objects vs few", objs["few objects"], objs[f"{OBJECTS} objects"],
+         shown(record_argv("P", "HZ", [many, "--iters", str(ITERS)])))
+    walls = wall_table(f"Start-up with {OBJECTS} linked objects (main returns at once)", [
+        ("native", [many]),
+        ("record", record_argv(out, 1000, [many])),
+        ("native, few objects", [few]),
+        ("record, few objects", record_argv(out, 1000, [few])),
+    ])
+    goal(5, f"start-up time the agent adds with {OBJECTS} linked objects (measured)",
+         f"{walls[1] - walls[0]:.2f} s ({walls[1] / walls[0]:.2f}x native's {walls[0]:.2f} s); "
+         f"few objects: {walls[3] - walls[2]:.3f} s", "measured",
+         shown(record_argv("P", 1000, [many])))
+    dl = os.path.join(SWORK, "dl")
+    walls = wall_table(f"dlopen of {OBJECTS} objects at run time (each called once)", [
+        ("native", [few, "--dlopen", dl, str(OBJECTS)]),
+        ("record", record_argv(out, 1000, [few, "--dlopen", dl, str(OBJECTS)])),
+    ])
+    goal(5, f"time the agent adds to {OBJECTS} dlopens (measured)",
+         f"{walls[1] - walls[0]:.2f} s ({walls[1] / walls[0]:.1f}x native's {walls[0]:.2f} s)",
+         "measured", shown(record_argv("P", 1000, [few, "--dlopen", rel(dl), str(OBJECTS)])))
