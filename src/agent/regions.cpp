@@ -254,8 +254,8 @@ bool rebase(const FoundList& list, const Snapshot* y, uint8_t* seen, size_t* nse
 // offset and size: the bins are relative to the segment, so a new address is fine), other new
 // objects get a new record; g_snap becomes the scan's objects. The scan read only the objects
 // g_snap did not hold, and this costs O(N) word copies for the new snapshot plus the new and
-// gone objects' own work, for N objects loaded (bench/scale: 5,000 dlopens): no sorting, no
-// reading of known objects. A new object is looked up among the unloaded records only.
+// gone objects' own work, for N objects loaded (bench/compare/scale.py: 5,000 dlopens): no sorting,
+// no reading of known objects. A new object is looked up among the unloaded records only.
 int merge(const FoundList& list, bool dlopened, int fd) {
   Snapshot* y = g_snap;
   const size_t ny = y ? y->n : 0;

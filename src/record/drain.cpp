@@ -58,8 +58,8 @@ struct File {
   uint64_t seen_end = 0;
   bool refreshed = false;  // in this pass
   uint64_t hint = 0;
-  int users = 0;            // events counting into it
-  uint64_t rebuilt_ns = 0;  // CLOCK_MONOTONIC of the last rebuild after a miss
+  int users = 0;              // events counting into it
+  uint32_t seen_changes = 0;  // header.regions_changes when the table was built
 };
 
 struct Event {
@@ -107,6 +107,8 @@ void refresh(File* f) {
     madvise(f->map, f->len, MADV_RANDOM);
   }
   auto* h = reinterpret_cast<sprof_header*>(f->map);
+  // Read first: a change after it moves the number again and brings another rebuild.
+  f->seen_changes = std::atomic_ref<uint32_t>(h->regions_changes).load(std::memory_order_acquire);
   const uint32_t count = std::atomic_ref<uint32_t>(h->region_count).load(std::memory_order_acquire);
   const uint64_t end = std::atomic_ref<uint64_t>(h->regions_end).load(std::memory_order_acquire);
   f->seen_count = count;
@@ -179,7 +181,11 @@ struct Drainer::State {
 
   void add_sample(Event* e, uintptr_t pc, uint64_t w, uint64_t system_w) {
     File* f = e->file;
-    if (!f->table && !f->refreshed) refresh(f);
+    // A table over records the agent has changed since (one unloaded, reloaded elsewhere, or
+    // added where an unloaded one was) would count into the wrong object: it is rebuilt when
+    // regions_changes moves. Samples drained after such a change that were taken before it
+    // (at most a pass, 4 ms) go by the new records.
+    if ((!f->table && !f->refreshed) || (f->table && changed(f))) refresh(f);
     if (f->table && !f->table->find(pc, &f->hint) && !f->refreshed && stale(f)) refresh(f);
     if (!f->table) {
       std::lock_guard<std::mutex> l(stats_mu);
@@ -189,21 +195,20 @@ struct Drainer::State {
     f->table->record(pc, w, system_w, &f->hint);
   }
 
-  // Whether a pc that misses may be in a record the table does not have yet: the agent added
-  // one (region_count, regions_end), or, at most every 100 ms, one of its records moved (an
-  // object loaded again at another address). Code outside every object (JIT) misses every
-  // time: it must not rebuild the table at every pass.
-  static bool stale(File* f) {
+  static bool changed(const File* f) {
     auto* h = reinterpret_cast<sprof_header*>(f->map);
-    const uint64_t t = mono_ns();
-    if (std::atomic_ref<uint32_t>(h->region_count).load(std::memory_order_acquire) !=
-            f->seen_count ||
-        std::atomic_ref<uint64_t>(h->regions_end).load(std::memory_order_acquire) != f->seen_end ||
-        t - f->rebuilt_ns > 100000000ull) {
-      f->rebuilt_ns = t;
-      return true;
-    }
-    return false;
+    return std::atomic_ref<uint32_t>(h->regions_changes).load(std::memory_order_acquire) !=
+           f->seen_changes;
+  }
+
+  // Whether a pc that misses may be in a record the table does not have yet: the agent added
+  // one (region_count, regions_end) that regions_changes does not tell (at start-up). Code
+  // outside every object (JIT) misses every time: it must not rebuild the table at each miss.
+  static bool stale(const File* f) {
+    auto* h = reinterpret_cast<sprof_header*>(f->map);
+    return std::atomic_ref<uint32_t>(h->region_count).load(std::memory_order_acquire) !=
+               f->seen_count ||
+           std::atomic_ref<uint64_t>(h->regions_end).load(std::memory_order_acquire) != f->seen_end;
   }
 
   // Reads every complete record of e's ring.

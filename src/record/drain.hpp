@@ -11,14 +11,14 @@
 #include <memory>
 #include <string>
 
+#include "util/nocopy.hpp"
+
 namespace sprofil::record {
 
-class Drainer {
+class Drainer : util::NoCopy {
  public:
   Drainer();
   ~Drainer();
-  Drainer(const Drainer&) = delete;
-  Drainer& operator=(const Drainer&) = delete;
 
   // Listens on a Unix socket (in `dir` if its path fits, else in a private directory under
   // TMPDIR) and starts the draining thread. False, with *why, if it cannot.

@@ -86,8 +86,7 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
   out.set_time_nanos(pprof_value(double(p.start_ns), &clamped));
   if (p.end_ns > p.start_ns)
     out.set_duration_nanos(pprof_value(double(p.end_ns - p.start_ns), &clamped));
-  std::string cmd;
-  for (const std::string& a : p.argv) cmd += (cmd.empty() ? "" : " ") + a;
+  const std::string cmd = command_of(p);
   if (!cmd.empty()) out.add_comment(str.id("command: " + cmd));
   // No sample type for system time (pprof's tools and users select "samples" or "cpu"); the
   // split is stated in a comment.

@@ -9,7 +9,7 @@
 
 #include "burn.hpp"
 
-AGENT_BURN(DLCYCLE_FN)
+SPROFIL_BURN(DLCYCLE_FN)
 
 #ifdef DLCYCLE_INNER
 // The inner module's CPU burnt in the constructor (main reads it with dlsym), -1 on failure.

@@ -21,7 +21,7 @@
 
 #include "burn.hpp"
 
-AGENT_BURN(dlcycle_main)
+SPROFIL_BURN(dlcycle_main)
 
 namespace {
 
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   if (!f) return 2;
   fprintf(f, "dlcycle_a %.6f\ndlcycle_b %.6f\ndlcycle_inner %.6f\ndlcycle_main %.6f\n", a_s, b_s,
           inner_s, main_s);
-  fprintf(f, "process_cpu %.6f\na_same_address %d\n", agent_process_cpu(), first == second);
+  fprintf(f, "process_cpu %.6f\na_same_address %d\n", burn_process_cpu(), first == second);
   fclose(f);
   printf("done\n");
   return 0;

@@ -20,19 +20,20 @@ std::vector<const profile::Region*> records_of(const profile::Profile& p, const 
   return v;
 }
 
-class Dlcycle : public ::testing::TestWithParam<int> {};
+class Dlcycle : public ::testing::TestWithParam<std::tuple<int, const char*>> {};
 
 TEST_P(Dlcycle, SharesAndRecordsSurviveTheChurn) {
-  const int cycles = GetParam();
+  const auto [cycles, mode] = GetParam();
   TempDir dir;
   const std::string out = dir / "dl.sprof", truth_file = dir / "truth";
   const std::string clock = precise_clock();
   // ~1.7 s of CPU at 2000 Hz: ~3,400 samples (perf), fewer with the tick-bound cpu clock.
-  // The perf clock in signal mode: the agent's own table takes every sample (drain mode looks
-  // pcs up in the record parent, whose table is the file's records: not what this tests).
-  Result r = record(out, {"--clock", clock, "-F", "2000"},
-                    {kDlcycle, kDir, truth_file, std::to_string(cycles)},
-                    {{"SPROFIL_PERF_MODE", "signal"}});
+  // The perf clock in signal mode (the agent's own table takes every sample) and in drain
+  // mode (the record parent looks pcs up in its own table over the file's records, rebuilt
+  // when the agent changes them: b is loaded where a was, and counted as b).
+  Result r =
+      record(out, {"--clock", clock, "-F", "2000"},
+             {kDlcycle, kDir, truth_file, std::to_string(cycles)}, {{"SPROFIL_PERF_MODE", mode}});
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_EQ(r.out, "done\n");
   auto truth = read_truth(truth_file);
@@ -51,8 +52,8 @@ TEST_P(Dlcycle, SharesAndRecordsSurviveTheChurn) {
   for (const char* fn : {"dlcycle_a", "dlcycle_b", "dlcycle_inner", "dlcycle_main"}) {
     const double want = 100.0 * truth[fn] / cpu;
     EXPECT_NEAR(percent_of(j, fn), want, 3.0)
-        << fn << " (" << clock << " clock, " << cycles << " cycles): " << samples_of(j, fn)
-        << " of " << total << " samples";
+        << fn << " (" << clock << " clock, " << mode << " mode, " << cycles
+        << " cycles): " << samples_of(j, fn) << " of " << total << " samples";
   }
   // Everything burnt was inside a known object: only the loader's and start-up's stray
   // samples can be outside (none expected; 1 point allowed).
@@ -77,8 +78,13 @@ TEST_P(Dlcycle, SharesAndRecordsSurviveTheChurn) {
 }
 
 // 1 cycle: the plain path; 300: the churn (and the racing thread's 300 cycles of c).
-INSTANTIATE_TEST_SUITE_P(Cycles, Dlcycle, ::testing::Values(1, 300),
-                         [](const auto& pi) { return std::to_string(pi.param); });
+INSTANTIATE_TEST_SUITE_P(Cycles, Dlcycle,
+                         ::testing::Combine(::testing::Values(1, 300),
+                                            ::testing::Values("signal", "drain")),
+                         [](const auto& pi) {
+                           return std::to_string(std::get<0>(pi.param)) + "_" +
+                                  std::get<1>(pi.param);
+                         });
 
 }  // namespace
 }  // namespace sprofil::agent_test
