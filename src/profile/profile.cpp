@@ -241,10 +241,15 @@ void TallySum::store(Profile* out) const {
   out->lost = lost_;
 }
 
-uint64_t uncovered_cpu_ns(const Profile& p) {
+uint64_t unsampled_cpu_ns(const Profile& p) {
   if (p.run_cpu_ns == 0) return 0;
   uint64_t covered = 0;
-  for (const Process& pr : p.processes) covered = sat_add(covered, pr.cpu_ns);
+  if (p.clock == Clock::kWall) {
+    for (const Process& pr : p.processes) covered = sat_add(covered, pr.cpu_ns);
+  } else {
+    const unsigned __int128 sampled = static_cast<unsigned __int128>(p.total_samples()) * p.tick_ns;
+    covered = sampled > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(sampled);
+  }
   return p.run_cpu_ns > covered ? p.run_cpu_ns - covered : 0;
 }
 

@@ -138,8 +138,14 @@ Profile combine_processes(std::vector<Profile> parts, const std::vector<std::str
 // bin size, and a region new in `after` counts whole. Used for live windows (serve, top).
 Profile delta(const Profile& before, const Profile& after);
 
-// The CPU time no sample covers: run_cpu_ns minus the processes' cpu_ns (0 if unknown).
-uint64_t uncovered_cpu_ns(const Profile& p);
+// The run's CPU time (run_cpu_ns; 0 if unknown) that no sample stands for. CPU clocks:
+// run_cpu_ns minus samples x tick_ns -- each process's start-up before its sampling began (the
+// loader, the agent: about 1 ms a process), the processes without samples, the time after the
+// agent's flush at exit -- so that samples x tick + this = the run's CPU (the perf clock's
+// weights keep samples x tick each sampled thread's task clock, unbiased even for a thread
+// shorter than a period). The wall clock, whose samples are not CPU time: run_cpu_ns minus the
+// stored processes' cpu_ns, the CPU in no process's profile.
+uint64_t unsampled_cpu_ns(const Profile& p);
 
 // The whole of several profiles' tallies and times (a run's processes, merged runs): counts
 // saturate; start is the earliest, end the latest (0 unless every part finished); CPU time 0

@@ -133,16 +133,6 @@ Collected collect(const std::string& dir) {
 
 }  // namespace
 
-Coverage coverage(const profile::Profile& run, uint64_t run_cpu_ns, uint64_t dropped_cpu_ns) {
-  Coverage c;
-  const unsigned __int128 sampled =
-      static_cast<unsigned __int128>(run.total_samples()) * run.tick_ns;
-  c.sampled_ns = sampled > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(sampled);
-  c.unsampled_ns = run_cpu_ns > c.sampled_ns ? run_cpu_ns - c.sampled_ns : 0;
-  c.dropped_ns = std::min(dropped_cpu_ns, c.unsampled_ns);
-  return c;
-}
-
 bool is_static_elf(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
@@ -435,16 +425,16 @@ int record(const Options& o, FILE* log) {
     summary += "; " + plural(c.dropped, "process", "processes") + " without samples not stored";
   if (run_cpu_ns != 0) {
     char b[256];
+    const uint64_t unsampled = profile::unsampled_cpu_ns(run);
     if (run.clock == profile::Clock::kWall) {
-      snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU not covered by the profile",
-               double(profile::uncovered_cpu_ns(run)) / 1e9, double(run_cpu_ns) / 1e9);
+      snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU is in no process's profile",
+               double(unsampled) / 1e9, double(run_cpu_ns) / 1e9);
     } else {
-      const Coverage cov = coverage(run, run_cpu_ns, c.dropped_cpu_ns);
       snprintf(b, sizeof b,
                "; %.3f s of the run's %.3f s CPU has no sample (%.3f s of it in the processes "
                "without samples; the rest is start-up before sampling: the loader, the agent)",
-               double(cov.unsampled_ns) / 1e9, double(run_cpu_ns) / 1e9,
-               double(cov.dropped_ns) / 1e9);
+               double(unsampled) / 1e9, double(run_cpu_ns) / 1e9,
+               double(std::min(c.dropped_cpu_ns, unsampled)) / 1e9);
     }
     summary += b;
   }

@@ -47,19 +47,6 @@ CommandCheck check_command(const std::string& command);
 // linked). False for anything else (dynamic ELF, scripts, unreadable files).
 bool is_static_elf(const std::string& path);
 
-// The summary line's CPU figures (CPU clocks; the wall clock's samples are not CPU time).
-// sampled: samples x tick, the CPU the samples stand for (the perf clock's weights keep it
-// the task clock of every sampled thread, unbiased even for a thread shorter than a period:
-// its first period is a random phase). unsampled: the run's CPU (wait4's rusage) minus that,
-// so sampled + unsampled = the run's CPU; it is the start-up of each process before its
-// thread's event opened (the loader, the agent: about 1 ms a process), the processes without
-// samples, and the time after the agent's flush at exit. dropped: the part of it in the
-// processes without samples that were not stored (their files' CPU, at most unsampled).
-struct Coverage {
-  uint64_t sampled_ns = 0, unsampled_ns = 0, dropped_ns = 0;
-};
-Coverage coverage(const profile::Profile& run, uint64_t run_cpu_ns, uint64_t dropped_cpu_ns);
-
 // Runs the whole workflow and returns the exit status for `sprofil record`: the command's
 // (128 + signal if it was killed); 2 when it could not start for a reason of ours (bad output,
 // no runtime, a static or setuid program); 126/127 when the command cannot be executed or

@@ -59,9 +59,10 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
     add("processes", std::to_string(p.processes.size()) + " with samples, " +
                          std::to_string(p.dropped_processes) + " without samples not stored");
   if (p.run_cpu_ns != 0)
-    add("uncovered CPU", fmt("%.3f s", double(profile::uncovered_cpu_ns(p)) / 1e9) +
-                             " of the run's " + fmt("%.3f s", double(p.run_cpu_ns) / 1e9) +
-                             " is in no profile");
+    add("unsampled CPU",
+        fmt("%.3f s", double(profile::unsampled_cpu_ns(p)) / 1e9) + " of the run's " +
+            fmt("%.3f s", double(p.run_cpu_ns) / 1e9) +
+            (p.clock == profile::Clock::kWall ? " is in no process's profile" : " has no sample"));
   const Coverage cov = coverage_of(p, total);
   if (!cov.warning.empty()) add("warning", cov.warning);
   if ((p.flags & SPROF_F_FINISHED) == 0)

@@ -61,7 +61,7 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["processes"] = std::move(procs);
   j["dropped_processes"] = p.dropped_processes;
   j["run_cpu_seconds"] = significant(double(p.run_cpu_ns) / 1e9, 12);
-  j["uncovered_cpu_seconds"] = significant(double(profile::uncovered_cpu_ns(p)) / 1e9, 12);
+  j["unsampled_cpu_seconds"] = significant(double(profile::unsampled_cpu_ns(p)) / 1e9, 12);
   nlohmann::json rows = nlohmann::json::array();
   for (const Row& r : t.rows) {
     nlohmann::json row;

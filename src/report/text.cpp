@@ -71,9 +71,12 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   }
   if (p.run_cpu_ns != 0) {
     std::snprintf(buf, sizeof buf,
-                  "uncovered CPU:  %.3f s of the run's %.3f s CPU is in no profile (before the "
-                  "agent loaded, or in processes it never entered)\n",
-                  double(profile::uncovered_cpu_ns(p)) / 1e9, double(p.run_cpu_ns) / 1e9);
+                  p.clock == profile::Clock::kWall
+                      ? "unsampled CPU:  %.3f s of the run's %.3f s CPU is in no process's "
+                        "profile\n"
+                      : "unsampled CPU:  %.3f s of the run's %.3f s CPU has no sample (start-up "
+                        "before sampling, processes without samples)\n",
+                  double(profile::unsampled_cpu_ns(p)) / 1e9, double(p.run_cpu_ns) / 1e9);
     out << buf;
   }
   if ((p.flags & SPROF_F_FINISHED) == 0)

@@ -150,7 +150,7 @@ TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   EXPECT_NEAR(burn, 0.2 * 2000, 0.2 * 0.2 * 2000);  // 20%: cpu clock under shared CPUs
   EXPECT_EQ(j["dropped_processes"].get<uint64_t>(), p.dropped_processes);
   EXPECT_GT(j["run_cpu_seconds"].get<double>(), 0.15);
-  EXPECT_GE(j["uncovered_cpu_seconds"].get<double>(), 0.0);
+  EXPECT_GE(j["unsampled_cpu_seconds"].get<double>(), 0.0);
   Result f = run({kTool, "report", out, "--format", "json", "--comm", "agent_prog"});
   ASSERT_EQ(f.status, 0) << describe(f);
   Json jf = Json::parse(f.out);
@@ -158,7 +158,7 @@ TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   EXPECT_NEAR(samples_of(jf, "burn_main"), burn, 0.5);
   Result text = run({kTool, "report", out});
   EXPECT_NE(text.out.find("command"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("uncovered CPU:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("unsampled CPU:"), std::string::npos) << text.out;
 }
 
 // Items 4 and 11: a rerun with the same -o never mixes runs; nothing is left behind.
