@@ -162,7 +162,9 @@ inline void counting_wrapper(int sig, siginfo_t* si, void* uc) {
 }
 
 // Puts counting_wrapper in front of the runtime's handler on sig; returns the runtime's
-// disposition, to be restored before profiling stops.
+// disposition, to be restored before profiling stops with sprofil::rt::real_sigaction too (the
+// interposed sigaction would be the program claiming the signal, and the runtime would move to
+// another: after a few rounds, none is left).
 inline struct sigaction wrap_runtime_handler(int sig) {
   struct sigaction cur;
   // The real sigaction: the interposed one would show the program's view and move sprofil

@@ -15,7 +15,9 @@ using namespace sprofil;
 
 namespace {
 
-void refresh_after_loader(bool opened) {
+// Every object a scan finds after start-up was loaded after profiling started (SPROF_R_DLOPEN),
+// whichever call's scan finds it: a dlclose racing another thread's dlopen can be first.
+void refresh_after_loader() {
   using namespace sprofil::agent;
   if (!g_on.load(std::memory_order_acquire)) return;
   Snapshot* known;
@@ -27,7 +29,7 @@ void refresh_after_loader(bool opened) {
   {
     Lock lock;
     if (g_on && !list.partial && (!list.has_stamp || list.stamp > g_stamp)) {
-      const int m = merge(list, opened, -1);
+      const int m = merge(list, true, -1);
       if (m >= 0) g_stamp = list.stamp;  // else the next call looks again
       if (m > 0) publish();
     }
@@ -47,18 +49,18 @@ std::atomic<dlclose_fn> g_dlclose{nullptr};
 
 SPROFIL_EXPORT void* dlopen(const char* file, int mode) {
   void* h = rt::real_fn(g_dlopen, "dlopen")(file, mode);
-  if (h) refresh_after_loader(true);
+  if (h) refresh_after_loader();
   return h;
 }
 
 SPROFIL_EXPORT void* dlmopen(Lmid_t lmid, const char* file, int mode) {
   void* h = rt::real_fn(g_dlmopen, "dlmopen")(lmid, file, mode);
-  if (h) refresh_after_loader(true);
+  if (h) refresh_after_loader();
   return h;
 }
 
 SPROFIL_EXPORT int dlclose(void* handle) {
   const int rc = rt::real_fn(g_dlclose, "dlclose")(handle);
-  if (rc == 0) refresh_after_loader(false);
+  if (rc == 0) refresh_after_loader();
   return rc;
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "agent/state.hpp"
+#include "util/grow.hpp"
 
 namespace sprofil::agent {
 namespace {
@@ -66,13 +67,7 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
   }
   const ObjKey key{info->dlpi_addr, info->dlpi_phdr, info->dlpi_name};
   if (known_object(list, key)) return 0;
-  if (list->nobjs == list->objs_cap) {
-    const size_t cap = list->objs_cap ? list->objs_cap * 2 : 32;
-    auto* o = static_cast<NewObj*>(realloc(list->objs, cap * sizeof(NewObj)));
-    if (!o) return list->partial = true, 1;
-    list->objs = o;
-    list->objs_cap = cap;
-  }
+  if (!util::grow(&list->objs, &list->objs_cap, list->nobjs + 1)) return list->partial = true, 1;
   NewObj& obj = list->objs[list->nobjs++];
   obj.key = key;
   obj.found_first = static_cast<uint32_t>(list->n);
@@ -96,27 +91,15 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_memsz == 0) continue;
     if (!named) {
-      if (list->names_len + len + 1 > list->names_cap) {
-        size_t cap = list->names_cap ? list->names_cap * 2 : 4096;
-        while (cap < list->names_len + len + 1) cap *= 2;
-        auto* n = static_cast<char*>(realloc(list->names, cap));
-        if (!n) return list->partial = true, 1;
-        list->names = n;
-        list->names_cap = cap;
-      }
+      if (!util::grow(&list->names, &list->names_cap, list->names_len + len + 1, 4096))
+        return list->partial = true, 1;
       path_off = static_cast<uint32_t>(list->names_len);
       memcpy(list->names + list->names_len, path, len);
       list->names[list->names_len + len] = '\0';
       list->names_len += len + 1;
       named = true;
     }
-    if (list->n == list->cap) {
-      const size_t cap = list->cap ? list->cap * 2 : 32;
-      auto* v = static_cast<Found*>(realloc(list->v, cap * sizeof(Found)));
-      if (!v) return list->partial = true, 1;
-      list->v = v;
-      list->cap = cap;
-    }
+    if (!util::grow(&list->v, &list->cap, list->n + 1)) return list->partial = true, 1;
     Found& f = list->v[list->n++];
     f.obj_base = info->dlpi_addr;
     f.start = info->dlpi_addr + ph.p_vaddr;

@@ -13,6 +13,7 @@
 #include "agent/layout.hpp"
 #include "agent/state.hpp"
 #include "engine/engine.hpp"
+#include "util/grow.hpp"
 
 namespace sprofil::agent {
 namespace {
@@ -32,13 +33,7 @@ bool same_segment(const AgentRegion& a, const Found& f, const char* path) {
 // while everything so far fit, else in anonymous memory. A record in the file is committed
 // by raising region_count only once it is complete.
 bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
-  if (g_nregs == g_capregs) {
-    const size_t cap = g_capregs ? g_capregs * 2 : 64;
-    auto* v = static_cast<AgentRegion*>(realloc(g_regs, cap * sizeof(AgentRegion)));
-    if (!v) return false;
-    g_regs = v;
-    g_capregs = cap;
-  }
+  if (!util::grow(&g_regs, &g_capregs, g_nregs + 1, 64)) return false;
   const layout::RegionShape shape =
       layout::region_shape(f.end - f.start, g_bin_bytes, 4, g_with_system);
   const uint64_t off = g_next_off, len = shape.record_size;
@@ -102,14 +97,7 @@ size_t g_nlive = 0, g_caplive = 0;
 bool g_live_overlap = false;  // an insert overlapped a neighbour: publish filters
 
 bool reserve_live(size_t n) {
-  if (n <= g_caplive) return true;
-  size_t cap = g_caplive ? g_caplive * 2 : 64;
-  while (cap < n) cap *= 2;
-  auto* v = static_cast<engine::Region*>(realloc(g_live, cap * sizeof(engine::Region)));
-  if (!v) return false;
-  g_live = v;
-  g_caplive = cap;
-  return true;
+  return util::grow(&g_live, &g_caplive, n, 64);
 }
 
 size_t live_upper(uintptr_t lo) {  // the first entry starting above lo
@@ -292,11 +280,8 @@ int merge(const FoundList& list, bool dlopened, int fd) {
   auto* remap = static_cast<uint32_t*>(malloc((ny + 1) * sizeof(uint32_t)));
   auto* fresh = static_cast<uint32_t*>(malloc((nnew + 1) * sizeof(uint32_t)));
   bool room = reserve_live(g_nlive + list.n);
-  if (room && g_capunloaded < g_nregs) {  // every region is at most once in g_unloaded
-    auto* u = static_cast<uint32_t*>(realloc(g_unloaded, g_capregs * sizeof(uint32_t)));
-    if (u) g_unloaded = u, g_capunloaded = g_capregs;
-    room = u != nullptr;
-  }
+  // Every region is at most once in g_unloaded.
+  room = room && util::grow(&g_unloaded, &g_capunloaded, g_nregs, 64);
   if (!z || !remap || !fresh || !room) {
     free(z);
     free(remap);

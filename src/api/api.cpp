@@ -18,6 +18,7 @@
 #include "live/live.hpp"
 #include "sprofil/sprofil.h"
 #include "util/elfsym.hpp"
+#include "util/grow.hpp"
 #include "util/mutex.hpp"
 #include "util/self_exe.hpp"
 
@@ -111,13 +112,7 @@ int republish(sprofil_session* s) {
 
 int add_region(sprofil_session* s, uintptr_t lo, uintptr_t hi, const char* name) {
   if (!s || hi <= lo) return EINVAL;
-  if (s->n == s->cap) {
-    const size_t cap = s->cap ? s->cap * 2 : 16;
-    auto* r = static_cast<ApiRegion*>(realloc(s->regs, cap * sizeof(ApiRegion)));
-    if (!r) return ENOMEM;
-    s->regs = r;
-    s->cap = cap;
-  }
+  if (!util::grow(&s->regs, &s->cap, s->n + 1, 16)) return ENOMEM;
   const uint64_t nbins = (hi - lo + s->opt.bin_bytes - 1) / s->opt.bin_bytes;
   const size_t bytes = nbins * s->opt.counter_width;
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,

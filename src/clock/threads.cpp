@@ -18,6 +18,7 @@
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
 #include "clock/perf.hpp"
+#include "util/grow.hpp"
 
 namespace sprofil::rt {
 
@@ -46,13 +47,7 @@ Slot* find_slot(pid_t tid) {
 
 Slot* add_slot(pid_t tid) {
   if (Slot* s = find_slot(tid)) return s;
-  if (g_nslots == g_capslots) {
-    const int cap = g_capslots ? g_capslots * 2 : 64;
-    auto* n = static_cast<Slot*>(realloc(g_slots, sizeof(Slot) * static_cast<size_t>(cap)));
-    if (!n) return nullptr;
-    g_slots = n;
-    g_capslots = cap;
-  }
+  if (!util::grow(&g_slots, &g_capslots, static_cast<size_t>(g_nslots) + 1, 64)) return nullptr;
   g_slots[g_nslots] = Slot{tid, false, timer_t{}, nullptr, nullptr};
   return &g_slots[g_nslots++];
 }
