@@ -69,12 +69,19 @@ TEST(Coverage, ShortProcessesSamplesPlusUnsampledIsTheirCpu) {
   // a standard deviation of at most 0.5 sample each, 4 samples in 240), the upper one adds
   // the kernel time between an event's opening and its first overflow (the agent's start-up
   // after the open, page faults), credited to the first user pc, in burn_main: measured
-  // 1.045-1.10 of the burns' CPU time (0.2-0.4 ms a process) with 4 builds sharing 2 CPUs.
+  // 0.2-0.4 ms a process in the Release build with 4 builds sharing 2 CPUs (1.045-1.10 of the
+  // burns' CPU time), 1.45 ms in the Debug (-O0) build of the sanitizer run: allowed, 1 and 2.5
+  // periods a process.
   double truth = 0;
   for (int i = 1; i <= n; ++i) truth += read_truth(dir / ("t." + std::to_string(i)))["burn_main"];
   const double burn = samples_of(report_json(out), "burn_main");
   EXPECT_GE(burn, 0.9 * truth * hz) << "burn_main " << burn << " of " << truth * hz;
-  EXPECT_LE(burn, 1.25 * truth * hz) << "burn_main " << burn << " of " << truth * hz;
+#ifdef NDEBUG
+  const double start_up = 1.0;
+#else
+  const double start_up = 2.5;
+#endif
+  EXPECT_LE(burn, truth * hz + start_up * n) << "burn_main " << burn << " of " << truth * hz;
   RecordProperty("sampled_fraction", std::to_string(sampled / cpu));
   RecordProperty("unsampled_fraction", std::to_string(unsampled / cpu));
   RecordProperty("burn_fraction", std::to_string(burn / (truth * hz)));
