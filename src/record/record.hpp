@@ -8,14 +8,9 @@
 //     directory and print one summary line.
 #pragma once
 
-#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-namespace sprofil::profile {
-struct Profile;
-}
 
 namespace sprofil::record {
 
