@@ -200,6 +200,11 @@ bool fd_room() {
 int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool ring, Event* out) {
   *out = Event{};
   if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;
+  // No room out of the program's reach: say so before opening, not after. The event's fd
+  // would hold the program's lowest free fd until closed again, and a thread of the program
+  // opening files at its limit (harm NofileBudgetKeptByTheClock, `ulimit -n 16`) got EMFILE
+  // one fd early in that moment.
+  if (!fd_room()) return kNoFdRoom;
   perf_event_attr a = make_attr(first_ns, ring);
   const int fd0 = sys_perf_event_open(&a, tid);
   if (fd0 < 0) return errno;

@@ -107,7 +107,7 @@ TEST(DiffHtml, ChromiumLoadsThePageAndItsTableHoldsTheDiff) {
     if (page[i].name == "diff_beta(long)") beta_flagged = page[i].sig;
   }
   // diff_beta did twice the work in NEW: ~1/3 -> ~1/2 of the samples, a change of ~17 points
-  // over ~350 samples a run (the diff tests' A/B case), far beyond the noise.
+  // over ~350 samples a run, far beyond the noise.
   EXPECT_TRUE(beta_flagged) << j.dump(1);
 
   const std::string artifacts = std::string(ARTIFACTS_DIR);

@@ -22,8 +22,8 @@ using Json = nlohmann::json;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = DIFF_PROG;
-// ~0.35 s and ~350 samples per run at the default 1000 Hz on this machine.
-const std::string kIterations = "40000000";
+// ~0.7 s and ~700 samples per run at the default 1000 Hz on this machine.
+const std::string kIterations = "80000000";
 
 std::string temp_dir() {
   static std::string dir;
@@ -98,8 +98,8 @@ TEST(Diff, SameProgramTwiceFlagsAlmostNothing) {
     for (const char* fn : {"diff_alpha(long)", "diff_beta(long)", "diff_gamma(long)"}) {
       const Json* r = row_named(j, fn);
       ASSERT_NE(r, nullptr) << fn << "\n" << j.dump(1);
-      // Each does a third of the work: ~33% in both runs, within 12 points (4-5 sigma at ~350
-      // samples).
+      // Each does a third of the work: ~33% in both runs, within 12 points (a change's sigma is
+      // 2.5 points at ~700 samples a run).
       EXPECT_NEAR((*r)["base_percent"].get<double>(), 100.0 / 3, 12) << fn;
       EXPECT_NEAR((*r)["change"].get<double>(), 0, 12) << fn;
     }
@@ -117,7 +117,7 @@ TEST(Diff, FunctionMadeTwiceSlowerIsFlagged) {
   ASSERT_NE(beta, nullptr) << j.dump(1);
   EXPECT_TRUE((*beta)["significant"].get<bool>()) << j.dump(1);
   EXPECT_EQ(j["rows"][0]["name"], "diff_beta(long)") << "the largest significant change first";
-  // +16.7 points expected; the 95% interval (about +-7 points at ~350/450 samples) must exclude
+  // +16.7 points expected; the 95% interval (about +-5 points at ~700/900 samples) must exclude
   // 0 and the point estimate lie within 8 points of the expectation.
   EXPECT_GT((*beta)["change_ci95_low"].get<double>(), 0);
   EXPECT_NEAR((*beta)["change"].get<double>(), 100.0 / 2 - 100.0 / 3, 8);
