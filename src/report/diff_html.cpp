@@ -22,7 +22,7 @@ bool write_diff_html(const DiffTable& t, std::ostream& out) {
   std::ostringstream js;
   write_diff_json(t, js);
   std::string page;
-  if (!fill_page(kPage, js.str(), &page)) return false;
+  if (!fill_page(kPage, "sprofil diff", js.str(), &page)) return false;
   out << page;
   return static_cast<bool>(out);
 }

@@ -129,7 +129,8 @@ class HtmlExporter final : public Exporter {
     d["hist"] = histograms(in, o, fn_index);
     d["annotations"] = annotations(in, o, fns);
 
-    if (!fill_page(kPage, d.dump(-1, ' ', false, json::error_handler_t::replace), bytes)) {
+    if (!fill_page(kPage, "sprofil report", d.dump(-1, ' ', false, json::error_handler_t::replace),
+                   bytes)) {
       *error = "internal error: the page template lacks a marker";
       return false;
     }
