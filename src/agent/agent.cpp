@@ -48,7 +48,6 @@ size_t g_nunloaded = 0, g_capunloaded = 0;
 Snapshot* g_snap = nullptr;
 rt::ClockRequest g_clock;
 uint32_t g_bin_bytes = 4;
-bool g_under_record = false;
 char g_exe[SPROF_PATH_MAX];
 
 uint64_t now_ns() {
@@ -89,7 +88,7 @@ __attribute__((constructor(200))) void agent_start() {
   g_bin_bytes = g_settings.bin_bytes;
   g_with_system = g_settings.system && clock_splits_system(g_clock);
   set_output_base(g_settings.base);
-  g_under_record = g_settings.under_record;
+  keep_empty_child_files(g_settings.under_record);
   const bool first = env("SPROFIL_STARTED") == nullptr;
   const int fd = create_output(first);
   void* h =

@@ -100,7 +100,7 @@ void finish_header() {
 // no file without samples.
 bool drop_empty_child_file(bool at_exit) {
   if ((g_hdr->flags & SPROF_F_CHILD) && std::atomic_ref<uint64_t>(g_hdr->delivered).load() == 0 &&
-      (at_exit || !g_under_record)) {
+      (at_exit || !keep_empty_child_file())) {
     remove_output();
     return true;
   }

@@ -61,9 +61,6 @@ extern uint32_t* g_unloaded;  // the regions that are not live, in no order (rel
 extern size_t g_nunloaded, g_capunloaded;
 extern rt::ClockRequest g_clock;
 extern uint32_t g_bin_bytes;
-// SPROFIL_RECORD: sprofil record stores no file without samples, so a forked child that took
-// none keeps its file at an exec for the next image to take over (finish.cpp, output_file.cpp).
-extern bool g_under_record;
 extern char g_exe[SPROF_PATH_MAX];  // the main program's path (read once: rescans run often)
 
 struct Lock : util::MutexGuard {
@@ -84,6 +81,10 @@ void say(const char* fmt, const char* a, const char* b);
 void set_output_base(const char* absolute_base);
 bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
+// Under sprofil record (which removes the files without samples at its end), a forked child
+// that took no sample keeps its file at an exec for the next image to take over.
+void keep_empty_child_files(bool keep);
+bool keep_empty_child_file();
 int create_output(bool first);  // the fd, or -1 with errno set
 int reopen_output();            // -1 when the file is not ours any more (said once)
 void remove_output();
