@@ -88,7 +88,6 @@ __attribute__((constructor(200))) void agent_start() {
   g_bin_bytes = g_settings.bin_bytes;
   g_with_system = g_settings.system && clock_splits_system(g_clock);
   set_output_base(g_settings.base);
-  keep_empty_child_files(g_settings.under_record);
   const bool first = env("SPROFIL_STARTED") == nullptr;
   const int fd = create_output(first);
   void* h =

@@ -10,9 +10,6 @@
 //                        0: none (default 1)
 //   SPROFIL_SIGNAL       the signal to use (default SIGPROF, else a free real-time signal)
 //   SPROFIL_QUIET        no message on stderr
-//   SPROFIL_RECORD       set by sprofil record: its run directory, from which it stores no file
-//                        without samples (a forked child keeps its empty file at an exec for
-//                        the next image: output_file.cpp)
 // Set by the agent for its descendants: SPROFIL_STARTED (a later image of the same run).
 #include <linux/magic.h>
 #include <stdio.h>
@@ -90,7 +87,6 @@ bool read_settings(const char* output, Settings* s, const char** why) {
     return *why = nullptr, false;
   }
   if (!bins || !*bins) s->bin_bytes = default_bin_bytes(s->base);
-  s->under_record = env("SPROFIL_RECORD") != nullptr;
   return true;
 }
 

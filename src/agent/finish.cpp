@@ -94,13 +94,9 @@ void finish_header() {
 }
 
 // A forked child's file that never got a sample (the usual fork-then-exec) holds nothing:
-// remove it rather than leave empty files behind. Under sprofil record, at an exec, it is
-// kept (completed as any file) for the next image to take over (create_output): a failed exec
-// goes on sampling into it, and one that is not profiled leaves it for record, which stores
-// no file without samples.
-bool drop_empty_child_file(bool at_exit) {
-  if ((g_hdr->flags & SPROF_F_CHILD) && std::atomic_ref<uint64_t>(g_hdr->delivered).load() == 0 &&
-      (at_exit || !keep_empty_child_file())) {
+// remove it rather than leave empty files behind.
+bool drop_empty_child_file() {
+  if ((g_hdr->flags & SPROF_F_CHILD) && std::atomic_ref<uint64_t>(g_hdr->delivered).load() == 0) {
     remove_output();
     return true;
   }
@@ -160,7 +156,7 @@ void stop_sampling() {
 // counters kept in memory and the end fields, and at an exit releases untouched space. One
 // re-open of the file, only when it is needed.
 void complete_file(bool at_exit) {
-  if (drop_empty_child_file(at_exit)) return;
+  if (drop_empty_child_file()) return;
   const bool spilled = g_nfile < g_nregs;
   const int fd = spilled || (at_exit && g_nfile > 0) ? reopen_output() : -1;
   if (fd >= 0 && spilled) write_spilled(fd);

@@ -23,7 +23,6 @@ namespace sprofil::agent {
 namespace {
 
 bool g_quiet = false;
-bool g_keep_empty_children = false;  // under sprofil record: see keep_empty_child_file()
 bool g_detached = false;  // the file at g_path is not ours any more: nothing goes into it
 dev_t g_dev = 0;          // the file the agent created
 ino_t g_ino = 0;
@@ -51,54 +50,7 @@ int publish_name(int dirfd, const char* tmp, const char* name, bool replace) {
   return 0;
 }
 
-// The file this pid's forked image kept for it at the exec (finish.cpp), taken over: the
-// same name and no new file. Only a file that is surely that one: a regular file of ours
-// with one name, private, not reached through a link, whose header names this pid as a
-// finished forked child with no sample. Returns its fd, cut back to its header's page (the
-// new image fills it as a new file), or -1.
-int adopt_child_file(int dirfd, const char* name) {
-  const int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return -1;
-  struct stat st;
-  static sprof_header h;  // a page: not on the constructor's stack (the agent's lock is held)
-  const uint32_t both = SPROF_F_CHILD | SPROF_F_FINISHED;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-            st.st_nlink == 1 && (st.st_mode & 077) == 0 &&
-            pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-            memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) == 0 && h.pid == getpid() &&
-            (h.flags & both) == both && h.delivered == 0 && h.overflow == 0 && h.lost == 0;
-  ok = ok && ftruncate(fd, 0) == 0 && reserve(fd, 0, SPROF_PAGE) == 0;
-  if (!ok) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Records the profile's path (dir, a slash, name) and identity; closes dirfd; returns fd.
-int publish_path(const char* dir, size_t dlen, const char* name, const struct stat& st, int dirfd,
-                 int fd) {
-  close(dirfd);
-  // g_path has room for a directory path, a slash and a name.
-  size_t at = dlen;
-  memcpy(g_path, dir, dlen);
-  if (dlen > 1) g_path[at++] = '/';
-  memcpy(g_path + at, name, strlen(name) + 1);
-  g_dev = st.st_dev;
-  g_ino = st.st_ino;
-  g_detached = false;
-  return fd;
-}
-
 }  // namespace
-
-void keep_empty_child_files(bool keep) {
-  g_keep_empty_children = keep;
-}
-
-bool keep_empty_child_file() {
-  return g_keep_empty_children;
-}
 
 void set_quiet(bool quiet) {
   g_quiet = quiet;
@@ -140,8 +92,7 @@ int reserve(int fd, uint64_t off, uint64_t len) {
 // header's page reserved: a private temporary in the target directory (O_CREAT | O_EXCL |
 // O_NOFOLLOW, mode 0600, so the umask can only make it stricter), renamed into place. The
 // first image takes the base name itself; a forked child or a later image takes base.PID, or
-// .PID.N, never replacing a file; under sprofil record a later image first takes over the
-// empty file its forked image kept for it (adopt_child_file). Sets g_path, g_dev and g_ino.
+// .PID.N, never replacing a file. Sets g_path, g_dev and g_ino.
 int create_output(bool first) {
   const char* slash = strrchr(g_base, '/');  // g_base is absolute
   char dir[PATH_MAX];
@@ -152,25 +103,16 @@ int create_output(bool first) {
   const int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return -1;
   char tmp[64];
-  char final_name[NAME_MAX + 1];
   int fd = -1;
-  // Adopted: no new file. On a journal-less ext4 (this project's CI VM) a create scans past
-  // every inode freed in the last minute, and a shell's fork-then-exec made and removed one
-  // file per command: 0.4 ms of a bash loop's 2 ms per command under record.
-  if (!first && g_keep_empty_children &&
-      profile_name(final_name, sizeof final_name, name, static_cast<int>(getpid()), 0))
-    fd = adopt_child_file(dirfd, final_name);
-  struct stat st;
-  if (fd >= 0 && fstat(fd, &st) == 0) return publish_path(dir, dlen, final_name, st, dirfd, fd);
-  if (fd >= 0) close(fd);
-  fd = -1;
   for (int k = 0; k < 100 && fd < 0; ++k) {
     random_name(tmp, sizeof tmp);
     fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0 && errno != EEXIST) break;
   }
   int err = fd < 0 ? errno : reserve(fd, 0, SPROF_PAGE);
+  struct stat st;
   if (err == 0 && fstat(fd, &st) != 0) err = errno;
+  char final_name[NAME_MAX + 1];
   if (err == 0) {
     err = EEXIST;
     const int pid = first ? 0 : static_cast<int>(getpid());
@@ -188,7 +130,16 @@ int create_output(bool first) {
     errno = err;
     return -1;
   }
-  return publish_path(dir, dlen, final_name, st, dirfd, fd);
+  close(dirfd);
+  // g_path has room for a directory path, a slash and a name.
+  size_t at = dlen;
+  memcpy(g_path, dir, dlen);
+  if (dlen > 1) g_path[at++] = '/';
+  memcpy(g_path + at, final_name, strlen(final_name) + 1);
+  g_dev = st.st_dev;
+  g_ino = st.st_ino;
+  g_detached = false;
+  return fd;
 }
 
 // Re-opens the profile by its path, only if it is still the file this process created;

@@ -41,9 +41,8 @@ struct AgentRegion {
 struct Settings {
   rt::ClockRequest clock;
   uint32_t bin_bytes = 1;
-  bool system = false;        // lay out system-time arrays where the clock splits
-  bool under_record = false;  // SPROFIL_RECORD: the run directory is sprofil record's
-  char base[PATH_MAX] = {};   // SPROFIL_OUTPUT, made absolute
+  bool system = false;       // lay out system-time arrays where the clock splits
+  char base[PATH_MAX] = {};  // SPROFIL_OUTPUT, made absolute
 };
 
 extern pthread_mutex_t g_mu;
@@ -81,10 +80,6 @@ void say(const char* fmt, const char* a, const char* b);
 void set_output_base(const char* absolute_base);
 bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
-// Under sprofil record (which removes the files without samples at its end), a forked child
-// that took no sample keeps its file at an exec for the next image to take over.
-void keep_empty_child_files(bool keep);
-bool keep_empty_child_file();
 int create_output(bool first);  // the fd, or -1 with errno set
 int reopen_output();            // -1 when the file is not ours any more (said once)
 void remove_output();

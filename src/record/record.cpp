@@ -300,7 +300,6 @@ int record(const Options& o, FILE* log) {
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
     setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
     setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
-    setenv("SPROFIL_RECORD", "1", 1);  // the run directory is ours: the agent may leave empties
     drainer.restore_limits_in_child();
     if (drain)
       setenv("SPROFIL_DRAIN", drainer.path().c_str(), 1);

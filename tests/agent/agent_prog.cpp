@@ -8,10 +8,8 @@
 //   abort S             burn S s, then abort()
 //   forever PIDFILE     write the pid to PIDFILE, then burn until killed
 //   burnexec S CMD...   burn S s, then execvp CMD
-//   fork SP SC [failexec]  fork; the child burns SC s in burn_child and exits; the parent
-//                       waits, then burns SP s in burn_parent (truth: child_pid, child_cpu,
-//                       ...); with failexec the child first tries to exec a program that does
-//                       not exist
+//   fork SP SC          fork; the child burns SC s in burn_child and exits; the parent waits,
+//                       then burns SP s in burn_parent (truth: child_pid, child_cpu, ...)
 //   threads N S         N late threads (pthread_create in main) plus $AGENT_EARLY_THREADS
 //                       threads started by a library constructor, each burning S s in a
 //                       function of its own (burn_late_K, burn_early_K)
@@ -181,11 +179,10 @@ int anonexec(double s) {
 #endif
 }
 
-int fork_mode(double sp, double sc, bool failexec) {
+int fork_mode(double sp, double sc) {
   const pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
-    if (failexec) execl("/nonexistent/sprofil-no-such-program", "x", static_cast<char*>(nullptr));
     note("child_cpu", burn_child(sc));
     note("child_pid", getpid());
     write_truth(".child");
@@ -257,8 +254,7 @@ int main(int argc, char** argv) {
     perror("agent_prog: execvp");
     return 127;
   } else if (mode == "fork") {
-    return fork_mode(s, i + 2 < argc ? atof(argv[i + 2]) : 0,
-                     i + 3 < argc && !strcmp(argv[i + 3], "failexec"));
+    return fork_mode(s, i + 2 < argc ? atof(argv[i + 2]) : 0);
   } else if (mode == "threads") {
     return threads(atoi(argv[i + 1]), i + 2 < argc ? atof(argv[i + 2]) : 0);
   } else if (mode == "sleepburn") {

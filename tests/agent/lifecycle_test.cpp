@@ -140,32 +140,6 @@ TEST_P(Fork, ChildWritesItsOwnFile) {
   EXPECT_NEAR(samples_of(jp, "burn_parent"), want_parent, 0.1 * want_parent);
 }
 
-// A forked child whose exec fails goes on sampling into its own file (record keeps a child's
-// empty file at an exec for the next image, and a failed exec resumes into it): all of its
-// burn after the failed exec is counted. Before, the empty file was removed at the exec and
-// the burn went into an unlinked file, lost.
-TEST_P(Fork, ChildWhoseExecFailsKeepsItsSamples) {
-  const std::string clock = GetParam();
-  if (clock == "perf") SKIP_WITHOUT_PERF();
-  TempDir dir;
-  const std::string out = dir / "fork.sprof", truth_file = dir / "truth";
-  Result r = record(out, {"--clock", clock, "-F", "2000"},
-                    {kProg, "--truth", truth_file, "fork", "0.05", "0.3", "failexec"});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  EXPECT_EQ(r.err.find("no longer the profile"), std::string::npos) << r.err;
-  auto child = read_truth(truth_file + ".child");
-  explode_run(out);
-  const std::string child_file = out + "." + std::to_string(static_cast<int>(child["child_pid"]));
-  ASSERT_TRUE(std::filesystem::exists(child_file))
-      << "files: " << ::testing::PrintToString(list_dir(dir.path()));
-  profile::Profile c = read(child_file);
-  EXPECT_TRUE(c.finished());
-  expect_consistent(c, "child");
-  // 0.3 s at 2000 Hz: 600 samples; 10% allows the machine's noise, as above.
-  const double want = child["child_cpu"] * 2000;
-  EXPECT_NEAR(samples_of(report_json(child_file), "burn_child"), want, 0.1 * want);
-}
-
 INSTANTIATE_TEST_SUITE_P(Clocks, Fork, ::testing::Values("cpu", "perf"),
                          [](const auto& pi) { return std::string(pi.param); });
 
