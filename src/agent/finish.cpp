@@ -155,14 +155,15 @@ void stop_sampling() {
 // The end of this image (sampling stopped): drops an empty child's file, else writes the
 // counters kept in memory and the end fields, and at an exit releases untouched space. One
 // re-open of the file, only when it is needed.
-void complete_file(bool at_exit) {
-  if (drop_empty_child_file()) return;
+Completed complete_file(bool at_exit) {
+  if (drop_empty_child_file()) return Completed::kDropped;
   const bool spilled = g_nfile < g_nregs;
   const int fd = spilled || (at_exit && g_nfile > 0) ? reopen_output() : -1;
   if (fd >= 0 && spilled) write_spilled(fd);
   finish_header();
   if (fd >= 0 && at_exit) release_untouched(fd);
   if (fd >= 0) close(fd);
+  return Completed::kKept;
 }
 
 }  // namespace sprofil::agent

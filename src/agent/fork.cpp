@@ -1,6 +1,7 @@
 // Processes: a forked child keeps the parent's regions at the same addresses (so the
 // published engine table stays valid) but backed by a file of its own, FILE.PID, whose counts
-// start at zero; an exec completes the file first (a failed exec resumes sampling into it).
+// start at zero; an exec completes the file first (a failed exec resumes sampling into it, or
+// into a new one when the exec removed it as empty).
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +25,10 @@ void child_stops(const char* why) {
   say("sprofil: no profile file for the forked child: %s%s\n", why, "");
 }
 
-// In the forked child, before its timers are armed: every record is re-mapped, at its
-// address, onto reserved space of the new file (anonymous memory once that fails) and
-// refilled from a copy of the parent's record pages; the arrays start at zero.
-void after_fork_child() {
-  if (!g_on) return;
+// Gives this process a new file of its own, FILE.PID (its timers not armed): every record is
+// re-mapped, at its address, onto reserved space of the new file (anonymous memory once that
+// fails) and refilled from a copy of the record pages mapped now; the arrays start at zero.
+void take_own_file() {
   auto* saved = static_cast<sprof_region*>(malloc((g_nregs + 1) * sizeof(sprof_region)));
   if (!saved) return child_stops(strerror(ENOMEM));
   const uint32_t clock = g_hdr->clock;
@@ -91,13 +91,31 @@ void after_fork_child() {
   g_hdr->region_count = static_cast<uint32_t>(g_nfile);
 }
 
-void before_exec() {
-  if (!g_on) return;
-  complete_file(false);  // no release: a failed exec resumes sampling into the same pages
+// In the forked child, before its timers are armed.
+void after_fork_child() {
+  if (g_on) take_own_file();
 }
 
+bool g_dropped_at_exec = false;  // before_exec removed the (empty) file
+
+// With the clock stopped and its samples in the file (drain mode's parent has added the
+// time the process spent in the kernel since its last sample).
+void before_exec() {
+  if (!g_on) return;
+  // No release: a failed exec resumes sampling into the same pages.
+  g_dropped_at_exec = complete_file(false) == Completed::kDropped;
+}
+
+// Before the clock starts again. The counts of a removed file were all zero: a new one is
+// the same file under its name again.
 void after_failed_exec() {
-  if (g_hdr) std::atomic_ref<uint32_t>(g_hdr->flags).fetch_and(~SPROF_F_FINISHED);
+  if (!g_on) return;
+  if (g_dropped_at_exec) {
+    g_dropped_at_exec = false;
+    take_own_file();
+  } else if (g_hdr) {
+    std::atomic_ref<uint32_t>(g_hdr->flags).fetch_and(~SPROF_F_FINISHED);
+  }
 }
 
 }  // namespace

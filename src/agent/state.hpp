@@ -173,7 +173,8 @@ int merge(const FoundList& list, bool dlopened, int fd);
 
 // finish.cpp
 void fill_header(sprof_header* h, uint32_t flags);
-void complete_file(bool at_exit);
+enum class Completed { kKept, kDropped };  // kDropped: a forked child's empty file, removed
+Completed complete_file(bool at_exit);
 void stop_sampling();
 
 // fork.cpp

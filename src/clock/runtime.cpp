@@ -443,8 +443,10 @@ void before_exec() {
   if (getpid() != g_pid) return;
   Lock lock;
   if (!g_active) return;
-  if (g_hooks.before_exec) g_hooks.before_exec();
+  // The clock first: its last samples (in drain mode the parent's credit for the time since
+  // the last one) must be in the file the hook completes, or removes when it holds none.
   stop_clock();
+  if (g_hooks.before_exec) g_hooks.before_exec();
   g_exec_suspended = true;
 }
 
@@ -453,7 +455,10 @@ void after_failed_exec() {
   Lock lock;
   if (!g_exec_suspended) return;
   g_exec_suspended = false;
-  if (start_clock(g_clock) == 0 && g_hooks.after_failed_exec) g_hooks.after_failed_exec();
+  // The hook first: the clock's first samples (and drain mode's hand-over of the file) go to
+  // the file it resumes or makes again.
+  if (g_hooks.after_failed_exec) g_hooks.after_failed_exec();
+  (void)start_clock(g_clock);
 }
 
 }  // namespace sprofil::rt

@@ -67,7 +67,8 @@ bool parse_clock(const char* name, ClockKind* out);
 const char* clock_name(ClockKind k);
 
 // Hooks for the agent: called with the runtime mutex held, in the forked child before its
-// timers are re-armed, and before an exec (after sampling has been stopped).
+// timers are re-armed, before an exec (after sampling has been stopped and drained), and
+// after a failed exec (before sampling restarts).
 struct Hooks {
   void (*after_fork_child)() = nullptr;
   void (*before_exec)() = nullptr;

@@ -8,8 +8,13 @@
 //   abort S             burn S s, then abort()
 //   forever PIDFILE     write the pid to PIDFILE, then burn until killed
 //   burnexec S CMD...   burn S s, then execvp CMD
-//   fork SP SC          fork; the child burns SC s in burn_child and exits; the parent waits,
-//                       then burns SP s in burn_parent (truth: child_pid, child_cpu, ...)
+//   fork SP SC [failexec]  fork; the child burns SC s in burn_child and exits; the parent
+//                       waits, then burns SP s in burn_parent (truth: child_pid, child_cpu,
+//                       ...); with failexec the child first tries to exec a program that does
+//                       not exist
+//   forkexec SC CMD...  fork; the child spends SC s of CPU in the kernel (reading /dev/zero,
+//                       nearly no user time), writes its truth (.child: child_pid, child_cpu)
+//                       and execs CMD; the parent waits
 //   threads N S         N late threads (pthread_create in main) plus $AGENT_EARLY_THREADS
 //                       threads started by a library constructor, each burning S s in a
 //                       function of its own (burn_late_K, burn_early_K)
@@ -17,6 +22,7 @@
 //                       wall time in clock_nanosleep
 //   anonexec S          runs a spin loop copied into an anonymous executable mapping for S s
 //                       of CPU (x86-64 only; exit 77 elsewhere)
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -179,10 +185,11 @@ int anonexec(double s) {
 #endif
 }
 
-int fork_mode(double sp, double sc) {
+int fork_mode(double sp, double sc, bool failexec) {
   const pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
+    if (failexec) execl("/nonexistent/sprofil-no-such-program", "x", static_cast<char*>(nullptr));
     note("child_cpu", burn_child(sc));
     note("child_pid", getpid());
     write_truth(".child");
@@ -194,6 +201,30 @@ int fork_mode(double sp, double sc) {
   note("child_pid", pid);
   note("parent_pid", getpid());
   write_truth();
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+// The child's kernel burn: reads of 16 MB from /dev/zero (the kernel clears the buffer, a
+// few ms a read) until this process has used `seconds` of CPU. Its user time, a vDSO clock
+// read between reads, is a few microseconds in all.
+int forkexec(double seconds, char** cmd) {
+  const pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    static char buf[16 << 20];
+    const int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) _exit(1);
+    while (burn_process_cpu() < seconds)
+      if (read(fd, buf, sizeof buf) <= 0) _exit(1);
+    close(fd);
+    note("child_cpu", burn_process_cpu());
+    note("child_pid", getpid());
+    write_truth(".child");
+    execvp(cmd[0], cmd);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
@@ -254,7 +285,11 @@ int main(int argc, char** argv) {
     perror("agent_prog: execvp");
     return 127;
   } else if (mode == "fork") {
-    return fork_mode(s, i + 2 < argc ? atof(argv[i + 2]) : 0);
+    return fork_mode(s, i + 2 < argc ? atof(argv[i + 2]) : 0,
+                     i + 3 < argc && !strcmp(argv[i + 3], "failexec"));
+  } else if (mode == "forkexec") {
+    if (i + 2 >= argc) return 2;
+    return forkexec(s, argv + i + 2);
   } else if (mode == "threads") {
     return threads(atoi(argv[i + 1]), i + 2 < argc ? atof(argv[i + 2]) : 0);
   } else if (mode == "sleepburn") {

@@ -140,6 +140,58 @@ TEST_P(Fork, ChildWritesItsOwnFile) {
   EXPECT_NEAR(samples_of(jp, "burn_parent"), want_parent, 0.1 * want_parent);
 }
 
+// A forked child whose exec fails goes on sampling into a file of its own: the exec removed
+// its empty file, and the failed exec makes it again. All of its burn after the failed exec
+// is counted (before, it went into the removed file and was lost).
+TEST_P(Fork, ChildWhoseExecFailsKeepsItsSamples) {
+  const std::string clock = GetParam();
+  if (clock == "perf") SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "fork.sprof", truth_file = dir / "truth";
+  Result r = record(out, {"--clock", clock, "-F", "2000"},
+                    {kProg, "--truth", truth_file, "fork", "0.05", "0.3", "failexec"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.err.find("no longer the profile"), std::string::npos) << r.err;
+  auto child = read_truth(truth_file + ".child");
+  explode_run(out);
+  const std::string child_file = out + "." + std::to_string(static_cast<int>(child["child_pid"]));
+  ASSERT_TRUE(std::filesystem::exists(child_file))
+      << "files: " << ::testing::PrintToString(list_dir(dir.path()));
+  profile::Profile c = read(child_file);
+  EXPECT_TRUE(c.finished());
+  EXPECT_TRUE(c.flags & SPROF_F_CHILD);
+  expect_consistent(c, "child");
+  // 0.3 s at 2000 Hz: 600 samples; 10% allows the machine's noise, as above.
+  const double want = child["child_cpu"] * 2000;
+  EXPECT_NEAR(samples_of(report_json(child_file), "burn_child"), want, 0.1 * want);
+}
+
+// A forked child that spends its time in the kernel and then execs: that time is in the
+// child's file. The perf clock counts user space only, so it is the record parent's credit
+// at the exec (the periods that ended in the kernel), added before the agent completes the
+// file (before, the empty file was removed first and the credit went into it, lost).
+TEST_P(Fork, KernelTimeBeforeAnExecIsKept) {
+  const std::string clock = GetParam();
+  if (clock == "perf") SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "fork.sprof", truth_file = dir / "truth";
+  Result r = record(out, {"--clock", clock, "-F", "2000"},
+                    {kProg, "--truth", truth_file, "forkexec", "0.2", "/bin/true"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto child = read_truth(truth_file + ".child");
+  explode_run(out);
+  const std::string child_file = out + "." + std::to_string(static_cast<int>(child["child_pid"]));
+  ASSERT_TRUE(std::filesystem::exists(child_file))
+      << "files: " << ::testing::PrintToString(list_dir(dir.path()));
+  profile::Profile c = read(child_file);
+  EXPECT_TRUE(c.finished());
+  expect_consistent(c, "child");
+  // 0.2 s at 2000 Hz: 400 samples, nearly all kernel time; 10% allows the machine's noise.
+  const double want = child["child_cpu"] * 2000;
+  EXPECT_NEAR(static_cast<double>(c.total_samples()), want, 0.1 * want);
+  EXPECT_GT(static_cast<double>(c.system_samples()), 0.8 * want);
+}
+
 INSTANTIATE_TEST_SUITE_P(Clocks, Fork, ::testing::Values("cpu", "perf"),
                          [](const auto& pi) { return std::string(pi.param); });
 
