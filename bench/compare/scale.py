@@ -163,12 +163,16 @@ def wall_table(title, rows):
 
 def kept(label, base, scaled, command):
     """Goal-5 rows: the delivered rate of `scaled` against `base` at every rate, and the
-    per-sample cost at the highest (at 1 kHz the cost is within this VM's noise)."""
+    per-sample cost at the highest (at 1 kHz the cost is within this VM's noise). The rate is
+    judged against the base's, or the rate asked where the base delivered more: the perf
+    clock's periods are task-clock time, which counts the time the hypervisor steals, and CPU
+    seconds do not, so a run with more steal delivers more samples per CPU second than asked."""
     for (cfg, hz), (rate, cost) in scaled.items():
         brate, bcost = base[(cfg, hz)]
-        fig = (f"{rate:.0f} vs {brate:.0f} samples/CPU s ({rate / brate:.3f}x; kept if >= "
-               f"{RATE_KEPT})")
-        ok = rate >= RATE_KEPT * brate
+        ref = min(brate, hz)
+        fig = (f"{rate:.0f} vs {brate:.0f} samples/CPU s, {hz} asked ({rate / ref:.3f}x of "
+               f"{ref:.0f}; kept if >= {RATE_KEPT})")
+        ok = rate >= RATE_KEPT * ref
         if hz == max(RATES):
             fig += (f"; {cost:.2f} vs {bcost:.2f} us per sample (kept if <= {COST_KEPT} x + "
                     f"{COST_SLACK_US:g} us)")
