@@ -36,8 +36,11 @@ constexpr size_t kPage = 4096;
 // the phase against periodic code random from block to block: tests/clock's aliasing test
 // holds. The weights come from the counter, so the restarts leave totals exact.
 constexpr int kTickMs = 4;
-// Each event's period is re-drawn after about this many periods (and at most every tick):
-// fewer restarts leave fewer partial periods, whose kernel share is estimated (jitter()).
+// Each event's period is re-drawn after kJitterPeriods / 2 to 3 * kJitterPeriods / 2 of its
+// records (and at most every tick): fewer restarts leave fewer partial periods, whose kernel
+// share is estimated (jitter()). Counted in records, not wall time: a thread that waits or
+// shares its core with many others is re-drawn no more often per period than one running
+// alone, and costs no read, ioctl (each an interrupt of the thread's CPU) while it waits.
 constexpr uint64_t kJitterPeriods = 16;
 
 uint64_t mono_ns() {
@@ -74,9 +77,10 @@ struct Event {
   uint64_t cur_period = 1;  // the period running now
   bool jitter = true;
   uint64_t rng = 1;
-  uint64_t next_jitter_ns = 0;  // CLOCK_MONOTONIC
-  uintptr_t last_pc = 0;        // of the last sample record; before the first, the thread's start
-                                // routine (0 if unknown)
+  uint64_t records = 0;       // drained since the last re-draw
+  uint64_t jitter_after = 0;  // records before the next re-draw
+  uintptr_t last_pc = 0;      // of the last sample record; before the first, the thread's start
+                              // routine (0 if unknown)
   rt::perf::Credit credit;
 };
 
@@ -230,6 +234,7 @@ struct Drainer::State {
         reinterpret_cast<unsigned char*>(body)[i] = data[(tail + sizeof h + i) % size];
       if (h.type == PERF_RECORD_SAMPLE) {
         ++samples;
+        ++e->records;
         // Credited with the length of the period that just ended: the one set last (the
         // rings are drained before each re-draw).
         e->credit.next_ns = e->cur_period;
@@ -466,11 +471,11 @@ struct Drainer::State {
       if (mono_ns() >= next_tick) {
         const uint64_t t = mono_ns();
         for (Event* e : events)
-          if (t >= e->next_jitter_ns) {
+          if (e->records >= e->jitter_after) {
             jitter(e);
-            // Wall time: at least about kJitterPeriods periods of a thread that runs alone.
-            e->next_jitter_ns = t + e->period / 2 * kJitterPeriods +
-                                (util::xorshift(&e->rng) >> 8) % (e->period * kJitterPeriods + 1);
+            e->records = 0;
+            e->jitter_after =
+                kJitterPeriods / 2 + (util::xorshift(&e->rng) >> 8) % (kJitterPeriods + 1);
           }
         next_tick = t + kTickMs * 1000000ull;
       }
