@@ -96,11 +96,9 @@ void finish_header() {
 // A forked child's file that never got a sample (the usual fork-then-exec) holds nothing:
 // remove it rather than leave empty files behind.
 bool drop_empty_child_file() {
-  if ((g_hdr->flags & SPROF_F_CHILD) && std::atomic_ref<uint64_t>(g_hdr->delivered).load() == 0) {
-    remove_output();
-    return true;
-  }
-  return false;
+  if (!empty_child_file()) return false;
+  remove_output();
+  return true;
 }
 
 // At a clean exit, with sampling stopped for good: gives back the disk space reserved for
@@ -126,6 +124,10 @@ void release_untouched(int fd) {
 }
 
 }  // namespace
+
+bool empty_child_file() {
+  return (g_hdr->flags & SPROF_F_CHILD) && std::atomic_ref<uint64_t>(g_hdr->delivered).load() == 0;
+}
 
 void fill_header(sprof_header* h, uint32_t flags) {
   layout::HeaderInfo i;
@@ -155,15 +157,14 @@ void stop_sampling() {
 // The end of this image (sampling stopped): drops an empty child's file, else writes the
 // counters kept in memory and the end fields, and at an exit releases untouched space. One
 // re-open of the file, only when it is needed.
-Completed complete_file(bool at_exit) {
-  if (drop_empty_child_file()) return Completed::kDropped;
+void complete_file(bool at_exit) {
+  if (drop_empty_child_file()) return;
   const bool spilled = g_nfile < g_nregs;
   const int fd = spilled || (at_exit && g_nfile > 0) ? reopen_output() : -1;
   if (fd >= 0 && spilled) write_spilled(fd);
   finish_header();
   if (fd >= 0 && at_exit) release_untouched(fd);
   if (fd >= 0) close(fd);
-  return Completed::kKept;
 }
 
 }  // namespace sprofil::agent

@@ -96,26 +96,21 @@ void after_fork_child() {
   if (g_on) take_own_file();
 }
 
-bool g_dropped_at_exec = false;  // before_exec removed the (empty) file
-
 // With the clock stopped and its samples in the file (drain mode's parent has added the
 // time the process spent in the kernel since its last sample).
 void before_exec() {
   if (!g_on) return;
-  // No release: a failed exec resumes sampling into the same pages.
-  g_dropped_at_exec = complete_file(false) == Completed::kDropped;
+  complete_file(false);  // no release: a failed exec resumes sampling into the same pages
 }
 
-// Before the clock starts again. The counts of a removed file were all zero: a new one is
-// the same file under its name again.
+// Before the clock starts again (nothing was counted since before_exec). An empty child's
+// file was removed at the exec: a new one is the same file under its name again.
 void after_failed_exec() {
   if (!g_on) return;
-  if (g_dropped_at_exec) {
-    g_dropped_at_exec = false;
+  if (empty_child_file())
     take_own_file();
-  } else if (g_hdr) {
+  else
     std::atomic_ref<uint32_t>(g_hdr->flags).fetch_and(~SPROF_F_FINISHED);
-  }
 }
 
 }  // namespace

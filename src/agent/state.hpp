@@ -173,8 +173,9 @@ int merge(const FoundList& list, bool dlopened, int fd);
 
 // finish.cpp
 void fill_header(sprof_header* h, uint32_t flags);
-enum class Completed { kKept, kDropped };  // kDropped: a forked child's empty file, removed
-Completed complete_file(bool at_exit);
+// A forked child's file with no sample: complete_file removes it instead of completing it.
+bool empty_child_file();
+void complete_file(bool at_exit);
 void stop_sampling();
 
 // fork.cpp

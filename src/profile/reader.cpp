@@ -125,11 +125,6 @@ bool read_header(Source& src, H* h, const char* shorter, void (*to_host)(H*), st
   return true;
 }
 
-// Reads and checks region record `k` at `off`; on success fills *out and sets *next to the
-// offset just past the record.
-// `live`: the profile did not finish (still running, or killed), so its counters may be read
-// mid-update: a system part read after its count may exceed it by the samples in between, and
-// is clamped to the count. In a finished profile that is corruption, and an error.
 // Whether the 64 bytes at p are all zero.
 bool zero64(const uint8_t* p) {
   uint64_t v[8];
@@ -137,6 +132,11 @@ bool zero64(const uint8_t* p) {
   return (v[0] | v[1] | v[2] | v[3] | v[4] | v[5] | v[6] | v[7]) == 0;
 }
 
+// Reads and checks region record `k` at `off`; on success fills *out and sets *next to the
+// offset just past the record.
+// `live`: the profile did not finish (still running, or killed), so its counters may be read
+// mid-update: a system part read after its count may exceed it by the samples in between, and
+// is clamped to the count. In a finished profile that is corruption, and an error.
 bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, uint64_t* next,
                  std::string* error) {
   const uint64_t size = src.size();
