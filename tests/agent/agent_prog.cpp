@@ -10,11 +10,11 @@
 //   burnexec S CMD...   burn S s, then execvp CMD
 //   fork SP SC [failexec]  fork; the child burns SC s in burn_child and exits; the parent
 //                       waits, then burns SP s in burn_parent (truth: child_pid, child_cpu,
-//                       ...); with failexec the child first tries to exec a program that does
-//                       not exist
+//                       child_cpu_task_clock, ...); with failexec the child first tries to exec a
+//                       program that does not exist
 //   forkexec SC CMD...  fork; the child spends SC s of CPU in the kernel (reading /dev/zero,
-//                       nearly no user time), writes its truth (.child: child_pid, child_cpu)
-//                       and execs CMD; the parent waits
+//                       nearly no user time), writes its truth (.child: child_pid, child_cpu,
+//                       child_cpu_task_clock) and execs CMD; the parent waits
 //   threads N S         N late threads (pthread_create in main) plus $AGENT_EARLY_THREADS
 //                       threads started by a library constructor, each burning S s in a
 //                       function of its own (burn_late_K, burn_early_K)
@@ -94,6 +94,20 @@ int task_clock_fd() {
 double task_clock(int fd) {
   uint64_t v = 0;
   return fd >= 0 && read(fd, &v, sizeof v) == sizeof v ? static_cast<double>(v) * 1e-9 : -1;
+}
+
+// Runs fn(s) and notes what it used: `name` (its CPU time) and, where perf events are
+// allowed, `name`_task_clock (task_clock_fd: its CPU time plus the steal the perf clock counts).
+void burn_noting(const char* name, double (*fn)(double), double s) {
+  const int tc = task_clock_fd();
+  const double t0 = task_clock(tc);
+  const double used = fn(s);
+  const double t1 = task_clock(tc);
+  note(name, used);
+  if (tc >= 0) {
+    note((std::string(name) + "_task_clock").c_str(), t1 - t0);
+    close(tc);
+  }
 }
 
 struct Late {
@@ -190,14 +204,14 @@ int fork_mode(double sp, double sc, bool failexec) {
   if (pid < 0) return 1;
   if (pid == 0) {
     if (failexec) execl("/nonexistent/sprofil-no-such-program", "x", static_cast<char*>(nullptr));
-    note("child_cpu", burn_child(sc));
+    burn_noting("child_cpu", burn_child, sc);
     note("child_pid", getpid());
     write_truth(".child");
     exit(0);
   }
   int st = 0;
   waitpid(pid, &st, 0);
-  note("parent_cpu", burn_parent(sp));
+  burn_noting("parent_cpu", burn_parent, sp);
   note("child_pid", pid);
   note("parent_pid", getpid());
   write_truth();
@@ -212,12 +226,16 @@ int forkexec(double seconds, char** cmd) {
   if (pid < 0) return 1;
   if (pid == 0) {
     static char buf[16 << 20];
+    const int tc = task_clock_fd();
+    const double c0 = burn_process_cpu(), t0 = task_clock(tc);
     const int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
     if (fd < 0) _exit(1);
     while (burn_process_cpu() < seconds)
       if (read(fd, buf, sizeof buf) <= 0) _exit(1);
     close(fd);
-    note("child_cpu", burn_process_cpu());
+    const double c1 = burn_process_cpu(), t1 = task_clock(tc);
+    note("child_cpu", c1);
+    if (tc >= 0) note("child_cpu_task_clock", c1 + (t1 - t0) - (c1 - c0));  // + the burn's steal
     note("child_pid", getpid());
     write_truth(".child");
     execvp(cmd[0], cmd);
@@ -243,16 +261,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[i];
   const double s = i + 1 < argc ? atof(argv[i + 1]) : 0;
   if (mode == "burn") {
-    // burn_main's task clock beside its CPU time (task_clock_fd).
-    const int tc = task_clock_fd();
-    const double t0 = task_clock(tc);
-    const double used = burn_main(s);
-    const double t1 = task_clock(tc);
-    note("burn_main", used);
-    if (tc >= 0) {
-      note("burn_main_task_clock", t1 - t0);
-      close(tc);
-    }
+    burn_noting("burn_main", burn_main, s);
   } else if (mode == "split") {
     double a = 0, b = 0;
     for (double done = 0; done < s; done += 0.03) {

@@ -153,9 +153,7 @@ TEST_P(DrainRate, SamplesCoverTheProcessCpu) {
   ASSERT_TRUE(p.finished());
   ASSERT_GT(p.cpu_ns, 0u);
   auto truth = read_truth(truth_file);
-  const double steal = truth.count("burn_main_task_clock")
-                           ? std::max(0.0, truth["burn_main_task_clock"] - truth["burn_main"])
-                           : 0.0;
+  const double steal = steal_of(truth, "burn_main");
   const double cpu = static_cast<double>(p.cpu_ns) / 1e9;
   const double ratio = static_cast<double>(p.total_samples()) / (cpu * hz);
   const double with_steal = static_cast<double>(p.total_samples()) / ((cpu + steal) * hz);

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -127,6 +128,17 @@ inline std::map<std::string, double> read_truth(const std::string& path) {
   while (in >> name >> v) t[name] = v;
   EXPECT_FALSE(t.empty()) << "no truth in " << path;
   return t;
+}
+
+// The perf clock's periods are task-clock time, which also counts the time the hypervisor
+// steals while the thread holds its vCPU; the thread's CPU clock (the truth) and rusage leave
+// it out. The steal during agent_prog's burn `name` (NAME_task_clock - NAME, burn_noting), 0
+// where perf events are denied. Tests hold lower bounds against the CPU time and upper ones
+// against the CPU time plus this steal.
+inline double steal_of(const std::map<std::string, double>& truth, const std::string& name) {
+  const auto tc = truth.find(name + "_task_clock"), cpu = truth.find(name);
+  if (tc == truth.end() || cpu == truth.end()) return 0;
+  return std::max(0.0, tc->second - cpu->second);
 }
 
 inline std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
