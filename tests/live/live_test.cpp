@@ -264,11 +264,14 @@ TEST_F(Live, AgentCountsGrowWhileItRuns) {
   };
   const auto [lo1, hi1] = share(last);
   const auto [lo2, hi2] = share(fin);
-  // Or within 1 point: the final profile also holds the exit path (libc's exit handlers, the
-  // agent finishing its file), which no snapshot taken at 3 s can; near a 100% share the 95%
-  // intervals (about +-0.1 point) are narrower than that (seen: 99.8% against 99.5%).
+  // Or within 2.5 points: the final profile also holds what no snapshot taken at 3 s can, near
+  // a 100% share where the 95% intervals (about +-0.1 point) are narrower than that: the exit
+  // path (libc's exit handlers, the agent finishing its file; seen: 99.8% against 99.5%) and
+  // the agent serving the snapshots after it and gperf's (each a fresh image of the counters
+  // whose page faults are kernel time in libc's memset: about 1% of this run for three fetches
+  // on an idle machine, 1.8 points in CI under load).
   const double mid1 = (lo1 + hi1) / 2, mid2 = (lo2 + hi2) / 2;
-  EXPECT_TRUE((lo1 <= hi2 && lo2 <= hi1) || std::fabs(mid1 - mid2) <= 0.01)
+  EXPECT_TRUE((lo1 <= hi2 && lo2 <= hi1) || std::fabs(mid1 - mid2) <= 0.025)
       << "snapshot [" << lo1 << ", " << hi1 << "] final [" << lo2 << ", " << hi2 << "]";
   EXPECT_GT(lo2, 0.5);  // burn() dominates
 }
