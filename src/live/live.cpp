@@ -420,13 +420,17 @@ int launch() {
     return e;
   }
   // The thread blocks every signal but the ones sprofil's sampling clock may use (SIGPROF,
-  // the real-time signals: src/clock picks one): signals sent to the process go to the
-  // program's threads, and the runtime never finds its signal blocked here (it would warn).
+  // the real-time signals: src/clock picks one) and the synchronous faults: signals sent to
+  // the process go to the program's threads, and the runtime never finds its signal blocked
+  // here (it would warn). A fault raised by this thread itself reaches the program's handler
+  // as it would from any thread (blocked, the kernel would kill the process unseen).
   // It is sampled only while it serves (it sleeps in accept otherwise).
   sigset_t all, saved;
   sigfillset(&all);
   sigdelset(&all, SIGPROF);
   for (int s = SIGRTMIN; s <= SIGRTMAX; ++s) sigdelset(&all, s);
+  constexpr int kFaults[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS};
+  for (int s : kFaults) sigdelset(&all, s);
   pthread_sigmask(SIG_SETMASK, &all, &saved);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
