@@ -148,7 +148,7 @@ int publish() {
   if (g_live_overlap) {
     // Objects can overlap only if the loader reused an address while a scan missed the
     // unload: the region that starts lower (the earlier one at equal starts) is kept.
-    kept = static_cast<engine::Region*>(malloc((g_nlive + 1) * sizeof(engine::Region)));
+    kept = engine::alloc_regions(g_nlive + 1);
     if (!kept) return ENOMEM;
     m = 0;
     for (size_t i = 0; i < g_nlive; ++i) {

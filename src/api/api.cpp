@@ -65,7 +65,7 @@ namespace {
 
 // Builds the engine table for the session's regions (sorted by start). EINVAL on overlap.
 int build_table(sprofil_session* s, engine::Table** out) {
-  auto* regs = static_cast<engine::Region*>(malloc((s->n ? s->n : 1) * sizeof(engine::Region)));
+  auto* regs = engine::alloc_regions(s->n);
   if (!regs) return ENOMEM;
   const unsigned shift = log2u(s->opt.bin_bytes);
   for (size_t i = 0; i < s->n; ++i) {

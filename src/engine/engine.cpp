@@ -12,9 +12,11 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 
 namespace sprofil::engine {
 namespace {
@@ -94,6 +96,15 @@ uint64_t load(const Counters& c, uint64_t index) {
       return std::atomic_ref<uint64_t>(static_cast<uint64_t*>(c.base)[index])
           .load(std::memory_order_relaxed);
   }
+}
+
+Region* alloc_regions(size_t n) {
+  if (n == 0) n = 1;
+  if (n > SIZE_MAX / sizeof(Region)) return nullptr;
+  auto* regs = static_cast<Region*>(std::malloc(n * sizeof(Region)));
+  if (regs)
+    for (size_t i = 0; i < n; ++i) new (&regs[i]) Region();
+  return regs;
 }
 
 static Error check_counters(const Counters& c) {

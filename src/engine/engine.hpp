@@ -97,6 +97,11 @@ enum class Error : uint8_t {
 };
 const char* error_name(Error e);
 
+// Room for n regions (at least one), each default-constructed: no system array until the
+// caller sets one. Memory from malloc() holds whatever was there before, and a garbage
+// `system` pointer is written through by the first sample with a kernel part. free() it.
+Region* alloc_regions(size_t n);
+
 class Table {
  public:
   // Builds a table from regions sorted ascending by lo and not overlapping. `overflow`, if

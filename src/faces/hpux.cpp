@@ -40,7 +40,7 @@ extern "C" int hpux_sprofil(struct hpux_prof* profp, int profcnt, struct timeval
   }
   // Work on a copy: the caller's array may change under us.
   auto* ents = static_cast<hpux_prof*>(malloc(n * sizeof(hpux_prof)));
-  auto* regs = static_cast<engine::Region*>(malloc(n * sizeof(engine::Region)));
+  auto* regs = engine::alloc_regions(n);
   struct Free {
     void* a;
     void* b;

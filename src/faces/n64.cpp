@@ -178,7 +178,7 @@ extern "C" void osProfileStart(u32 microseconds) {
   if (g_running) return set_error(ERR_OSPROFILESTART_FLAG);
   if (microseconds < PROF_MIN_INTERVAL) return set_error(ERR_OSPROFILESTART_TIME);
   // One counter per 32-bit word: index = (pc - text_start) >> 2, sorted for the engine.
-  auto* regs = static_cast<engine::Region*>(malloc(g_nsegs * sizeof(engine::Region)));
+  auto* regs = engine::alloc_regions(g_nsegs);
   if (!regs) return set_error(ERR_OSPROFILESTART_SYS);
   for (u32 i = 0; i < g_nsegs; ++i) {
     const Segment& s = g_segs[i];
