@@ -9,8 +9,10 @@
 //   system call, not on POSIX's list but a raw syscall wrapper with no library state; errno is
 //   restored) against initial-exec TLS and two atomics; for perf, perf::signal_weight() (the
 //   weight and its kernel part, perf::credit): read(2) of the event's
-//   counter and ioctl(PERF_EVENT_IOC_PERIOD) for jitter and, at a thread's first sample, to
-//   end its random first period, plain system calls with no library
+//   counter, clock_gettime(CLOCK_THREAD_CPUTIME_ID) (async-signal-safe) when the weight
+//   would exceed one period (perf::without_steal), and ioctl(PERF_EVENT_IOC_PERIOD) for
+//   jitter and, at a thread's first sample, to end its random first period, plain system
+//   calls with no library
 //   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread
 //   state in initial-exec TLS and the period and generation in atomics; for ITIMER_PROF,
 //   itimer_signal_weight() (itimer.cpp): clock_gettime(2) (async-signal-safe) and a CAS on an

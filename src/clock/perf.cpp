@@ -82,6 +82,21 @@ Event* g_rings[1024];
 int g_nrings = 0;
 RuntimeThread g_drainer{};
 
+// A record's counter (+ phase) less the steal (perf.hpp, without_steal): the thread's CPU
+// clock is read through its clock id, which any thread of the same process may read.
+uint64_t ring_value(Event* e, uint64_t value) {
+  if (!needs_cpu(value, e->period, e->credits)) return less_stolen(value, e->credits);
+  const clockid_t id = static_cast<clockid_t>((~static_cast<unsigned>(e->tid) << 3) | 6);
+  uint64_t counter = 0;
+  timespec ts;
+  if (read(e->fd, &counter, sizeof counter) != static_cast<ssize_t>(sizeof counter) ||
+      clock_gettime(id, &ts) != 0)
+    return less_stolen(value, e->credits);
+  return without_steal(value, counter + e->phase,
+                       static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec, e->period,
+                       &e->credits);
+}
+
 // Counts the records in one ring buffer. With g_ring_mu held.
 void drain(Event* e) {
   auto* meta = static_cast<perf_event_mmap_page*>(e->ring);
@@ -104,7 +119,8 @@ void drain(Event* e) {
         e->period_set = true;
       }
       uint64_t system_w = 0;
-      const uint64_t w = credit(body[1] + e->phase, e->period, &e->credits, &system_w);
+      const uint64_t w =
+          credit(ring_value(e, body[1] + e->phase), e->period, &e->credits, &system_w);
       if (w) eng.sample(static_cast<uintptr_t>(body[0]), w, system_w);
     } else if (h.type == PERF_RECORD_LOST)
       eng.lost(body[1]);
@@ -215,6 +231,7 @@ int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool
     return EMFILE;
   }
   out->fd = fd;
+  out->tid = tid ? tid : static_cast<pid_t>(syscall(SYS_gettid));
   out->period = period_ns;
   out->phase = period_ns - first_ns;
   g_phase[fd].store(out->phase, std::memory_order_relaxed);
@@ -342,7 +359,16 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
     if (t_rng == 0) t_rng = 1;
   }
   // Credited with the length of the period that just ended; then the next one is set.
-  const uint64_t w = credit(value + phase, period, &t_credit, system_w);
+  uint64_t v = value + phase;
+  if (needs_cpu(v, period, t_credit)) {
+    timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+      v = without_steal(v, v, static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec, period,
+                        &t_credit);
+  } else {
+    v = less_stolen(v, t_credit);
+  }
+  const uint64_t w = credit(v, period, &t_credit, system_w);
   if (first) {  // the first period was a random phase: from now on, whole periods
     uint64_t p = period;
     ioctl(fd, PERF_EVENT_IOC_PERIOD, &p);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -82,7 +83,50 @@ struct Event {
   uintptr_t last_pc = 0;      // of the last sample record; before the first, the thread's start
                               // routine (0 if unknown)
   rt::perf::Credit credit;
+  int sched_fd = -1;  // /proc/PID/task/TID/schedstat, opened at the first look (cpu_ns)
 };
+
+// Another process's thread's CPU clock, from its schedstat (the sum of its run times, as
+// updated at its last tick or switch: up to a scheduler tick behind; kStealSlackNs).
+uint64_t cpu_ns(Event* e, bool* ok) {
+  *ok = false;
+  if (e->sched_fd < 0) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", static_cast<int>(e->pid),
+             static_cast<int>(e->tid));
+    e->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (e->sched_fd < 0) {
+      e->sched_fd = -2;  // gone or not readable: never tried again
+      return 0;
+    }
+  }
+  if (e->sched_fd == -2) return 0;
+  char buf[96];
+  const ssize_t n = pread(e->sched_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char* end = nullptr;
+  const unsigned long long v = strtoull(buf, &end, 10);
+  *ok = end != buf;
+  return v;
+}
+
+// The slack of without_steal for a CPU clock read from /proc: a scheduler tick at 100 Hz.
+constexpr uint64_t kStealSlackNs = 10000000;
+
+// A record's counter (+ phase) less the steal (perf::without_steal).
+uint64_t steal_free(Event* e, uint64_t value) {
+  if (!rt::perf::needs_cpu(value, e->period, e->credit))
+    return rt::perf::less_stolen(value, e->credit);
+  uint64_t counter = 0;
+  bool ok = false;
+  if (read(e->fd, &counter, sizeof counter) != static_cast<ssize_t>(sizeof counter))
+    return rt::perf::less_stolen(value, e->credit);
+  const uint64_t cpu = cpu_ns(e, &ok);
+  if (!ok) return rt::perf::less_stolen(value, e->credit);
+  return rt::perf::without_steal(value, counter + e->phase, cpu, kStealSlackNs + e->period,
+                                 &e->credit);
+}
 
 void close_file(File* f) {
   engine::Table::destroy(f->table);
@@ -240,7 +284,7 @@ struct Drainer::State {
         e->credit.next_ns = e->cur_period;
         const uint64_t value = body[1] + e->phase;
         uint64_t system_w = 0;
-        const uint64_t w = rt::perf::credit(value, e->period, &e->credit, &system_w);
+        const uint64_t w = rt::perf::credit(steal_free(e, value), e->period, &e->credit, &system_w);
         e->boundary = value;
         e->last_pc = static_cast<uintptr_t>(body[0]);
         if (w) add_sample(e, e->last_pc, w, system_w);
@@ -296,7 +340,7 @@ struct Drainer::State {
     // it fell in the kernel, was lost before: tests/harm ShortThreadsKeepTheirShare).
     uint64_t value = 0;
     if (read(e->fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
-      const uint64_t elapsed = (value + e->phase) / e->period;
+      const uint64_t elapsed = steal_free(e, value + e->phase) / e->period;
       if (elapsed > e->credit.periods) {
         const uint64_t w = elapsed - e->credit.periods;
         e->credit.periods = elapsed;
@@ -307,6 +351,7 @@ struct Drainer::State {
     }
     munmap(e->ring, e->ring_bytes);
     close(e->fd);
+    if (e->sched_fd >= 0) close(e->sched_fd);
     File* f = e->file;
     delete e;
     if (--f->users == 0) {
