@@ -1,0 +1,77 @@
+// perf::credit with the steal check (src/clock/perf.hpp), on simulated threads: a task-clock
+// counter that runs with the thread's CPU clock, in user space (one overflow per period) and
+// in the kernel (no overflow), and runs on alone while the host steals the virtual CPU.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "clock/perf.hpp"
+
+namespace sprofil::clock_test {
+namespace {
+
+constexpr uint64_t kP = 100000;  // 10 kHz
+
+// One thread as signal mode weighs it: the counter and the CPU clock read at each overflow.
+struct Thread {
+  uint64_t counter = 0, cpu = 0;
+  uint64_t credited = 0, system = 0, overflows = 0;
+  rt::perf::Credit c;
+
+  void overflow() {
+    ++overflows;
+    uint64_t v = counter;
+    if (rt::perf::needs_cpu(v, kP, c))
+      v = rt::perf::without_steal(v, counter, cpu, kP, &c);
+    else
+      v = rt::perf::less_stolen(v, c);
+    uint64_t sys = 0;
+    credited += rt::perf::credit(v, kP, &c, &sys);
+    system += sys;
+  }
+  void user(uint64_t periods) {  // each period ends in user space: one overflow
+    for (uint64_t i = 0; i < periods; ++i) {
+      counter += kP;
+      cpu += kP;
+      overflow();
+    }
+  }
+  void kernel(uint64_t ns) {  // CPU time in the kernel: the overflows are dropped
+    counter += ns;
+    cpu += ns;
+  }
+  void stolen(uint64_t ns) { counter += ns; }  // the host runs another vCPU: no CPU time
+};
+
+TEST(Credit, WithoutStealEveryPeriodIsCreditedAndTheKernelOnesAsSuch) {
+  Thread t;
+  for (int round = 0; round < 100; ++round) {
+    t.user(30);
+    t.kernel(7 * kP + kP / 3);
+  }
+  t.user(1);
+  // 3,000 + 1 user periods and 733 kernel ones (100 x 7.33): all credited, none taken as steal.
+  EXPECT_EQ(t.c.stolen, 0u);
+  EXPECT_EQ(t.credited, t.counter / kP);
+  EXPECT_NEAR(static_cast<double>(t.system), 733.0, 1.0);
+}
+
+TEST(Credit, StealIsLeftOutOfTheCreditsAndOfTheKernelPart) {
+  Thread t;
+  for (int round = 0; round < 100; ++round) {
+    t.user(30);
+    t.kernel(2 * kP);
+    t.user(5);
+    t.stolen(12 * kP + kP / 2);  // 1.25 ms stolen: 1,250 periods in all, 36% of the counter
+  }
+  t.user(1);
+  // Credited: the CPU time to within the one-period slack, the kernel part its 200 periods.
+  const double cpu_periods = static_cast<double>(t.cpu / kP);
+  EXPECT_LE(static_cast<double>(t.credited), cpu_periods + 1);
+  EXPECT_GE(static_cast<double>(t.credited), cpu_periods - 1);
+  EXPECT_NEAR(static_cast<double>(t.system), 200.0, 13.0);  // at most one burst's worth
+  EXPECT_GT(t.counter / kP, t.cpu / kP + 1200);             // the counter did run ahead
+}
+
+}  // namespace
+}  // namespace sprofil::clock_test
