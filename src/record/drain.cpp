@@ -87,22 +87,29 @@ struct Event {
 };
 
 // Another process's thread's CPU clock, from its schedstat (the sum of its run times, as
-// updated at its last tick or switch: up to a scheduler tick behind; kStealSlackNs).
+// updated at its last tick or switch: up to a scheduler tick behind; kStealSlackNs). The file
+// stays open for the next look unless its fd is in the upper half of the fd limit: the
+// events handed over need those.
 uint64_t cpu_ns(Event* e, bool* ok) {
   *ok = false;
-  if (e->sched_fd < 0) {
+  if (e->sched_fd == -2) return 0;
+  int fd = e->sched_fd;
+  if (fd < 0) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", static_cast<int>(e->pid),
              static_cast<int>(e->tid));
-    e->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (e->sched_fd < 0) {
-      e->sched_fd = -2;  // gone or not readable: never tried again
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT || errno == EACCES || errno == ESRCH) e->sched_fd = -2;  // for good
       return 0;
     }
+    rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && static_cast<rlim_t>(fd) < rl.rlim_cur / 2)
+      e->sched_fd = fd;
   }
-  if (e->sched_fd == -2) return 0;
   char buf[96];
-  const ssize_t n = pread(e->sched_fd, buf, sizeof buf - 1, 0);
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (fd != e->sched_fd) close(fd);
   if (n <= 0) return 0;
   buf[n] = '\0';
   char* end = nullptr;
