@@ -20,6 +20,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "clock/drain_proto.hpp"
@@ -66,8 +67,17 @@ struct File {
   uint32_t seen_changes = 0;  // header.regions_changes when the table was built
 };
 
+// A process's credits against its CPU clock (steal_free's fallback when a thread is gone).
+struct Proc {
+  uint64_t cpu_base = 0;  // its CPU clock minus its first event's counter (+ phase), if based
+  bool based = false;
+  uint64_t credited = 0;  // ns: the periods credited to all its events
+  int events = 0;         // open events of this pid (the entry goes with the last)
+};
+
 struct Event {
   int fd = -1;
+  Proc* proc = nullptr;
   pid_t pid = 0, tid = 0;
   char* ring = nullptr;
   size_t ring_bytes = 0;
@@ -121,18 +131,51 @@ uint64_t cpu_ns(Event* e, bool* ok) {
 // The slack of without_steal for a CPU clock read from /proc: a scheduler tick at 100 Hz.
 constexpr uint64_t kStealSlackNs = 10000000;
 
-// A record's counter (+ phase) less the steal (perf::without_steal).
+// A process's CPU clock (any process's may be read: clock_getcpuclockid without the check),
+// which keeps the time of its threads that are gone.
+bool process_cpu_ns(pid_t pid, uint64_t* ns) {
+  timespec ts;
+  const auto id = static_cast<clockid_t>((~static_cast<unsigned>(pid) << 3) | 2u /*sched*/);
+  if (clock_gettime(id, &ts) != 0) return false;
+  *ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  return true;
+}
+
+// Where the thread is gone (its records drained late, as under a busy host), the process's
+// credits are held to its CPU clock instead: what v would credit beyond that is steal.
+uint64_t process_capped(Event* e, uint64_t v) {
+  Proc* p = e->proc;
+  uint64_t cpu = 0;
+  if (!p || !p->based || !process_cpu_ns(e->pid, &cpu)) return v;
+  const uint64_t budget = (cpu > p->cpu_base ? cpu - p->cpu_base : 0) + kStealSlackNs + e->period;
+  const uint64_t whole = v / e->period;
+  const uint64_t adds = whole > e->credit.periods ? (whole - e->credit.periods) * e->period : 0;
+  if (p->credited + adds <= budget) return v;
+  const uint64_t room = budget > p->credited ? budget - p->credited : 0;
+  const uint64_t cut = adds - room;
+  e->credit.stolen += cut;
+  return v - cut;
+}
+
+// A record's counter (+ phase) less the steal (perf::without_steal): checked against the
+// thread's CPU clock, or its process's where the thread is gone.
 uint64_t steal_free(Event* e, uint64_t value) {
   if (!rt::perf::needs_cpu(value, e->period, e->credit))
     return rt::perf::less_stolen(value, e->credit);
   uint64_t counter = 0;
   bool ok = false;
-  if (read(e->fd, &counter, sizeof counter) != static_cast<ssize_t>(sizeof counter))
-    return rt::perf::less_stolen(value, e->credit);
-  const uint64_t cpu = cpu_ns(e, &ok);
-  if (!ok) return rt::perf::less_stolen(value, e->credit);
-  return rt::perf::without_steal(value, counter + e->phase, cpu, kStealSlackNs + e->period,
-                                 &e->credit);
+  if (read(e->fd, &counter, sizeof counter) == static_cast<ssize_t>(sizeof counter)) {
+    const uint64_t cpu = cpu_ns(e, &ok);
+    if (ok)
+      return rt::perf::without_steal(value, counter + e->phase, cpu, kStealSlackNs + e->period,
+                                     &e->credit);
+  }
+  return process_capped(e, rt::perf::less_stolen(value, e->credit));
+}
+
+// Counts w periods credited to e in its process's total.
+void note_credit(Event* e, uint64_t w) {
+  if (e->proc) e->proc->credited += w * e->period;
 }
 
 void close_file(File* f) {
@@ -229,6 +272,7 @@ struct Drainer::State {
   bool finished = false;
   std::vector<File*> files;
   std::vector<Event*> events;
+  std::unordered_map<pid_t, Proc> procs;  // node-based: Event::proc stays valid
   rlimit saved_nofile{};
   bool nofile_raised = false;
   mutable std::mutex stats_mu;
@@ -292,6 +336,7 @@ struct Drainer::State {
         const uint64_t value = body[1] + e->phase;
         uint64_t system_w = 0;
         const uint64_t w = rt::perf::credit(steal_free(e, value), e->period, &e->credit, &system_w);
+        note_credit(e, w);
         e->boundary = value;
         e->last_pc = static_cast<uintptr_t>(body[0]);
         if (w) add_sample(e, e->last_pc, w, system_w);
@@ -351,6 +396,7 @@ struct Drainer::State {
       if (elapsed > e->credit.periods) {
         const uint64_t w = elapsed - e->credit.periods;
         e->credit.periods = elapsed;
+        note_credit(e, w);
         if (e->last_pc) add_sample(e, e->last_pc, w, w);
         std::lock_guard<std::mutex> l(stats_mu);
         (e->last_pc ? stats.exit_credited : stats.exit_unplaced) += w;
@@ -359,6 +405,8 @@ struct Drainer::State {
     munmap(e->ring, e->ring_bytes);
     close(e->fd);
     if (e->sched_fd >= 0) close(e->sched_fd);
+    if (const auto p = procs.find(e->pid); p != procs.end() && --p->second.events == 0)
+      procs.erase(p);
     File* f = e->file;
     delete e;
     if (--f->users == 0) {
@@ -463,6 +511,16 @@ struct Drainer::State {
     e->last_pc = static_cast<uintptr_t>(m.start_pc);  // until its first sample
     e->rng = (static_cast<uint64_t>(m.tid) + 1) * 0x9e3779b97f4a7c15ull ^ mono_ns();
     if (e->rng == 0) e->rng = 1;
+    Proc& p = procs[e->pid];
+    ++p.events;
+    e->proc = &p;
+    uint64_t counter = 0, cpu = 0;
+    if (!p.based && read(e->fd, &counter, sizeof counter) == static_cast<ssize_t>(sizeof counter) &&
+        process_cpu_ns(e->pid, &cpu)) {
+      counter += e->phase;
+      p.cpu_base = cpu - (counter < cpu ? counter : cpu);
+      p.based = true;
+    }
     events.push_back(e);
     std::lock_guard<std::mutex> l(stats_mu);
     ++stats.events;
