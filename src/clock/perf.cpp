@@ -122,8 +122,10 @@ void drain(Event* e) {
       const uint64_t w =
           credit(ring_value(e, body[1] + e->phase), e->period, &e->credits, &system_w);
       if (w) eng.sample(static_cast<uintptr_t>(body[0]), w, system_w);
-    } else if (h.type == PERF_RECORD_LOST)
+    } else if (h.type == PERF_RECORD_LOST) {
+      drop_lost(body[1], e->period, &e->credits);
       eng.lost(body[1]);
+    }
     tail += h.size;
   }
   __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);

@@ -116,6 +116,15 @@ inline uint64_t less_stolen(uint64_t value, const Credit& c) {
   return value - (c.stolen < value ? c.stolen : value);
 }
 
+// n records the kernel dropped (PERF_RECORD_LOST: the ring was full): each was an overflow,
+// one period that ended in user space, at a pc nobody will know. They are counted as lost
+// samples by the caller; here their periods are taken off what the next record credits, which
+// would otherwise take them for kernel time at its own pc.
+inline void drop_lost(uint64_t n, uint64_t period_len, Credit* c) {
+  c->periods += n;
+  c->user_ns += n * period_len;
+}
+
 // Signal mode, in the handler: the weight of the overflow signalled on fd, read from the
 // event's counter (one read(2), async-signal-safe), and its kernel part in *system_w.
 // Per-thread state in initial-exec TLS.

@@ -33,6 +33,8 @@ namespace sprofil::record {
 namespace {
 
 constexpr size_t kPage = 4096;
+// Room for two records (a sample is 24 bytes: header, ip, value): less is a full ring.
+constexpr uint64_t kMaxRecord = 48;
 // How often each event's period is re-drawn, uniformly in [P/2, 3P/2] (PERF_EVENT_IOC_PERIOD,
 // which restarts the period from the ioctl). A block of a few samples at one period keeps
 // the phase against periodic code random from block to block: tests/clock's aliasing test
@@ -294,6 +296,18 @@ struct Drainer::State {
     f->table->record(pc, w, system_w, &f->hint);
   }
 
+  // n samples the kernel dropped: delivered and lost in the file's tallies (the header's).
+  void add_lost(Event* e, uint64_t n) {
+    File* f = e->file;
+    if (!f->table && !f->refreshed) refresh(f);
+    if (f->table) {
+      f->table->record_lost(n);
+      return;
+    }
+    std::lock_guard<std::mutex> l(stats_mu);
+    stats.unplaced += n;
+  }
+
   static bool changed(const File* f) {
     auto* h = reinterpret_cast<sprof_header*>(f->map);
     return std::atomic_ref<uint32_t>(h->regions_changes).load(std::memory_order_acquire) !=
@@ -342,6 +356,9 @@ struct Drainer::State {
         if (w) add_sample(e, e->last_pc, w, system_w);
       } else if (h.type == PERF_RECORD_LOST) {
         lost += body[1];
+        rt::perf::drop_lost(body[1], e->cur_period, &e->credit);
+        note_credit(e, body[1]);
+        add_lost(e, body[1]);
       }
       tail += h.size;
     }
@@ -381,8 +398,19 @@ struct Drainer::State {
 
   // Drains e to the end and closes it; its file too once no event counts into it (a run of
   // many processes holds only the files of those that sample now).
+  // Whether e's ring has no room for another record: the kernel then drops the thread's
+  // samples and says so (PERF_RECORD_LOST) only at its next record that fits, which a thread
+  // that ends meanwhile never writes.
+  static bool ring_full(const Event* e) {
+    auto* meta = reinterpret_cast<const perf_event_mmap_page*>(e->ring);
+    const uint64_t size = meta->data_size ? meta->data_size : e->ring_bytes - kPage;
+    const uint64_t used = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
+    return used + kMaxRecord > size;
+  }
+
   void close_event(Event* e) {
     ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+    const bool full = ring_full(e);
     drain(e);
     // The whole periods counted since the last record: every one of them ended while the
     // thread was in the kernel (a period that ends in user space leaves a record, all of them
@@ -397,9 +425,12 @@ struct Drainer::State {
         const uint64_t w = elapsed - e->credit.periods;
         e->credit.periods = elapsed;
         note_credit(e, w);
-        if (e->last_pc) add_sample(e, e->last_pc, w, w);
+        if (full)  // samples the full ring dropped, unannounced: lost, not kernel time
+          add_lost(e, w);
+        else if (e->last_pc)
+          add_sample(e, e->last_pc, w, w);
         std::lock_guard<std::mutex> l(stats_mu);
-        (e->last_pc ? stats.exit_credited : stats.exit_unplaced) += w;
+        (full ? stats.lost_records : e->last_pc ? stats.exit_credited : stats.exit_unplaced) += w;
       }
     }
     munmap(e->ring, e->ring_bytes);

@@ -35,8 +35,8 @@ class Drainer : util::NoCopy {
   struct Stats {
     uint64_t events = 0;         // events received
     uint64_t samples = 0;        // sample records read
-    uint64_t lost_records = 0;   // records the kernel dropped (ring full): their time went
-                                 // to the next sample of the same thread
+    uint64_t lost_records = 0;   // records the kernel dropped (ring full): counted as lost
+                                 // samples in the file's header (perf::drop_lost)
     uint64_t unplaced = 0;       // samples of a process whose file could not be mapped
     uint64_t exit_credited = 0;  // whole periods credited when their event ended
     uint64_t exit_unplaced = 0;  // the same for events that never had a record (no pc)
