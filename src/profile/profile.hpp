@@ -102,7 +102,7 @@ struct Profile {
   std::vector<Region> regions;
   uint64_t overflow = 0;   // samples in no region
   uint64_t delivered = 0;  // samples delivered to the handler
-  uint64_t lost = 0;       // delivered but not counted (saturated or stopped)
+  uint64_t lost = 0;       // delivered but not counted (saturated, stopped, dropped by the kernel)
 
   // Every process (a v1 file has one, from its header). The fields above describe the whole
   // profile: sums of the processes' tallies and CPU, the root's (first) argv, clock and rate.

@@ -79,9 +79,12 @@ TEST(Objects, PluginVdsoMainAndBuildIds) {
       EXPECT_EQ(g.flags & (SPROF_R_DLOPEN | SPROF_R_UNLOADED), SPROF_R_DLOPEN | SPROF_R_UNLOADED)
           << "flags " << g.flags;
       EXPECT_NE(g.unload_ns, 0u);
-      // The plugin's counts survive its dlclose: ~its CPU time x 2000 Hz.
+      // The plugin's counts survive its dlclose: ~its CPU time x 2000 Hz, less at most the
+      // samples the kernel dropped from a full ring (a record parent behind under a busy
+      // host), which the header counts as lost.
       const double want = truth["demo_plugin_compute"] * 2000;
-      EXPECT_NEAR(static_cast<double>(g.total()), want, 0.1 * want);
+      EXPECT_NEAR(static_cast<double>(g.total()), want, 0.1 * want + static_cast<double>(p.lost))
+          << p.lost << " lost";
     } else {
       EXPECT_EQ(g.flags & SPROF_R_UNLOADED, 0u) << g.path;
     }
