@@ -86,11 +86,10 @@ RuntimeThread g_drainer{};
 // clock is read through its clock id, which any thread of the same process may read.
 uint64_t ring_value(Event* e, uint64_t value) {
   if (!needs_cpu(value, e->period, e->credits)) return less_stolen(value, e->credits);
-  const clockid_t id = static_cast<clockid_t>((~static_cast<unsigned>(e->tid) << 3) | 6);
   uint64_t counter = 0;
   timespec ts;
   if (read(e->fd, &counter, sizeof counter) != static_cast<ssize_t>(sizeof counter) ||
-      clock_gettime(id, &ts) != 0)
+      clock_gettime(thread_cpu_clock(e->tid), &ts) != 0)
     return less_stolen(value, e->credits);
   return without_steal(value, counter + e->phase,
                        static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec, e->period,

@@ -92,8 +92,14 @@ inline uint64_t credit(uint64_t value, uint64_t period, Credit* c, uint64_t* sys
 // run ahead of it by more than `slack` is steal, left out of this and every later credit.
 // The slack covers how stale the CPU clock may be (a thread's own clock is exact; another
 // process's thread's, from /proc, lags by up to a scheduler tick). Signal-safe.
+// The value to credit when no CPU clock is read: the counter less the steal seen so far.
+inline uint64_t less_stolen(uint64_t value, const Credit& c) {
+  return value - (c.stolen < value ? c.stolen : value);
+}
+// Whether this overflow reads the CPU clock: the first, or one that would credit more than a
+// period.
 inline bool needs_cpu(uint64_t value, uint64_t period, const Credit& c) {
-  return !c.based || (value - (c.stolen < value ? c.stolen : value)) / period > c.periods + 1;
+  return !c.based || less_stolen(value, c) / period > c.periods + 1;
 }
 // value: the counter (+ phase) of the overflow; counter_now, cpu_now: the counter (+ phase)
 // and the thread's CPU clock read now (counter_now >= value). Returns the value to credit.
@@ -104,16 +110,12 @@ inline uint64_t without_steal(uint64_t value, uint64_t counter_now, uint64_t cpu
     c->based = true;
   }
   const uint64_t budget = cpu_now - c->cpu_base + slack;
-  uint64_t v = value - (c->stolen < value ? c->stolen : value);
+  uint64_t v = less_stolen(value, *c);
   if (v > budget) {
     c->stolen += v - budget;
     v = budget;
   }
   return v;
-}
-// The value to credit when no CPU clock is read: the counter less the steal seen so far.
-inline uint64_t less_stolen(uint64_t value, const Credit& c) {
-  return value - (c.stolen < value ? c.stolen : value);
 }
 
 // n records the kernel dropped (PERF_RECORD_LOST: the ring was full): each was an overflow,

@@ -396,8 +396,6 @@ struct Drainer::State {
     e->cur_period = next;
   }
 
-  // Drains e to the end and closes it; its file too once no event counts into it (a run of
-  // many processes holds only the files of those that sample now).
   // Whether e's ring has no room for another record: the kernel then drops the thread's
   // samples and says so (PERF_RECORD_LOST) only at its next record that fits, which a thread
   // that ends meanwhile never writes.
@@ -408,6 +406,8 @@ struct Drainer::State {
     return used + kMaxRecord > size;
   }
 
+  // Drains e to the end and closes it; its file too once no event counts into it (a run of
+  // many processes holds only the files of those that sample now).
   void close_event(Event* e) {
     ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
     const bool full = ring_full(e);
