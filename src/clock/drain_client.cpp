@@ -12,12 +12,14 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
+#include "clock/clock.hpp"
 #include "clock/drain_proto.hpp"
 #include "clock/perf.hpp"
 
@@ -165,6 +167,12 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   const int fd0 =
       static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
   if (fd0 < 0) return errno;
+  const uint64_t thread_cpu = thread_cpu_ns(tid);  // the counter is at 0 now
+  timespec pts;
+  const uint64_t process_cpu =
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &pts) == 0
+          ? static_cast<uint64_t>(pts.tv_sec) * 1000000000u + static_cast<uint64_t>(pts.tv_nsec)
+          : 0;
   const int fd = place_out_of_reach(fd0);
   if (fd < 0) return EMFILE;
   void* ring = MAP_FAILED;
@@ -193,6 +201,8 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
     m.ring_bytes = bytes;
     m.jitter = jitter ? 1 : 0;
     m.start_pc = start_pc;
+    m.thread_cpu_ns = thread_cpu;
+    m.process_cpu_ns = process_cpu;
     const int fds[2] = {fd, file};
     err = send_msg(m, fds, 2);
     close(file);

@@ -35,6 +35,10 @@ struct DrainMsg {
   uint32_t reserved = 0;
   uint64_t start_pc = 0;  // the thread's start routine, if known: the pc of its kernel time
                           // when it never had a user-space sample
+  // The thread's and the process's CPU clocks when the event was opened (0: unknown): the
+  // bases the parent holds the credits to (perf::base_at_open, the steal check).
+  uint64_t thread_cpu_ns = 0;
+  uint64_t process_cpu_ns = 0;
 };
 
 // What the agent asks of its events (perf_event_attr.sample_type): every record is the

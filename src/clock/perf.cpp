@@ -36,8 +36,10 @@ constexpr size_t kPage = 4096;
 
 // One bit per fd: set while the fd is one of our signal-mode events (read by the handler).
 std::atomic<uint64_t> g_ours[kMaxFd / 64];
-// Per fd: the phase of its event (Event::phase), read by the handler.
+// Per fd: the phase of its event (Event::phase), and its thread's CPU clock when it was opened
+// (0: unknown; base_at_open), read by the handler.
 std::atomic<uint64_t> g_phase[kMaxFd];
+std::atomic<uint64_t> g_cpu_open[kMaxFd];
 // A budget this large has its top kTopFds fds reached last (when nothing fits above it).
 constexpr uint64_t kMinBudget = 1024;
 constexpr uint64_t kTopFds = 256;
@@ -87,13 +89,10 @@ RuntimeThread g_drainer{};
 uint64_t ring_value(Event* e, uint64_t value) {
   if (!needs_cpu(value, e->period, e->credits)) return less_stolen(value, e->credits);
   uint64_t counter = 0;
-  timespec ts;
-  if (read(e->fd, &counter, sizeof counter) != static_cast<ssize_t>(sizeof counter) ||
-      clock_gettime(thread_cpu_clock(e->tid), &ts) != 0)
+  const uint64_t cpu = thread_cpu_ns(e->tid);
+  if (read(e->fd, &counter, sizeof counter) != static_cast<ssize_t>(sizeof counter) || !cpu)
     return less_stolen(value, e->credits);
-  return without_steal(value, counter + e->phase,
-                       static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec, e->period,
-                       &e->credits);
+  return without_steal(value, counter + e->phase, cpu, e->period, &e->credits);
 }
 
 // Counts the records in one ring buffer. With g_ring_mu held.
@@ -236,6 +235,9 @@ int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool
   out->period = period_ns;
   out->phase = period_ns - first_ns;
   g_phase[fd].store(out->phase, std::memory_order_relaxed);
+  const uint64_t cpu_open = thread_cpu_ns(out->tid);
+  g_cpu_open[fd].store(cpu_open, std::memory_order_relaxed);
+  if (cpu_open) base_at_open(cpu_open, out->phase, &out->credits);
   if (ring) {
     const size_t bytes = (1 + kRingDataPages) * kPage;
     void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -356,6 +358,9 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
   if (first) {
     t_generation = gen;
     t_credit = Credit{};
+    if (const uint64_t cpu_open =
+            fd >= 0 && fd < kMaxFd ? g_cpu_open[fd].load(std::memory_order_relaxed) : 0)
+      base_at_open(cpu_open, phase, &t_credit);
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
     if (t_rng == 0) t_rng = 1;
   }

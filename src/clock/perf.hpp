@@ -96,8 +96,16 @@ inline uint64_t credit(uint64_t value, uint64_t period, Credit* c, uint64_t* sys
 inline uint64_t less_stolen(uint64_t value, const Credit& c) {
   return value - (c.stolen < value ? c.stolen : value);
 }
-// Whether this overflow reads the CPU clock: the first, or one that would credit more than a
-// period.
+// The base from the thread's CPU clock read when its event was opened (counter 0, so the
+// counter + phase stood at `phase`): exact even if the host stole time before the first
+// overflow, which a base taken at the first look would take for the thread's own.
+inline void base_at_open(uint64_t cpu_at_open, uint64_t phase, Credit* c) {
+  c->cpu_base = cpu_at_open > phase ? cpu_at_open - phase : 0;
+  c->based = true;
+}
+
+// Whether this overflow reads the CPU clock: the first (without base_at_open), or one that
+// would credit more than a period.
 inline bool needs_cpu(uint64_t value, uint64_t period, const Credit& c) {
   return !c.based || less_stolen(value, c) / period > c.periods + 1;
 }

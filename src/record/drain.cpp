@@ -542,14 +542,12 @@ struct Drainer::State {
     e->last_pc = static_cast<uintptr_t>(m.start_pc);  // until its first sample
     e->rng = (static_cast<uint64_t>(m.tid) + 1) * 0x9e3779b97f4a7c15ull ^ mono_ns();
     if (e->rng == 0) e->rng = 1;
+    if (m.thread_cpu_ns) rt::perf::base_at_open(m.thread_cpu_ns, e->phase, &e->credit);
     Proc& p = procs[e->pid];
     ++p.events;
     e->proc = &p;
-    uint64_t counter = 0, cpu = 0;
-    if (!p.based && read(e->fd, &counter, sizeof counter) == static_cast<ssize_t>(sizeof counter) &&
-        process_cpu_ns(e->pid, &cpu)) {
-      counter += e->phase;
-      p.cpu_base = cpu - (counter < cpu ? counter : cpu);
+    if (!p.based && m.process_cpu_ns) {  // its other threads' time before this counts too
+      p.cpu_base = m.process_cpu_ns > e->phase ? m.process_cpu_ns - e->phase : 0;
       p.based = true;
     }
     events.push_back(e);

@@ -73,5 +73,19 @@ TEST(Credit, StealIsLeftOutOfTheCreditsAndOfTheKernelPart) {
   EXPECT_GT(t.counter / kP, t.cpu / kP + 1200);             // the counter did run ahead
 }
 
+// Steal before the first overflow, with the base taken when the event was opened
+// (base_at_open): left out, though the thread had run before (a base taken at the first
+// overflow is loose by that much: it cannot tell the time before the open from steal).
+TEST(Credit, StealBeforeTheFirstOverflowIsLeftOutWithTheBaseAtOpen) {
+  Thread t;
+  t.cpu = 500 * kP;  // the thread ran before its event was opened
+  rt::perf::base_at_open(t.cpu, 0, &t.c);
+  t.stolen(700 * kP);
+  t.user(300);
+  EXPECT_LE(t.credited, 301u);
+  EXPECT_GE(t.credited, 299u);
+  EXPECT_LE(t.system, 1u);
+}
+
 }  // namespace
 }  // namespace sprofil::clock_test
