@@ -307,9 +307,11 @@ TEST_F(Serve, HeadersAndProfileFields) {
     }
   }
   EXPECT_TRUE(build_id) << t;
-  // The window: 2 s asked; the server's own polls and the scrape's start add a little (0.5 s).
+  // The window: 2 s asked; the server's own polls and the scrape's start add a little (0.5 s
+  // on a quiet host, 0.85 s seen under CI's load: 1 s allowed above).
   const Raw r = parse_raw(t);
-  EXPECT_NEAR(r.duration_s, 2.0, 0.5) << t;
+  EXPECT_GE(r.duration_s, 1.5) << t;
+  EXPECT_LE(r.duration_s, 3.0) << t;
   EXPECT_GT(r.samples, 0u) << t;
 }
 
