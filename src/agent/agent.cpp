@@ -23,6 +23,7 @@
 #include "agent/state.hpp"
 #include "clock/perf.hpp"
 #include "engine/engine.hpp"
+#include "util/clock_ns.hpp"
 #include "util/self_exe.hpp"
 
 namespace sprofil::agent {
@@ -51,9 +52,7 @@ uint32_t g_bin_bytes = 4;
 char g_exe[SPROF_PATH_MAX];
 
 uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  return util::clock_ns(CLOCK_REALTIME);
 }
 
 namespace {

@@ -91,10 +91,8 @@ void runtime_thread_begin(RuntimeThread* t);
 // POSIX timers (timer.cpp), for the cpu and wall clocks and for perf-clock threads that get
 // no event: arms s with a timer on clock `cid` signalling `signo` every interval_ns.
 int arm_posix_timer(Slot* s, clockid_t cid, int signo, uint64_t interval_ns);
-// The CPU-time clock of any thread of this process (the kernel's MAKE_THREAD_CPUCLOCK), and
-// its time in ns (0 if it cannot be read). Signal-safe.
+// The CPU-time clock of any thread of this process (the kernel's MAKE_THREAD_CPUCLOCK).
 clockid_t thread_cpu_clock(pid_t tid);
-uint64_t thread_cpu_ns(pid_t tid);
 // Start and stop of the timers' kernel-part accounting: the cpu and wall clocks' start, stop
 // and after_fork_child operations (they differ only in the clock their timers count).
 int timers_split_start(const ClockRequest& c);

@@ -12,7 +12,6 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +21,7 @@
 #include "clock/clock.hpp"
 #include "clock/drain_proto.hpp"
 #include "clock/perf.hpp"
+#include "util/clock_ns.hpp"
 
 namespace sprofil::rt::perf {
 namespace {
@@ -167,12 +167,8 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   const int fd0 =
       static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
   if (fd0 < 0) return errno;
-  const uint64_t thread_cpu = thread_cpu_ns(tid);  // the counter is at 0 now
-  timespec pts;
-  const uint64_t process_cpu =
-      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &pts) == 0
-          ? static_cast<uint64_t>(pts.tv_sec) * 1000000000u + static_cast<uint64_t>(pts.tv_nsec)
-          : 0;
+  const uint64_t thread_cpu = util::clock_ns(thread_cpu_clock(tid));  // the counter is at 0
+  const uint64_t process_cpu = util::clock_ns(CLOCK_PROCESS_CPUTIME_ID);
   const int fd = place_out_of_reach(fd0);
   if (fd < 0) return EMFILE;
   void* ring = MAP_FAILED;

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "clock/clock.hpp"
+#include "util/clock_ns.hpp"
 
 namespace sprofil::rt {
 namespace {
@@ -19,9 +20,7 @@ std::atomic<uint64_t> g_itimer_interval{0};
 std::atomic<uint64_t> g_itimer_credited{0};
 
 uint64_t process_cpu_ns() {
-  timespec ts;
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  return util::clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 uint64_t itimer_weight() {

@@ -21,6 +21,7 @@
 #include "clock/interpose.hpp"
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
+#include "util/clock_ns.hpp"
 #include "util/mutex.hpp"
 #include "util/xorshift.hpp"
 
@@ -89,7 +90,7 @@ RuntimeThread g_drainer{};
 uint64_t ring_value(Event* e, uint64_t value) {
   if (!needs_cpu(value, e->period, e->credits)) return less_stolen(value, e->credits);
   uint64_t counter = 0;
-  const uint64_t cpu = thread_cpu_ns(e->tid);
+  const uint64_t cpu = util::clock_ns(thread_cpu_clock(e->tid));
   if (read(e->fd, &counter, sizeof counter) != static_cast<ssize_t>(sizeof counter) || !cpu)
     return less_stolen(value, e->credits);
   return without_steal(value, counter + e->phase, cpu, e->period, &e->credits);
@@ -235,7 +236,7 @@ int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool
   out->period = period_ns;
   out->phase = period_ns - first_ns;
   g_phase[fd].store(out->phase, std::memory_order_relaxed);
-  const uint64_t cpu_open = thread_cpu_ns(out->tid);
+  const uint64_t cpu_open = util::clock_ns(thread_cpu_clock(out->tid));
   g_cpu_open[fd].store(cpu_open, std::memory_order_relaxed);
   if (cpu_open) base_at_open(cpu_open, out->phase, &out->credits);
   if (ring) {
@@ -367,10 +368,8 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
   // Credited with the length of the period that just ended; then the next one is set.
   uint64_t v = value + phase;
   if (needs_cpu(v, period, t_credit)) {
-    timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-      v = without_steal(v, v, static_cast<uint64_t>(ts.tv_sec) * 1000000000u + ts.tv_nsec, period,
-                        &t_credit);
+    if (const uint64_t cpu = util::clock_ns(CLOCK_THREAD_CPUTIME_ID))
+      v = without_steal(v, v, cpu, period, &t_credit);
   } else {
     v = less_stolen(v, t_credit);
   }

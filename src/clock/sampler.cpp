@@ -40,6 +40,7 @@
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
 #include "engine/engine.hpp"
+#include "util/clock_ns.hpp"
 #include "util/xorshift.hpp"
 
 namespace sprofil::rt {
@@ -78,20 +79,8 @@ std::atomic<Chunk*> g_chunks{nullptr};  // grows under g_mu, never shrinks
 std::atomic<uint64_t> g_interval{0};  // the period while the sampler clock runs, else 0
 RuntimeThread g_sampler{};
 
-uint64_t ns_of(const timespec& ts) {
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ns_of(ts);
-}
-
-// The CPU time of a thread's clock, 0 if it cannot be read (the thread is gone).
-uint64_t cpu_ns(clockid_t cid) {
-  timespec ts;
-  return clock_gettime(cid, &ts) == 0 ? ns_of(ts) : 0;
+  return util::clock_ns(CLOCK_MONOTONIC);
 }
 
 bool in_pool(const Rec* r) {
@@ -148,7 +137,7 @@ void* sampler_main(void*) {
         if (r.tid.load(std::memory_order_acquire) == 0 ||
             r.parked.load(std::memory_order_acquire) == 0)
           continue;
-        const uint64_t t = cpu_ns(r.cid);
+        const uint64_t t = util::clock_ns(r.cid);
         if (t == 0 || t == r.armed_cpu.load(std::memory_order_relaxed)) continue;
         uint32_t one = 1;
         if (r.parked.compare_exchange_strong(one, 0, std::memory_order_acq_rel))
@@ -184,7 +173,7 @@ int arm_thread(Slot* s, const ClockRequest& c) {
   Rec* r = alloc_rec();
   if (!r) return ENOMEM;
   r->cid = thread_cpu_clock(s->tid);
-  const uint64_t now = cpu_ns(r->cid);
+  const uint64_t now = util::clock_ns(r->cid);
   if (now == 0) return ESRCH;
   struct sigevent sev;
   memset(&sev, 0, sizeof sev);
@@ -237,9 +226,8 @@ uint64_t sampler_weight(const siginfo_t* si, uint64_t* system_w) {
   if (p == 0) return 0;
   auto* r = static_cast<Rec*>(si->si_value.sival_ptr);
   if (!in_pool(r) || r->tid.load(std::memory_order_acquire) == 0) return 0;
-  timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-  const uint64_t now = ns_of(ts);
+  const uint64_t now = util::clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  if (now == 0) return 0;
   const uint64_t mono = mono_ns();
   const bool late = mono - r->expiry.load(std::memory_order_relaxed) > kLateNs;
   // Idle: it ran for under a quarter period since its timer was armed, twice in a row (once

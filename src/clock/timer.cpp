@@ -79,12 +79,6 @@ clockid_t thread_cpu_clock(pid_t tid) {
                                 2u /*sched*/);
 }
 
-uint64_t thread_cpu_ns(pid_t tid) {
-  timespec ts;
-  if (clock_gettime(thread_cpu_clock(tid), &ts) != 0) return 0;
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 int arm_posix_timer(Slot* s, clockid_t cid, int signo, uint64_t interval_ns) {
   if (s->has_timer) return 0;
   struct sigevent sev;

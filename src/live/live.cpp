@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "format/layout.hpp"
+#include "util/clock_ns.hpp"
 
 namespace sprofil::live {
 namespace {
@@ -29,12 +30,6 @@ namespace {
 constexpr int kIoTimeoutMs = 1000;     // per read/write of one client (stall: dropped)
 constexpr int kClientBudgetMs = 5000;  // whole exchange with one client
 constexpr int kHighFdFloor = 512;      // fds are moved to >= this (or the soft limit's top)
-
-uint64_t now_ns(clockid_t c) {
-  timespec ts;
-  clock_gettime(c, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Moves fd out of the low numbers the program uses (like src/clock's perf fds): to the top
 // 64 of the soft NOFILE limit when it is large enough, else >= kHighFdFloor when allowed.
@@ -259,7 +254,7 @@ bool g_hooks = false;
 // Waits until fd is ready for `events` or the deadline passes.
 bool wait_fd(int fd, short events, uint64_t deadline) {
   for (;;) {
-    const uint64_t now = now_ns(CLOCK_MONOTONIC);
+    const uint64_t now = util::clock_ns(CLOCK_MONOTONIC);
     if (now >= deadline) return false;
     uint64_t ms = (deadline - now) / 1000000 + 1;
     if (ms > kIoTimeoutMs) ms = kIoTimeoutMs;
@@ -319,7 +314,7 @@ void answer_text(int fd, uint32_t status, const char* text, uint64_t deadline) {
 }
 
 void serve_client(int fd) {
-  const uint64_t deadline = now_ns(CLOCK_MONOTONIC) + kClientBudgetMs * 1000000ull;
+  const uint64_t deadline = util::clock_ns(CLOCK_MONOTONIC) + kClientBudgetMs * 1000000ull;
   ucred cred{};
   socklen_t len = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
@@ -476,7 +471,7 @@ void atfork_child() {
 
 int start(Source source, void* ctx) {
   pthread_mutex_lock(&g_mu);
-  if (g_start_ns == 0) g_start_ns = now_ns(CLOCK_REALTIME);
+  if (g_start_ns == 0) g_start_ns = util::clock_ns(CLOCK_REALTIME);
   g_source = source;
   g_ctx = ctx;
   int e = 0;
@@ -516,7 +511,8 @@ int push(const Image& im, int timeout_ms) {
     close(fd);
     return e == EAGAIN ? ECONNREFUSED : e;
   }
-  const uint64_t deadline = now_ns(CLOCK_MONOTONIC) + static_cast<uint64_t>(timeout_ms) * 1000000u;
+  const uint64_t deadline =
+      util::clock_ns(CLOCK_MONOTONIC) + static_cast<uint64_t>(timeout_ms) * 1000000u;
   Message m{};
   memcpy(m.magic, kRequestMagic, 4);
   m.version = kVersion;

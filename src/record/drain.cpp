@@ -27,6 +27,7 @@
 #include "clock/perf.hpp"
 #include "engine/engine.hpp"
 #include "format/sprof_format.h"
+#include "util/clock_ns.hpp"
 #include "util/xorshift.hpp"
 
 namespace sprofil::record {
@@ -48,9 +49,7 @@ constexpr int kTickMs = 4;
 constexpr uint64_t kJitterPeriods = 16;
 
 uint64_t mono_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+  return util::clock_ns(CLOCK_MONOTONIC);
 }
 
 // One process image's profile file, mapped shared, and the engine table over its records.
@@ -133,22 +132,19 @@ uint64_t cpu_ns(Event* e, bool* ok) {
 // The slack of without_steal for a CPU clock read from /proc: a scheduler tick at 100 Hz.
 constexpr uint64_t kStealSlackNs = 10000000;
 
-// A process's CPU clock (any process's may be read: clock_getcpuclockid without the check),
-// which keeps the time of its threads that are gone.
-bool process_cpu_ns(pid_t pid, uint64_t* ns) {
-  timespec ts;
-  const auto id = static_cast<clockid_t>((~static_cast<unsigned>(pid) << 3) | 2u /*sched*/);
-  if (clock_gettime(id, &ts) != 0) return false;
-  *ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-  return true;
+// A process's CPU clock (clock_getcpuclockid: any process's may be read), which keeps the
+// time of its threads that are gone; 0 if the process is gone.
+uint64_t process_cpu_ns(pid_t pid) {
+  clockid_t id;
+  return clock_getcpuclockid(pid, &id) == 0 ? util::clock_ns(id) : 0;
 }
 
 // Where the thread is gone (its records drained late, as under a busy host), the process's
 // credits are held to its CPU clock instead: what v would credit beyond that is steal.
 uint64_t process_capped(Event* e, uint64_t v) {
   Proc* p = e->proc;
-  uint64_t cpu = 0;
-  if (!p || !p->based || !process_cpu_ns(e->pid, &cpu)) return v;
+  const uint64_t cpu = p && p->based ? process_cpu_ns(e->pid) : 0;
+  if (cpu == 0) return v;
   const uint64_t budget = (cpu > p->cpu_base ? cpu - p->cpu_base : 0) + kStealSlackNs + e->period;
   const uint64_t whole = v / e->period;
   const uint64_t adds = whole > e->credit.periods ? (whole - e->credit.periods) * e->period : 0;

@@ -24,6 +24,7 @@
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
 #include "record/drain.hpp"
+#include "util/clock_ns.hpp"
 
 namespace sprofil::record {
 namespace {
@@ -31,9 +32,7 @@ namespace {
 constexpr const char* kFileName = "p.sprof";  // the agent's SPROFIL_OUTPUT in the run directory
 
 uint64_t now_ns() {
-  timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+  return util::clock_ns(CLOCK_REALTIME);
 }
 
 std::string absolute(const std::string& p) {

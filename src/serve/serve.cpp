@@ -16,6 +16,7 @@
 
 #include "report/report.hpp"
 #include "symbolize/symbolize.hpp"
+#include "util/clock_ns.hpp"
 
 namespace sprofil::serve {
 
@@ -25,9 +26,7 @@ using profile::Region;
 namespace {
 
 uint64_t now_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  return util::clock_ns(CLOCK_REALTIME);
 }
 
 // Go's serveError: plain text, X-Go-Pprof, no Content-Disposition.
