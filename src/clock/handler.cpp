@@ -10,7 +10,7 @@
 //   restored) against initial-exec TLS and two atomics; for perf, perf::signal_weight() (the
 //   weight and its kernel part, perf::credit): read(2) of the event's
 //   counter, clock_gettime(CLOCK_THREAD_CPUTIME_ID) (async-signal-safe) when the weight
-//   would exceed one period (perf::without_steal), and ioctl(PERF_EVENT_IOC_PERIOD) for
+//   would exceed one period (perf::steal_free), and ioctl(PERF_EVENT_IOC_PERIOD) for
 //   jitter and, at a thread's first sample, to end its random first period, plain system
 //   calls with no library
 //   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread

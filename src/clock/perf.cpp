@@ -85,17 +85,6 @@ Event* g_rings[1024];
 int g_nrings = 0;
 RuntimeThread g_drainer{};
 
-// A record's counter (+ phase) less the steal (perf.hpp, without_steal): the thread's CPU
-// clock is read through its clock id, which any thread of the same process may read.
-uint64_t ring_value(Event* e, uint64_t value) {
-  if (!needs_cpu(value, e->period, e->credits)) return less_stolen(value, e->credits);
-  uint64_t counter = 0;
-  const uint64_t cpu = util::clock_ns(thread_cpu_clock(e->tid));
-  if (read(e->fd, &counter, sizeof counter) != static_cast<ssize_t>(sizeof counter) || !cpu)
-    return less_stolen(value, e->credits);
-  return without_steal(value, counter + e->phase, cpu, e->period, &e->credits);
-}
-
 // Counts the records in one ring buffer. With g_ring_mu held.
 void drain(Event* e) {
   auto* meta = static_cast<perf_event_mmap_page*>(e->ring);
@@ -118,8 +107,10 @@ void drain(Event* e) {
         e->period_set = true;
       }
       uint64_t system_w = 0;
-      const uint64_t w =
-          credit(ring_value(e, body[1] + e->phase), e->period, &e->credits, &system_w);
+      // The thread's CPU clock through its clock id, which any thread of the process may read.
+      const uint64_t v = steal_free(body[1] + e->phase, e->period, e->period, &e->credits,
+                                    [e] { return util::clock_ns(thread_cpu_clock(e->tid)); });
+      const uint64_t w = credit(v, e->period, &e->credits, &system_w);
       if (w) eng.sample(static_cast<uintptr_t>(body[0]), w, system_w);
     } else if (h.type == PERF_RECORD_LOST) {
       drop_lost(body[1], e->period, &e->credits);
@@ -366,13 +357,8 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
     if (t_rng == 0) t_rng = 1;
   }
   // Credited with the length of the period that just ended; then the next one is set.
-  uint64_t v = value + phase;
-  if (needs_cpu(v, period, t_credit)) {
-    if (const uint64_t cpu = util::clock_ns(CLOCK_THREAD_CPUTIME_ID))
-      v = without_steal(v, v, cpu, period, &t_credit);
-  } else {
-    v = less_stolen(v, t_credit);
-  }
+  const uint64_t v = steal_free(value + phase, period, period, &t_credit,
+                                [] { return util::clock_ns(CLOCK_THREAD_CPUTIME_ID); });
   const uint64_t w = credit(v, period, &t_credit, system_w);
   if (first) {  // the first period was a random phase: from now on, whole periods
     uint64_t p = period;

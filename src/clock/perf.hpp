@@ -86,44 +86,34 @@ inline uint64_t credit(uint64_t value, uint64_t period, Credit* c, uint64_t* sys
 // accounting. credit() would take such time for kernel time, in whole periods, at whatever
 // pc the thread ran next: under a busy host 43% of a pure user-space loop's samples were
 // such "kernel" periods, 39% more samples than its CPU time, 19 points moved from one line
-// to another (tests/report ByLineAgreesWithPerf against perf's sample counts). So whenever
-// an overflow would credit more than one period (and at the first, for the base), the
-// caller reads the thread's CPU clock (needs_cpu, then without_steal): what the counter has
-// run ahead of it by more than `slack` is steal, left out of this and every later credit.
-// The slack covers how stale the CPU clock may be (a thread's own clock is exact; another
-// process's thread's, from /proc, lags by up to a scheduler tick). Signal-safe.
-// The value to credit when no CPU clock is read: the counter less the steal seen so far.
-inline uint64_t less_stolen(uint64_t value, const Credit& c) {
-  return value - (c.stolen < value ? c.stolen : value);
-}
-// The base from the thread's CPU clock read when its event was opened (counter 0, so the
-// counter + phase stood at `phase`): exact even if the host stole time before the first
-// overflow, which a base taken at the first look would take for the thread's own.
+// to another (tests/report ByLineAgreesWithPerf against perf's sample counts; bench/steal.sh).
+// So an overflow that would credit more than one period reads the thread's CPU clock: what
+// the counter (+ phase) has run ahead of it, since the event was opened (base_at_open), by
+// more than `slack` is steal, left out of this and every later credit. The slack covers how
+// stale the CPU clock may be (a thread's own clock is exact; another process's thread's,
+// from /proc, lags by up to a scheduler tick).
+
+// The base: the thread's CPU clock when its event was opened (the counter at 0, so the
+// counter + phase stood at `phase`). Without one (the clock could not be read) there is no
+// steal check for that event.
 inline void base_at_open(uint64_t cpu_at_open, uint64_t phase, Credit* c) {
   c->cpu_base = cpu_at_open > phase ? cpu_at_open - phase : 0;
   c->based = true;
 }
 
-// Whether this overflow reads the CPU clock: the first (without base_at_open), or one that
-// would credit more than a period.
-inline bool needs_cpu(uint64_t value, uint64_t period, const Credit& c) {
-  return !c.based || less_stolen(value, c) / period > c.periods + 1;
-}
-// value: the counter (+ phase) of the overflow; counter_now, cpu_now: the counter (+ phase)
-// and the thread's CPU clock read now (counter_now >= value). Returns the value to credit.
-inline uint64_t without_steal(uint64_t value, uint64_t counter_now, uint64_t cpu_now,
-                              uint64_t slack, Credit* c) {
-  if (!c->based) {  // no steal is assumed before the first look (at most a period ago)
-    c->cpu_base = cpu_now - (counter_now < cpu_now ? counter_now : cpu_now);
-    c->based = true;
-  }
-  const uint64_t budget = cpu_now - c->cpu_base + slack;
-  uint64_t v = less_stolen(value, *c);
-  if (v > budget) {
-    c->stolen += v - budget;
-    v = budget;
-  }
-  return v;
+// The value to credit for an overflow whose counter (+ phase) is `value`: less the steal.
+// read_cpu() returns the thread's CPU clock now, 0 if it cannot be read; it is called only
+// when the credit would exceed one period. Signal-safe if read_cpu is.
+template <class ReadCpu>
+uint64_t steal_free(uint64_t value, uint64_t period, uint64_t slack, Credit* c, ReadCpu read_cpu) {
+  const uint64_t v = value - (c->stolen < value ? c->stolen : value);
+  if (!c->based || v / period <= c->periods + 1) return v;
+  const uint64_t cpu = read_cpu();
+  if (cpu == 0) return v;
+  const uint64_t budget = (cpu > c->cpu_base ? cpu - c->cpu_base : 0) + slack;
+  if (v <= budget) return v;
+  c->stolen += v - budget;
+  return budget;
 }
 
 // n records the kernel dropped (PERF_RECORD_LOST: the ring was full): each was an overflow,

@@ -101,8 +101,7 @@ struct Event {
 // updated at its last tick or switch: up to a scheduler tick behind; kStealSlackNs). The file
 // stays open for the next look unless its fd is in the upper half of the fd limit: the
 // events handed over need those.
-uint64_t cpu_ns(Event* e, bool* ok) {
-  *ok = false;
+uint64_t cpu_ns(Event* e) {
   if (e->sched_fd == -2) return 0;
   int fd = e->sched_fd;
   if (fd < 0) {
@@ -123,13 +122,10 @@ uint64_t cpu_ns(Event* e, bool* ok) {
   if (fd != e->sched_fd) close(fd);
   if (n <= 0) return 0;
   buf[n] = '\0';
-  char* end = nullptr;
-  const unsigned long long v = strtoull(buf, &end, 10);
-  *ok = end != buf;
-  return v;
+  return strtoull(buf, nullptr, 10);  // 0 if it holds no number
 }
 
-// The slack of without_steal for a CPU clock read from /proc: a scheduler tick at 100 Hz.
+// The slack of perf::steal_free for a CPU clock read from /proc: a scheduler tick at 100 Hz.
 constexpr uint64_t kStealSlackNs = 10000000;
 
 // A process's CPU clock (clock_getcpuclockid: any process's may be read), which keeps the
@@ -155,20 +151,17 @@ uint64_t process_capped(Event* e, uint64_t v) {
   return v - cut;
 }
 
-// A record's counter (+ phase) less the steal (perf::without_steal): checked against the
+// A record's counter (+ phase) less the steal (perf::steal_free): checked against the
 // thread's CPU clock, or its process's where the thread is gone.
 uint64_t steal_free(Event* e, uint64_t value) {
-  if (!rt::perf::needs_cpu(value, e->period, e->credit))
-    return rt::perf::less_stolen(value, e->credit);
-  uint64_t counter = 0;
-  bool ok = false;
-  if (read(e->fd, &counter, sizeof counter) == static_cast<ssize_t>(sizeof counter)) {
-    const uint64_t cpu = cpu_ns(e, &ok);
-    if (ok)
-      return rt::perf::without_steal(value, counter + e->phase, cpu, kStealSlackNs + e->period,
-                                     &e->credit);
-  }
-  return process_capped(e, rt::perf::less_stolen(value, e->credit));
+  bool gone = false;
+  const uint64_t v =
+      rt::perf::steal_free(value, e->period, kStealSlackNs + e->period, &e->credit, [e, &gone] {
+        const uint64_t cpu = cpu_ns(e);
+        gone = cpu == 0;
+        return cpu;
+      });
+  return gone ? process_capped(e, v) : v;
 }
 
 // Counts w periods credited to e in its process's total.

@@ -18,13 +18,11 @@ struct Thread {
   uint64_t credited = 0, system = 0, overflows = 0;
   rt::perf::Credit c;
 
+  Thread() { rt::perf::base_at_open(0, 0, &c); }  // its event opened as it started
+
   void overflow() {
     ++overflows;
-    uint64_t v = counter;
-    if (rt::perf::needs_cpu(v, kP, c))
-      v = rt::perf::without_steal(v, counter, cpu, kP, &c);
-    else
-      v = rt::perf::less_stolen(v, c);
+    const uint64_t v = rt::perf::steal_free(counter, kP, kP, &c, [this] { return cpu; });
     uint64_t sys = 0;
     credited += rt::perf::credit(v, kP, &c, &sys);
     system += sys;
