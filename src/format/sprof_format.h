@@ -57,25 +57,24 @@ enum sprof_clock { SPROF_CLOCKS(SPROF_CLOCK_ENUM_) SPROF_CLOCK_COUNT };
 #define SPROF_R_SYSTEM 0x10u  /* a system-time array follows the counters (system_offset) */
 
 struct sprof_header {
-  char magic[8];               /* "SPROFIL\0" */
-  uint32_t version;            /* SPROF_VERSION */
-  uint32_t header_size;        /* 4096 */
-  uint32_t flags;              /* SPROF_F_* */
-  uint32_t clock;              /* enum sprof_clock */
-  uint32_t requested_hz;       /* samples per second asked for */
-  uint32_t region_count;       /* committed region records */
-  uint64_t tick_ns;            /* time one count stands for */
-  uint64_t effective_hz_milli; /* delivered samples per CPU-second x 1000; 0 = unknown */
-  uint64_t start_ns;           /* CLOCK_REALTIME at start */
-  uint64_t end_ns;             /* CLOCK_REALTIME at end; 0 = did not end cleanly */
-  uint64_t cpu_ns;             /* process CPU time (user + sys) at end; 0 = unknown */
-  int32_t pid;                 /* the profiled process */
-  int32_t ppid;                /* its parent */
-  uint64_t regions_end;        /* offset just past the last committed record */
-  uint64_t overflow;           /* samples that fell in no region (weighted) */
-  uint64_t delivered;          /* samples delivered to the handler (weighted) */
-  uint64_t
-      lost; /* delivered but not added: counter at its limit, stopped, or dropped by the kernel */
+  char magic[8];                   /* "SPROFIL\0" */
+  uint32_t version;                /* SPROF_VERSION */
+  uint32_t header_size;            /* 4096 */
+  uint32_t flags;                  /* SPROF_F_* */
+  uint32_t clock;                  /* enum sprof_clock */
+  uint32_t requested_hz;           /* samples per second asked for */
+  uint32_t region_count;           /* committed region records */
+  uint64_t tick_ns;                /* time one count stands for */
+  uint64_t effective_hz_milli;     /* delivered samples per CPU-second x 1000; 0 = unknown */
+  uint64_t start_ns;               /* CLOCK_REALTIME at start */
+  uint64_t end_ns;                 /* CLOCK_REALTIME at end; 0 = did not end cleanly */
+  uint64_t cpu_ns;                 /* process CPU time (user + sys) at end; 0 = unknown */
+  int32_t pid;                     /* the profiled process */
+  int32_t ppid;                    /* its parent */
+  uint64_t regions_end;            /* offset just past the last committed record */
+  uint64_t overflow;               /* samples that fell in no region (weighted) */
+  uint64_t delivered;              /* samples delivered to the handler (weighted) */
+  uint64_t lost;                   /* delivered, not added: at its limit, stopped, dropped */
   uint32_t cmdline_len;            /* bytes used in cmdline */
   uint32_t regions_changes;        /* bumped (release) after records change: see below */
   uint64_t reserved1;              /* zero */
