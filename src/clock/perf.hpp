@@ -84,9 +84,9 @@ inline uint64_t credit(uint64_t value, uint64_t period, Credit* c, uint64_t* sys
 // time the host runs another virtual CPU in this one's stead (steal), which the thread's CPU
 // clock (the scheduler's clock_task) leaves out, and so do getrusage and the kernel's CPU
 // accounting. credit() would take such time for kernel time, in whole periods, at whatever
-// pc the thread ran next: under a busy host 43% of a pure user-space loop's samples were
-// such "kernel" periods, 39% more samples than its CPU time, 19 points moved from one line
-// to another (tests/report ByLineAgreesWithPerf against perf's sample counts; bench/steal.sh).
+// pc the thread ran next: beside three busy loops, one drain-mode run of two loops of 1:2
+// work had 2.28x its CPU time in samples, 55% of them "system", the first loop at 14%
+// instead of 33% (bench/steal.sh; docs/benchmarks.md).
 // So an overflow that would credit more than one period reads the thread's CPU clock: what
 // the counter (+ phase) has run ahead of it, since the event was opened (base_at_open), by
 // more than `slack` is steal, left out of this and every later credit. The slack covers how
