@@ -12,8 +12,7 @@ N=${2:-500}
 ROUNDS=${3:-5}
 TOOL=$BUILD/bin/sprofil
 [ -x "$TOOL" ] || { echo "build sprofil_tool first" >&2; exit 2; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/common.sh"
 printf 'for i in $(seq %d); do /bin/true; done\n' "$N" >"$dir/loop.sh"
 runs=(native sprofil)
 perf_cmd=()
@@ -35,7 +34,6 @@ for ((r = 0; r < ROUNDS; r++)); do
     cpu[$run]+="$(echo "$u + $s" | bc) "
   done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 echo "bash loop of $N /bin/true, $ROUNDS rounds in turn; medians"
 printf '%-8s %10s %12s %22s\n' run "wall s" "tree CPU s" "extra CPU ms/process"
 base=$(echo "${cpu[native]}" | median)

@@ -14,18 +14,11 @@ TOOL=$BUILD/bin/sprofil
 [ -x "$TOOL" ] || { echo "build sprofil_tool and sprofil first" >&2; exit 2; }
 command -v curl >/dev/null || { echo "curl is needed" >&2; exit 2; }
 CC1=$(g++ -print-prog-name=cc1plus)
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source bench/common.sh
 export XDG_RUNTIME_DIR=$dir
 g++ -std=c++20 -O2 -DNDEBUG -Isrc -Iinclude -E tools/sprofil/gperf.cpp -o "$dir/big.ii"
 
 now_ms() { date +%s%3N; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 echo "rep  start-up_ms  scrape_ms  profile_bytes"
 : >"$dir/start"

@@ -17,20 +17,11 @@ TOOL=$BUILD/bin/sprofil
 for b in "$TOOL" "$BUILD/bin/report_annotate_prog" "$BUILD/bin/agent_drain_blocked"; do
   [ -x "$b" ] || { echo "build $b first" >&2; exit 2; }
 done
-command -v perf >/dev/null || true
-dir=$(mktemp -d)
-busy=()
-cleanup() {
-  for p in "${busy[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/common.sh"
 for _ in 1 2 3; do
   sh -c 'while :; do :; done' &
-  busy+=($!)
+  pids+=($!)
 done
-
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 echo "1. two loops of 1:2 work at 10 kHz beside three busy loops"
 printf '%-7s %9s %9s %12s\n' mode coverage "system %" "loop one %"
