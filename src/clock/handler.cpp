@@ -8,13 +8,13 @@
 // - The weight: si_overrun (timers), and their kernel part: getrusage(RUSAGE_THREAD) (a plain
 //   system call, not on POSIX's list but a raw syscall wrapper with no library state; errno is
 //   restored) against initial-exec TLS and two atomics; for perf, perf::signal_weight() (the
-//   weight and its kernel part, perf::credit): read(2) of the event's
-//   counter, clock_gettime(CLOCK_THREAD_CPUTIME_ID) (async-signal-safe) when the weight
-//   would exceed one period (perf::steal_free), and ioctl(PERF_EVENT_IOC_PERIOD) for
-//   jitter and, at a thread's first sample, to end its random first period, plain system
-//   calls with no library
-//   state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with per-thread
-//   state in initial-exec TLS and the period and generation in atomics; for ITIMER_PROF,
+//   weight and its kernel part, perf::credit): read(2) of the event's counter,
+//   clock_gettime(CLOCK_THREAD_CPUTIME_ID) (async-signal-safe) when the weight would exceed
+//   one period (perf::steal_free), and ioctl(PERF_EVENT_IOC_PERIOD) for jitter and, at a
+//   thread's first sample, to end its random first period, plain system calls with no
+//   library state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with
+//   per-thread state in initial-exec TLS, the period and generation in atomics, and per fd
+//   the event's phase and its thread's CPU clock at the opening in atomics; for ITIMER_PROF,
 //   itimer_signal_weight() (itimer.cpp): clock_gettime(2) (async-signal-safe) and a CAS on an
 //   atomic; for the sampler clock, sampler_weight() (sampler.cpp): clock_gettime(2) of the
 //   thread's CPU time and CLOCK_MONOTONIC (async-signal-safe), timer_settime(2) to re-arm the
