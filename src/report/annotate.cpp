@@ -16,7 +16,7 @@
 #include <ostream>
 #include <tuple>
 
-#include "report/json_strings.hpp"
+#include "report/json_out.hpp"
 #include "report/labels.hpp"
 
 namespace sprofil::report {
@@ -414,16 +414,15 @@ void write_annotation_json(const Annotation& a, std::ostream& out) {
   j["warnings"] = json_strings(a.warnings);
   j["functions"] = nlohmann::json::array();
   for (const AnnotatedFunction& f : a.functions) {
-    nlohmann::json jf = {{"name", valid_utf8(f.name)},
-                         {"object", valid_utf8(f.object)},
-                         {"object_path", valid_utf8(f.object_path)},
-                         {"start", f.start},
-                         {"end", f.end},
-                         {"bin_size", f.bin_size},
-                         {"samples", rounded(f.samples, 3)},
-                         {"percent", rounded(f.percent, 4)},
-                         {"has_lines", f.has_lines},
-                         {"note", valid_utf8(f.note)}};
+    nlohmann::json jf = json_named(f.name, f.object);
+    jf.update({{"object_path", valid_utf8(f.object_path)},
+               {"start", f.start},
+               {"end", f.end},
+               {"bin_size", f.bin_size},
+               {"samples", rounded(f.samples, 3)},
+               {"percent", rounded(f.percent, 4)},
+               {"has_lines", f.has_lines},
+               {"note", valid_utf8(f.note)}});
     jf["lines"] = nlohmann::json::array();
     for (const AnnotatedLine& l : f.lines)
       jf["lines"].push_back({{"file", valid_utf8(l.file)},
@@ -442,7 +441,7 @@ void write_annotation_json(const Annotation& a, std::ostream& out) {
                                     {"inlined", valid_utf8(ins.inlined)}});
     j["functions"].push_back(std::move(jf));
   }
-  out << j.dump(1) << "\n";
+  write_json_document(j, out);
 }
 
 }  // namespace sprofil::report

@@ -9,7 +9,7 @@
 #include <ostream>
 #include <tuple>
 
-#include "report/json_strings.hpp"
+#include "report/json_out.hpp"
 #include "report/labels.hpp"
 
 namespace sprofil::report {
@@ -32,39 +32,39 @@ std::string row_label(const DiffRow& r, By by) {
   return label_of(tmp, by, true);
 }
 
-// A diff row's numbers, in the CSV's column order: the name JSON and CSV give each, its field,
-// and how each format writes it (JSON: rounded to what the data supports; CSV: a printf format).
+// What a number of a diff row is, which says how each format writes it: JSON rounds it to
+// what the data supports (`digits` decimals, or significant digits), CSV prints it with `csv`.
+struct NumberKind {
+  bool significant_digits;
+  int digits;
+  const char* csv;
+  double json(double x) const {
+    return significant_digits ? significant(x, digits) : rounded(x, digits);
+  }
+};
+constexpr NumberKind kPercent{false, 4, "%.6f"}, kSeconds{true, 6, "%.9g"}, kP{true, 4, "%.6g"},
+    kSamples{false, 3, "%.6g"};
+
+// A diff row's numbers, in the CSV's column order: the name JSON and CSV give each, its
+// field and its kind.
 struct DiffColumn {
   const char* name;
   double DiffRow::*field;
-  double (*json)(double);
-  const char* csv;
+  const NumberKind& kind;
 };
-double json_percent(double x) {
-  return rounded(x, 4);
-}
-double json_seconds(double x) {
-  return significant(x, 6);
-}
-double json_p(double x) {
-  return significant(x, 4);
-}
-double json_samples(double x) {
-  return rounded(x, 3);
-}
 constexpr DiffColumn kColumns[] = {
-    {"base_percent", &DiffRow::base_percent, json_percent, "%.6f"},
-    {"new_percent", &DiffRow::new_percent, json_percent, "%.6f"},
-    {"change", &DiffRow::change, json_percent, "%.6f"},
-    {"change_ci95_low", &DiffRow::change_lo, json_percent, "%.6f"},
-    {"change_ci95_high", &DiffRow::change_hi, json_percent, "%.6f"},
-    {"base_seconds", &DiffRow::base_seconds, json_seconds, "%.9g"},
-    {"new_seconds", &DiffRow::new_seconds, json_seconds, "%.9g"},
-    {"change_seconds", &DiffRow::change_seconds, json_seconds, "%.9g"},
-    {"p_value", &DiffRow::p_value, json_p, "%.6g"},
-    {"p_adjusted", &DiffRow::p_adjusted, json_p, "%.6g"},
-    {"base_samples", &DiffRow::base_samples, json_samples, "%.6g"},
-    {"new_samples", &DiffRow::new_samples, json_samples, "%.6g"},
+    {"base_percent", &DiffRow::base_percent, kPercent},
+    {"new_percent", &DiffRow::new_percent, kPercent},
+    {"change", &DiffRow::change, kPercent},
+    {"change_ci95_low", &DiffRow::change_lo, kPercent},
+    {"change_ci95_high", &DiffRow::change_hi, kPercent},
+    {"base_seconds", &DiffRow::base_seconds, kSeconds},
+    {"new_seconds", &DiffRow::new_seconds, kSeconds},
+    {"change_seconds", &DiffRow::change_seconds, kSeconds},
+    {"p_value", &DiffRow::p_value, kP},
+    {"p_adjusted", &DiffRow::p_adjusted, kP},
+    {"base_samples", &DiffRow::base_samples, kSamples},
+    {"new_samples", &DiffRow::new_samples, kSamples},
 };
 
 }  // namespace
@@ -209,17 +209,16 @@ void write_diff_json(const DiffTable& t, std::ostream& out) {
   j["warnings"] = json_strings(t.warnings);
   j["rows"] = nlohmann::json::array();
   for (const DiffRow& r : t.rows) {
-    nlohmann::json row = {{"name", valid_utf8(r.name)},
-                          {"object", valid_utf8(r.object)},
-                          {"significant", r.significant}};
-    for (const DiffColumn& c : kColumns) row[c.name] = c.json(r.*c.field);
+    nlohmann::json row = json_named(r.name, r.object);
+    row["significant"] = r.significant;
+    for (const DiffColumn& c : kColumns) row[c.name] = c.kind.json(r.*c.field);
     if (t.by == By::kLine) {
       row["file"] = valid_utf8(r.file);
       row["line"] = r.line;
     }
     j["rows"].push_back(std::move(row));
   }
-  out << j.dump(1) << "\n";
+  write_json_document(j, out);
 }
 
 void write_diff_csv(const DiffTable& t, std::ostream& out) {
@@ -230,7 +229,7 @@ void write_diff_csv(const DiffTable& t, std::ostream& out) {
   for (const DiffRow& r : t.rows) {
     out << (r.significant ? 1 : 0) << ",";
     for (const DiffColumn& c : kColumns) {
-      std::snprintf(buf, sizeof buf, c.csv, r.*c.field);
+      std::snprintf(buf, sizeof buf, c.kind.csv, r.*c.field);
       out << buf << ",";
     }
     out << csv_field(r.name) << "," << csv_field(r.object) << "," << csv_field(r.file) << ","

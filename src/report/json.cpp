@@ -4,7 +4,7 @@
 
 #include "format/sprof_format.h"
 #include "report/exporter.hpp"
-#include "report/json_strings.hpp"
+#include "report/json_out.hpp"
 #include "report/labels.hpp"
 
 namespace sprofil::report {
@@ -64,10 +64,8 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["unsampled_cpu_seconds"] = significant(double(profile::unsampled_cpu_ns(p)) / 1e9, 12);
   nlohmann::json rows = nlohmann::json::array();
   for (const Row& r : t.rows) {
-    nlohmann::json row;
-    row["name"] = valid_utf8(r.name);
+    nlohmann::json row = json_named(r.name, r.object);
     if (!r.aliases.empty()) row["aliases"] = json_strings(r.aliases);
-    row["object"] = valid_utf8(r.object);
     if (t.per_process) row["comm"] = valid_utf8(r.comm);
     const double samples = rounded(r.samples, 6);
     row["samples"] = samples;
@@ -94,8 +92,7 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
     rows.push_back(std::move(row));
   }
   j["rows"] = std::move(rows);
-  // Every string is valid UTF-8 already; `replace` is the last guard against an exception.
-  out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  write_json_document(j, out);
 }
 
 const Exporter& json_exporter() {
