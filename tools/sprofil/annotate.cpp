@@ -13,22 +13,19 @@ namespace sprofil::tool {
 namespace {
 
 struct AnnotateArgs {
-  std::string file = "sprofil.data";
+  ProfileInput input;
   std::string function;
   std::string format = "text";
   std::string out;
   size_t top = 3;
-  Selection selection;
 };
 
 int run_annotate(const AnnotateArgs& args) {
   profile::Profile p;
-  if (!read_input("annotate", args.file, &p)) return 1;
   report::AnnotateOptions opts;
+  if (!args.input.read("annotate", &p, &opts.report)) return 1;
   opts.function = args.function;
   opts.top = args.top;
-  args.selection.apply(&opts.report);
-  opts.report.source = args.file;
   symbolize::Symbolizer sym;
   report::Annotation a = report::annotate(p, sym, opts);
   std::ostringstream s;
@@ -38,7 +35,7 @@ int run_annotate(const AnnotateArgs& args) {
     report::write_annotation_text(a, s);
   int status = 0;
   if (a.functions.empty())
-    status = fail("annotate", args.file + ": " +
+    status = fail("annotate", args.input.file + ": " +
                                   (args.function.empty()
                                        ? "no function has samples"
                                        : "no function named " + report::printable(args.function) +
@@ -50,12 +47,11 @@ int run_annotate(const AnnotateArgs& args) {
 
 Run setup_annotate(CLI::App& sub) {
   auto args = std::make_shared<AnnotateArgs>();
-  add_profile_input(sub, args->file);
+  add_profile_input(sub, args->input, "functions");
   sub.add_option("--function", args->function,
                  "Annotate this function (full or short C++ name, or an alias)");
   sub.add_option("--top", args->top, "Without --function: annotate the N hottest functions")
       ->capture_default_str();
-  add_selection(sub, args->selection, "functions");
   add_choice(sub, "--format", args->format, "Output format: text or json", {"text", "json"});
   add_output(sub, args->out);
   return [args] { return run_annotate(*args); };

@@ -12,9 +12,8 @@ namespace sprofil::tool {
 namespace {
 
 struct ReportArgs {
-  std::string file = "sprofil.data";
+  ProfileInput input;
   ReportRequest request;
-  Selection selection;
   double min_percent = 0;
   bool inline_frames = false;
   bool full_names = false;
@@ -34,12 +33,10 @@ int run_report(const ReportArgs& args) {
   report::Options opts = args.request.options(args.full_names);
   opts.inline_frames = args.inline_frames;
   opts.min_percent = args.min_percent;
-  args.selection.apply(&opts);
-  opts.source = args.file;
   opts.user_only = args.user_only;
   if (::isatty(STDERR_FILENO)) opts.progress = show_progress;
   profile::Profile p;
-  if (!read_input("report", args.file, &p)) return 1;
+  if (!args.input.read("report", &p, &opts)) return 1;
   return write_report("report", p, args.request, opts);
 }
 
@@ -47,7 +44,7 @@ int run_report(const ReportArgs& args) {
 
 Run setup_report(CLI::App& sub) {
   auto args = std::make_shared<ReportArgs>();
-  add_profile_input(sub, args->file);
+  add_profile_input(sub, args->input, "rows", "; percentages are of what is kept");
   sub.add_flag("--inline", args->inline_frames,
                "With --by line: one row per inline chain, showing the inlined frames' lines");
   sub.add_flag("--full-names", args->full_names,
@@ -57,7 +54,6 @@ Run setup_report(CLI::App& sub) {
                "Shares of user time only: leave out the kernel time the profile records per "
                "row (compare with perf record -e cpu-clock:u)");
   sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent");
-  add_selection(sub, args->selection, "rows", "; percentages are of what is kept");
   add_report_request(sub, args->request, true,
                      "Output file (default: stdout; sprofil.pb.gz for pprof, gmon.out for gmon)");
   return [args] { return run_report(*args); };

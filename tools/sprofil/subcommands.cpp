@@ -65,10 +65,6 @@ CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& val
   return sub.add_option(name, value, help)->check(CLI::IsMember(choices))->capture_default_str();
 }
 
-void add_profile_input(CLI::App& sub, std::string& file) {
-  sub.add_option("file", file, "Profile to read")->capture_default_str();
-}
-
 CLI::Option* add_live_target(CLI::App& sub, std::string& target) {
   return sub.add_option("target", target, "The running process (pid) or its live socket's path");
 }
@@ -129,17 +125,21 @@ int write_report(const char* cmd, const profile::Profile& p, const ReportRequest
   return ok ? 0 : fail(cmd, err);
 }
 
-void Selection::apply(report::Options* opts) const {
+bool ProfileInput::read(const char* cmd, profile::Profile* p, report::Options* opts) const {
   opts->object = object;
   opts->pids = pids;
   opts->comms = comms;
+  opts->source = file;
+  return read_input(cmd, file, p);
 }
 
-void add_selection(CLI::App& sub, Selection& s, const std::string& rows, const std::string& note) {
-  sub.add_option("--object", s.object,
+void add_profile_input(CLI::App& sub, ProfileInput& in, const std::string& rows,
+                       const std::string& note) {
+  sub.add_option("file", in.file, "Profile to read")->capture_default_str();
+  sub.add_option("--object", in.object,
                  "Only " + rows + " of objects whose file name contains NAME");
-  sub.add_option("--pid", s.pids, "Only this process (several allowed)" + note);
-  sub.add_option("--comm", s.comms,
+  sub.add_option("--pid", in.pids, "Only this process (several allowed)" + note);
+  sub.add_option("--comm", in.comms,
                  "Only processes with this command name (basename of argv[0]; several allowed)");
 }
 

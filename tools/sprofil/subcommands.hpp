@@ -54,8 +54,6 @@ CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& val
                         const std::string& help, const std::vector<std::string>& choices);
 
 // The options several subcommands share, each declared here once.
-// FILE: the profile to read (sprofil.data by default).
-void add_profile_input(CLI::App& sub, std::string& file);
 // TARGET: a running process, by pid or by its live socket's path.
 CLI::Option* add_live_target(CLI::App& sub, std::string& target);
 // -o,--output: where the output goes; `help` tells the default.
@@ -87,15 +85,18 @@ void add_report_request(CLI::App& sub, ReportRequest& r, bool describe,
 int write_report(const char* cmd, const profile::Profile& p, const ReportRequest& r,
                  const report::Options& opts);
 
-// --object, --pid and --comm: which rows of a profile a report keeps, by object and process.
-struct Selection {
+// What report and annotate read: the profile FILE (sprofil.data by default) and, with
+// --object, --pid and --comm, which of its rows to keep, by object and process.
+struct ProfileInput {
+  std::string file = "sprofil.data";
   std::string object;
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
-  void apply(report::Options* opts) const;
+  // Reads the file into *p (read_input) and sets the selection and the source in *opts.
+  bool read(const char* cmd, profile::Profile* p, report::Options* opts) const;
 };
 // `rows` names what --object keeps ("rows", "functions"); `note` ends --pid's help.
-void add_selection(CLI::App& sub, Selection& s, const std::string& rows,
-                   const std::string& note = "");
+void add_profile_input(CLI::App& sub, ProfileInput& in, const std::string& rows,
+                       const std::string& note = "");
 
 }  // namespace sprofil::tool
