@@ -6,7 +6,8 @@ PKGS=(build-essential cmake ninja-build pkgconf g++-12 clang-format clang libcla
       libdw-dev libelf-dev libdebuginfod-dev zlib1g-dev nlohmann-json3-dev libcli11-dev
       libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
       binutils ccache golang-go linux-perf google-perftools libgoogle-perftools-dev hyperfine
-      groff-base man-db chromium libcpp-httplib-dev libcapstone-dev time)
+      groff-base man-db chromium libcpp-httplib-dev libcapstone-dev time
+      golang-github-google-pprof-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,6 +14,8 @@
 #include <map>
 #include <tuple>
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include "profile.pb.h"
 #include "report/exporter.hpp"
 #include "report/labels.hpp"
@@ -22,6 +24,8 @@ namespace sprofil::report {
 namespace {
 
 namespace pb = perftools::profiles;
+
+constexpr int kLineColumnField = 3;  // perftools.profiles.Line.column in pprof's schema
 
 class Strings {
  public:
@@ -166,7 +170,11 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
           outer ? function_id(pc.sym->name, pc.sym->raw, f.file)
                 : function_id(f.function.empty() ? "??" : f.function, f.function, f.file));
       line->set_line(f.line);
-      line->set_column(f.column);
+      // Line.column (field 3) came to pprof's schema after the copy Debian ships: written
+      // as that field's varint, which readers of the newer schema take as the column.
+      if (f.column > 0)
+        line->GetReflection()->MutableUnknownFields(line)->AddVarint(kLineColumnField,
+                                                                     uint64_t(f.column));
     }
     if (frames.empty())
       loc->add_line()->set_function_id(function_id(pc.sym->name, pc.sym->raw, ""));

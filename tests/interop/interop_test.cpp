@@ -177,6 +177,51 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
   report_test::run("rm -rf '" + dir + "'");
 }
 
+// Line.column is newer than the copy of pprof's schema the exporter is built from, so it is
+// written as that field's number (3 of Line, inside Location's field 4) by hand: protoc's raw
+// decoder, which knows no schema, must find it there, with DWARF's columns (1-based, small).
+TEST(Pprof, LinesCarryTheirColumnAsField3) {
+  if (report_test::run("command -v protoc").empty()) GTEST_SKIP() << "no protoc";
+  profile::Profile p = make_profile(PROG_PIE);
+  std::string dir = temp_dir("column");
+  std::string file = dir + "/profile.pb.gz";
+  std::string err;
+  ASSERT_TRUE(report::write_report(p, report::pprof_exporter(), {}, file, nullptr, &err)) << err;
+  int status = 0;
+  const std::string raw =
+      report_test::run("gzip -dc '" + file + "' | protoc --decode_raw 2>&1", &status);
+  ASSERT_EQ(status, 0) << raw;
+  // Top-level "4 {" opens a Location; inside it, "  4 {" opens a Line, whose fields are
+  // indented by four spaces.
+  std::istringstream in(raw);
+  std::string line;
+  bool in_location = false, in_line = false;
+  int lines = 0, with_column = 0;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    if (line == "4 {")
+      in_location = true;
+    else if (line == "}")
+      in_location = false;
+    else if (in_location && line == "  4 {")
+      in_line = true, line_no = 0, ++lines;
+    else if (in_line && line == "  }")
+      in_line = false;
+    else if (in_line && line.rfind("    2: ", 0) == 0)
+      line_no = std::stoll(line.substr(7));
+    else if (in_line && line.rfind("    3: ", 0) == 0) {
+      const int64_t col = std::stoll(line.substr(7));
+      EXPECT_GE(col, 1) << line;
+      EXPECT_LE(col, 400) << line;
+      EXPECT_GT(line_no, 0) << "a column without a line number";
+      ++with_column;
+    }
+  }
+  EXPECT_GE(lines, 7) << raw.substr(0, 4000);
+  EXPECT_GE(with_column, lines / 2) << raw.substr(0, 4000);
+  report_test::run("rm -rf '" + dir + "'");
+}
+
 TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
   profile::Profile p = make_profile(PROG_PIE);
   std::string dir = temp_dir("tool");
