@@ -308,23 +308,20 @@ std::atomic<uint64_t> g_period{1};
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_generation;
 __attribute__((tls_model("initial-exec"))) thread_local Credit t_credit;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_rng;
+__attribute__((tls_model("initial-exec"))) thread_local uint64_t t_jitter_left;
 
-// Against lockstep with periodic code: every kJitterEvery-th sample re-draws the period
-// uniformly from [P/2, 3P/2]. Measured (tests/clock, bench/compare): without jitter a
-// workload in step with the period got 1460:0 samples instead of about 1:1; re-drawing at
-// every sample costs an ioctl per signal and restarts the period from the handler (1.57x the
-// empty-handler floor at 10 kHz on this VM, and 29% fewer signals); every fourth sample costs
-// 1.15x and 9% fewer signals, and the phase still becomes independent from one block of four
-// samples to the next (every second sample: 1.46x, no better against aliasing). The weights come
-// from the event's counter, not from the spacing of samples, so jitter leaves count x P unbiased.
-constexpr uint64_t kJitterEvery = 4;
-
-// Returns the new period (the event restarts it from now), or 0 if it stays.
-uint64_t jitter(int fd, uint64_t period, uint64_t* rng) {
-  const uint64_t r = util::xorshift(rng);
-  if (r % kJitterEvery != 0) return 0;
-  uint64_t next = period / 2 + (r >> 8) % (period + 1);
-  if (next == 0) next = 1;
+// Re-draws the period at the end of each block of samples (kJitterBlock; *left counts the
+// samples still to take at this one). Returns the new period (the event restarts it from
+// now), or 0 if it stays. Measured with cmp-perf-signal-floor (docs/benchmarks.md): a re-draw
+// at every sample cost 1.57x the empty-handler floor at 10 kHz and 29% fewer signals, every
+// fourth sample 1.15x and 9% fewer.
+uint64_t jitter(int fd, uint64_t period, uint64_t* rng, uint64_t* left) {
+  if (*left > 1) {
+    --*left;
+    return 0;
+  }
+  *left = jitter_block(rng);
+  uint64_t next = jittered_period(period, rng);
   return ioctl(fd, PERF_EVENT_IOC_PERIOD, &next) == 0 ? next : 0;
 }
 
@@ -355,6 +352,7 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
       base_at_open(cpu_open, phase, &t_credit);
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
     if (t_rng == 0) t_rng = 1;
+    t_jitter_left = jitter_block(&t_rng);
   }
   // Credited with the length of the period that just ended; then the next one is set.
   const uint64_t v = steal_free(value + phase, period, period, &t_credit,
@@ -366,7 +364,7 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
     t_credit.next_ns = 0;
   }
   if (g_jitter.load(std::memory_order_relaxed))
-    if (const uint64_t next = jitter(fd, period, &t_rng)) t_credit.next_ns = next;
+    if (const uint64_t next = jitter(fd, period, &t_rng, &t_jitter_left)) t_credit.next_ns = next;
   return w;
 }
 

@@ -17,7 +17,30 @@
 
 #include <cstdint>
 
+#include "util/xorshift.hpp"
+
 namespace sprofil::rt::perf {
+
+// Against lockstep with periodic code, each event's period is re-drawn uniformly in
+// [P/2, 3P/2] (PERF_EVENT_IOC_PERIOD, which restarts the period) after a block of
+// kJitterBlock / 2 to 3 * kJitterBlock / 2 of its samples, drawn anew for each block: the
+// phase against a periodic workload is random from one block to the next (tests/clock's
+// aliasing test), and the weights come from the counter, so the restarts leave count x P
+// unbiased. One schedule for the signal handler (perf.cpp) and the record parent (drain.cpp).
+// Without jitter a workload in step with the period got 1460:0 samples instead of about 1:1;
+// a re-draw costs an ioctl and ends a partial period (docs/benchmarks.md, cmp-perf-signal-floor).
+constexpr uint64_t kJitterBlock = 16;
+
+// The length, in samples, of the next block at one period. Signal-safe.
+inline uint64_t jitter_block(uint64_t* rng) {
+  return kJitterBlock / 2 + (util::xorshift(rng) >> 8) % (kJitterBlock + 1);
+}
+
+// A period drawn uniformly from [P/2, 3P/2] (never 0). Signal-safe.
+inline uint64_t jittered_period(uint64_t period, uint64_t* rng) {
+  const uint64_t next = period / 2 + (util::xorshift(rng) >> 8) % (period + 1);
+  return next ? next : 1;
+}
 
 // What one thread's event has been credited so far (see credit()).
 struct Credit {

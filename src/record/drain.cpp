@@ -36,17 +36,12 @@ namespace {
 constexpr size_t kPage = 4096;
 // Room for two records (a sample is 24 bytes: header, ip, value): less is a full ring.
 constexpr uint64_t kMaxRecord = 48;
-// How often each event's period is re-drawn, uniformly in [P/2, 3P/2] (PERF_EVENT_IOC_PERIOD,
-// which restarts the period from the ioctl). A block of a few samples at one period keeps
-// the phase against periodic code random from block to block: tests/clock's aliasing test
-// holds. The weights come from the counter, so the restarts leave totals exact.
+// Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block) and at
+// most every tick: fewer restarts leave fewer partial periods, whose kernel share is
+// estimated (jitter()). Counted in records, not wall time: a thread that waits or shares its
+// core with many others is re-drawn no more often per period than one running alone, and
+// costs no read, ioctl (each an interrupt of the thread's CPU) while it waits.
 constexpr int kTickMs = 4;
-// Each event's period is re-drawn after kJitterPeriods / 2 to 3 * kJitterPeriods / 2 of its
-// records (and at most every tick): fewer restarts leave fewer partial periods, whose kernel
-// share is estimated (jitter()). Counted in records, not wall time: a thread that waits or
-// shares its core with many others is re-drawn no more often per period than one running
-// alone, and costs no read, ioctl (each an interrupt of the thread's CPU) while it waits.
-constexpr uint64_t kJitterPeriods = 16;
 
 uint64_t mono_ns() {
   return util::clock_ns(CLOCK_MONOTONIC);
@@ -365,8 +360,7 @@ struct Drainer::State {
   // would take all of it for kernel time, so its user share is added to the user periods.
   void jitter(Event* e) {
     uint64_t next = e->period;
-    if (e->jitter) next = e->period / 2 + (util::xorshift(&e->rng) >> 8) % (e->period + 1);
-    if (next == 0) next = 1;
+    if (e->jitter) next = rt::perf::jittered_period(e->period, &e->rng);
     if (!e->jitter && e->cur_period == next) return;
     uint64_t value = 0;
     if (read(e->fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
@@ -602,8 +596,7 @@ struct Drainer::State {
           if (e->records >= e->jitter_after) {
             jitter(e);
             e->records = 0;
-            e->jitter_after =
-                kJitterPeriods / 2 + (util::xorshift(&e->rng) >> 8) % (kJitterPeriods + 1);
+            e->jitter_after = rt::perf::jitter_block(&e->rng);
           }
         next_tick = t + kTickMs * 1000000ull;
       }
