@@ -145,6 +145,16 @@ bool threads_init();  // the exit key; false if none could be made
 void thread_started();
 // Arms one thread for the running clock (nothing for a process-wide one) (runtime.cpp).
 int arm_one(Slot* s);
+// Arms the process (a process-wide clock) or every known thread; a thread that has exited
+// since it was seen is forgotten. Fails only if the calling thread itself cannot be armed.
+int arm_all();
+// Starts the clock `c` (kAuto resolved) on a signal of its own, or stops the running one
+// (its pending samples discarded, the program's disposition of the signal restored). With
+// g_mu (runtime.cpp); used by fork.cpp, exec.cpp and program_view.cpp.
+int start_clock(const ClockRequest& c);
+void stop_clock();
+// Registers the fork handlers (fork.cpp), once, from the runtime's constructor.
+void install_fork_handlers();
 
 // The runtime's state (runtime.cpp): guarded by g_mu unless atomic.
 extern pthread_mutex_t g_mu;
@@ -154,6 +164,8 @@ extern int g_signo;
 extern uint64_t g_claimed;  // bit s-1: the program put its own handler (or SIG_IGN) on s
 extern pid_t g_pid;
 extern struct sigaction g_prev_action;
+extern bool g_itimer_taken;  // the program uses ITIMER_PROF or SIGPROF: no itimer clock
+extern Hooks g_hooks;        // set_hooks(): the agent's fork and exec hooks
 
 // The runtime mutex with every signal blocked in the holding thread (see handler.cpp's
 // audit): a program handler that calls an interposed function can never interrupt a holder

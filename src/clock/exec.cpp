@@ -11,6 +11,7 @@
 #include <cstdarg>
 #include <cstdlib>
 
+#include "clock/clock.hpp"
 #include "clock/interpose.hpp"
 #include "clock/runtime.hpp"
 
@@ -106,3 +107,33 @@ SPROFIL_EXPORT int execveat(int dirfd, const char* path, char* const argv[], cha
 SPROFIL_EXEC_LIST(execl, path, false, execv(path, argv))
 SPROFIL_EXEC_LIST(execlp, file, false, execvp(file, argv))
 SPROFIL_EXEC_LIST(execle, path, true, execve(path, argv, envp))
+
+namespace sprofil::rt {
+namespace {
+bool g_exec_suspended = false;  // stopped by before_exec(); restarted if exec fails
+}  // namespace
+
+void before_exec() {
+  // A vfork child shares our memory but has none of our timers: touch nothing.
+  if (getpid() != g_pid) return;
+  Lock lock;
+  if (!g_active) return;
+  // The clock first: its last samples (in drain mode the parent's credit for the time since
+  // the last one) must be in the file the hook completes, or removes when it holds none.
+  stop_clock();
+  if (g_hooks.before_exec) g_hooks.before_exec();
+  g_exec_suspended = true;
+}
+
+void after_failed_exec() {
+  if (getpid() != g_pid) return;
+  Lock lock;
+  if (!g_exec_suspended) return;
+  g_exec_suspended = false;
+  // The hook first: the clock's first samples (and drain mode's hand-over of the file) go to
+  // the file it resumes or makes again.
+  if (g_hooks.after_failed_exec) g_hooks.after_failed_exec();
+  (void)start_clock(g_clock);
+}
+
+}  // namespace sprofil::rt

@@ -1,12 +1,13 @@
 // The runtime: which clock runs, on which signal, for which sessions; starting, stopping and
-// switching it; fork and exec; the program's view of its signals and timers. The parts live
-// in their own files:
-//   handler.cpp     the signal handler (its async-signal-safety audit), weights, signal choice
-//   clock.hpp       the clock interface (ClockOps), one file per clock:
-//   cpu.cpp wall.cpp itimer.cpp perf_clock.cpp sampler.cpp (+ timer.cpp: the POSIX timers of
-//   cpu/wall,
-//                   perf.cpp: perf events)
-//   threads.cpp     the thread registry and the pthread_create interposer
+// switching it. The parts live in their own files:
+//   handler.cpp       the signal handler (its async-signal-safety audit), weights, signal choice
+//   clock.hpp         the clock interface (ClockOps), one file per clock: cpu.cpp, wall.cpp,
+//                     itimer.cpp, perf_clock.cpp, sampler.cpp (timer.cpp: the POSIX timers of
+//                     the cpu and wall clocks; perf.cpp: perf events)
+//   threads.cpp       the thread registry and the pthread_create interposer
+//   fork.cpp          the clock across fork
+//   exec.cpp          the clock around exec (the interposed exec family)
+//   program_view.cpp  the program's view of its signals and interval timers
 // Everything here runs under g_mu with every signal blocked (Lock, clock.hpp).
 #include "clock/runtime.hpp"
 #include "clock/perf.hpp"
@@ -69,13 +70,13 @@ struct sigaction g_prev_action;  // the program's view of g_signo: what it set, 
 uint64_t g_claimed = 0;          // bit s-1: the program put its own handler (or SIG_IGN) on s
 pid_t g_pid = 0;
 
+bool g_itimer_taken = false;
+Hooks g_hooks;
+
 namespace {
 // The kind of the clock last started, readable without the runtime mutex (last_clock_kind()).
 std::atomic<uint8_t> g_clock_kind_now{0};
-bool g_exec_suspended = false;    // stopped by before_exec(); restarted if exec fails
 std::atomic<int> g_signo_now{0};  // g_signo, for the lock-free interposers
-bool g_itimer_taken = false;      // the program uses ITIMER_PROF or SIGPROF: no itimer clock
-Hooks g_hooks;
 uint64_t g_rng_state = 0;
 }  // namespace
 
@@ -135,8 +136,8 @@ void disarm_all() {
   if (const auto stop = clock_ops(g_clock.kind).stop) stop();
 }
 
-// Arms the process (a process-wide clock) or every known thread. A thread that has exited
-// since it was seen is forgotten. Fails only if the calling thread itself cannot be armed.
+}  // namespace
+
 int arm_all() {
   const ClockOps& ops = clock_ops(g_clock.kind);
   if (ops.process_wide) return ops.arm_process(g_clock);
@@ -200,43 +201,19 @@ void stop_clock() {
   g_signo = 0;
 }
 
+namespace {
+
 bool same_clock(const ClockRequest& a, const ClockRequest& b) {
   // A running clock is resolved: kAuto matches whatever it resolved to.
   return (a.kind == b.kind || a.kind == ClockKind::kAuto) && a.interval_ns == b.interval_ns;
 }
 
-__attribute__((tls_model("initial-exec"))) thread_local sigset_t t_fork_mask;
-
-void atfork_prepare() {
-  sigset_t all;
-  sigfillset(&all);
-  real_sigmask(SIG_BLOCK, &all, &t_fork_mask);
-  util::ForkSafeMutex<&g_mu>::prepare();
-}
-void atfork_parent() {
-  util::ForkSafeMutex<&g_mu>::parent();
-  real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
-}
-// Only the forking thread exists in the child, and no POSIX timer or itimer was inherited.
-void atfork_child() {
-  util::ForkSafeMutex<&g_mu>::child();
-  g_pid = getpid();
-  forget_slots_after_fork();
-  timers_split_after_fork(ClockRequest{});  // our TLS holds the parent's thread's stime
-  if (g_active) {
-    if (g_hooks.after_fork_child) g_hooks.after_fork_child();
-    const ClockOps& ops = clock_ops(g_clock.kind);
-    if (ops.after_fork_child) ops.after_fork_child(g_clock);
-    add_slot(gettid_());
-    arm_all();
-  }
-  real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
-}
-
+// In runtime.cpp, which every user of the runtime links (a static library pulls in only the
+// objects whose symbols are used).
 __attribute__((constructor(101))) void runtime_init() {
   g_pid = getpid();
   threads_init();
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  install_fork_handlers();
 }
 
 }  // namespace
@@ -301,90 +278,6 @@ int current_signal() {
   return g_signo_now.load(std::memory_order_acquire);
 }
 
-namespace {
-// The program claims sig: sprofil stops its clock (pending samples discarded), the program's
-// disposition `act` is set for real, and the clock starts again on another signal. With g_mu.
-void move_off(int sig, const struct sigaction* act) {
-  ClockRequest c = g_clock;
-  if (sig <= 64) g_claimed |= uint64_t{1} << (sig - 1);
-  stop_clock();  // discards our pending signals, restores the program's view
-  real_sigaction(sig, act, nullptr);
-  if (c.kind == ClockKind::kItimer) {
-    g_itimer_taken = true;
-    c.kind = ClockKind::kCpu;
-    note(
-        "sprofil: the program took SIGPROF; sampling continues with the cpu clock "
-        "(CPU-time timers) on another signal\n");
-  }
-  if (int e = start_clock(c))
-    note(
-        "sprofil: sampling stopped: the program took signal %d and sprofil found no other "
-        "(%s)\n",
-        sig, strerror(e));
-}
-}  // namespace
-
-bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
-  if (sig <= 0 || sig != current_signal()) return false;
-  if (getpid() != g_pid) {
-    // A vfork child shares our memory but has no timer: it may set what it likes (its exec
-    // resets handlers anyway) but must not touch the parent's state.
-    const struct sigaction view = g_prev_action;
-    if (act && real_sigaction(sig, act, nullptr) != 0) return false;
-    if (old) *old = view;
-    return true;
-  }
-  Lock lock;
-  if (!g_active || sig != g_signo) return false;
-  const struct sigaction view = g_prev_action;
-  if (act && act->sa_handler == SIG_DFL) {
-    g_prev_action = *act;  // recorded; sprofil keeps the signal (the default would kill)
-  } else if (act) {
-    move_off(sig, act);  // the program claims the signal and gets what it asked
-  }
-  if (old) *old = view;
-  return true;
-}
-
-void program_timer_signal(int sig) {
-  if (sig <= 0 || sig != current_signal() || getpid() != g_pid) return;
-  Lock lock;
-  if (!g_active || sig != g_signo) return;
-  // The program's own timer on our signal: it is the program's now, with the disposition it
-  // has set (SIG_DFL kills at the first expiry, as it would without sprofil).
-  const struct sigaction view = g_prev_action;
-  move_off(sig, &view);
-}
-
-bool program_setitimer(const itimerval* v, itimerval* old, int* rc) {
-  if (getpid() != g_pid) return false;  // a vfork child: its own itimer
-  Lock lock;
-  if (!g_active || g_clock.kind != ClockKind::kItimer) return false;
-  if (old) *old = itimerval{};  // the program has none: setting one moves sprofil away
-  *rc = 0;
-  if (v && (v->it_value.tv_sec || v->it_value.tv_usec)) {
-    g_itimer_taken = true;
-    ClockRequest c = g_clock;
-    c.kind = ClockKind::kCpu;
-    stop_clock();
-    if (int e = start_clock(c))
-      note("sprofil: sampling stopped: the program set ITIMER_PROF (%s)\n", strerror(e));
-    else
-      note(
-          "sprofil: the program set ITIMER_PROF; sampling continues with the cpu clock "
-          "(CPU-time timers)\n");
-    *rc = real_setitimer(ITIMER_PROF, v, nullptr);
-  }
-  return true;
-}
-
-bool program_getitimer(itimerval* v) {
-  Lock lock;
-  if (!g_active || g_clock.kind != ClockKind::kItimer) return false;
-  *v = itimerval{};
-  return true;
-}
-
 ClockKind last_clock_kind() {
   return static_cast<ClockKind>(g_clock_kind_now.load(std::memory_order_relaxed));
 }
@@ -436,29 +329,6 @@ int armed_threads() {
   int n = 0;
   for (int i = 0; i < g_nslots; ++i) n += g_slots[i].has_timer || g_slots[i].event;
   return n;
-}
-
-void before_exec() {
-  // A vfork child shares our memory but has none of our timers: touch nothing.
-  if (getpid() != g_pid) return;
-  Lock lock;
-  if (!g_active) return;
-  // The clock first: its last samples (in drain mode the parent's credit for the time since
-  // the last one) must be in the file the hook completes, or removes when it holds none.
-  stop_clock();
-  if (g_hooks.before_exec) g_hooks.before_exec();
-  g_exec_suspended = true;
-}
-
-void after_failed_exec() {
-  if (getpid() != g_pid) return;
-  Lock lock;
-  if (!g_exec_suspended) return;
-  g_exec_suspended = false;
-  // The hook first: the clock's first samples (and drain mode's hand-over of the file) go to
-  // the file it resumes or makes again.
-  if (g_hooks.after_failed_exec) g_hooks.after_failed_exec();
-  (void)start_clock(g_clock);
 }
 
 }  // namespace sprofil::rt
