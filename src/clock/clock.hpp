@@ -49,13 +49,19 @@ struct ClockOps {
   // Arms the process (process_wide) or one thread; 0 or an errno value.
   int (*arm_process)(const ClockRequest& c);
   int (*arm_thread)(Slot* s, const ClockRequest& c);
+  // Undoes arm_thread for one thread (its timer, event or record), if it armed one.
+  void (*disarm_thread)(Slot* s);
+  // In the handler: the weight of signal `si` if it is one of this clock's samples (0 if not,
+  // or if no whole period elapsed since the last one credited: its time goes to the next), and
+  // in *system_w the part of it spent in the kernel (splits_system). Signal-safe.
+  uint64_t (*weight)(const siginfo_t* si, uint64_t* system_w);
   // After every thread is disarmed: undoes arm_process and start.
   void (*stop)();
   // In a forked child (only the forking thread lives), before it is armed anew.
   void (*after_fork_child)(const ClockRequest& c);
 };
 
-// The clock of kind k (not kAuto: resolve it first with resolve_auto).
+// The clock of kind k (not kAuto: resolve it first with resolve_auto). Signal-safe.
 const ClockOps& clock_ops(ClockKind k);
 
 // --- what the clock files share (runtime.cpp, threads.cpp, timer.cpp) --------------------
@@ -98,26 +104,23 @@ clockid_t thread_cpu_clock(pid_t tid);
 int timers_split_start(const ClockRequest& c);
 void timers_split_stop();
 void timers_split_after_fork(const ClockRequest& c);
-// In the handler: a SI_TIMER signal's weight and its kernel part. Signal-safe.
+// The cpu and wall clocks' weight hook: a SI_TIMER signal of our timers, its weight and its
+// kernel part, else 0. Signal-safe.
 uint64_t timer_weight(const siginfo_t* si, uint64_t* system_w);
+// The cpu and wall clocks' disarm hook: deletes the thread's timer, if it has one.
+void disarm_timer(Slot* s);
 // In the handler: the kernel part of a sample of weight w from the thread's getrusage stime
 // (while timers_split_start's interval is set, else 0). Signal-safe.
 uint64_t timers_system_part(uint64_t w);
 
-// The sampler clock (sampler.cpp). In the handler: the weight of a SI_TIMER signal that is
-// not timer.cpp's, 0 if it is not the sampler clock's either. Signal-safe.
-uint64_t sampler_weight(const siginfo_t* si, uint64_t* system_w);
-// Whether the sampler clock runs (the sleeping calls' interposers). Signal-safe.
+// The sampler clock (sampler.cpp). Whether it runs (the sleeping calls' interposers).
+// Signal-safe.
 bool sampler_runs();
-// Frees a slot's sampler record (disarm_thread). With the runtime mutex.
-void sampler_release(Slot* s);
 // The sampler thread's tid, 0 if it does not run (never a thread to sample).
 pid_t sampler_tid();
 
-// ITIMER_PROF (itimer.cpp). In the handler: a SI_KERNEL signal's weight, 0 when the itimer
-// clock does not run. Signal-safe.
-uint64_t itimer_signal_weight();
-// Arms (interval_ns) or disarms (0) the real ITIMER_PROF; 0 or an errno value.
+// ITIMER_PROF (itimer.cpp). Arms (interval_ns) or disarms (0) the real ITIMER_PROF; 0 or an errno
+// value.
 int set_itimer(uint64_t interval_ns);
 
 // kAuto (perf_clock.cpp): the perf clock where perf_event_open works, else kSampler, and why.

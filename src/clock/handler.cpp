@@ -1,10 +1,14 @@
 // Signal-safety audit of on_signal(), the profiling signal handler:
-// - It reads the siginfo and ucontext the kernel gave it and decides whether the signal is
-//   ours: SI_TIMER with si_value == &g_cookie (our POSIX timers) or a live record of the
-//   sampler clock's never-freed pool (sampler.cpp: a walk of its chunk list, atomic loads),
-//   POLL_IN/POLL_HUP from an fd in perf's bitmap (perf::is_ours: atomic loads), or SI_KERNEL
-//   (ITIMER_PROF). Anything else (kill(), sigqueue(), tgkill(), another timer on the same
-//   signal) is dropped uncounted.
+// - It reads the siginfo and ucontext the kernel gave it and asks the running clock's weight
+//   hook (ClockOps::weight, clock.hpp; the kind from an atomic, the hooks in a constant table)
+//   whether the signal is one of its samples: the cpu and wall clocks' timer_weight()
+//   (timer.cpp): SI_TIMER with si_value == &g_cookie (our POSIX timers); the sampler clock's
+//   (sampler.cpp): SI_TIMER from a live record of its never-freed pool (a walk of its chunk
+//   list, atomic loads); the perf clock's (perf_clock.cpp): POLL_IN/POLL_HUP from an fd in
+//   perf's bitmap (perf::is_ours: atomic loads), or timer_weight() for a thread that got no
+//   event; the itimer clock's (itimer.cpp): SI_KERNEL. Anything else (kill(), sigqueue(),
+//   tgkill(), another timer on the same signal, another clock's late signal) weighs 0 and is
+//   dropped uncounted.
 // - The weight: si_overrun (timers), and their kernel part: getrusage(RUSAGE_THREAD) (a plain
 //   system call, not on POSIX's list but a raw syscall wrapper with no library state; errno is
 //   restored) against initial-exec TLS and two atomics; for perf, perf::signal_weight() (the
@@ -15,11 +19,10 @@
 //   library state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with
 //   per-thread state in initial-exec TLS, the period and generation in atomics, and per fd
 //   the event's phase and its thread's CPU clock at the opening in atomics; for ITIMER_PROF,
-//   itimer_signal_weight() (itimer.cpp): clock_gettime(2) (async-signal-safe) and a CAS on an
-//   atomic; for the sampler clock, sampler_weight() (sampler.cpp): clock_gettime(2) of the
-//   thread's CPU time and CLOCK_MONOTONIC (async-signal-safe), timer_settime(2) to re-arm the
-//   thread's one-shot timer (a plain system call), atomics in the thread's record, and the
-//   timers' getrusage above.
+//   clock_gettime(2) (async-signal-safe) and a CAS on an atomic; for the sampler clock,
+//   clock_gettime(2) of the thread's CPU time and CLOCK_MONOTONIC (async-signal-safe),
+//   timer_settime(2) to re-arm the thread's one-shot timer (a plain system call), atomics in
+//   the thread's record, and the timers' getrusage above.
 // - Then engine::global().sample(), whose own audit is at the top of engine/engine.cpp
 //   (atomics and immutable, safely published tables only).
 // - It saves and restores errno. It takes no lock, allocates nothing, and reads no runtime
@@ -31,8 +34,8 @@
 // in the thread that holds it (Lock, clock.hpp): a program handler that calls an interposed
 // function (sigaction, setitimer...) can never interrupt a holder of g_mu on its own thread.
 //
-// This file: the handler, the weight of each kind of signal (dispatched by si_code; the
-// weight functions live in the clock files), and the choice and installation of the signal.
+// This file: the handler, and the choice and installation of the signal; the weight of each
+// clock's signals is its own file's hook.
 #include <signal.h>
 #include <ucontext.h>
 
@@ -41,7 +44,6 @@
 #include <cstring>
 
 #include "clock/clock.hpp"
-#include "clock/perf.hpp"
 #include "engine/engine.hpp"
 
 namespace sprofil::rt {
@@ -60,30 +62,13 @@ uintptr_t pc_of(void* ucv) {
 #endif
 }
 
-// The weight of a signal if it is one of our samples, else 0 (not ours, or no whole period
-// elapsed since the last one: its time is credited to the next), and in *system_w the part
-// of it spent in the kernel where the clock tells (clock_splits_system()).
-uint64_t sample_weight(const siginfo_t* si, uint64_t* system_w) {
-  *system_w = 0;
-  switch (si->si_code) {
-    case SI_TIMER:  // our POSIX timers (timer.cpp), or the sampler clock's (sampler.cpp)
-      return si->si_value.sival_ptr == &g_cookie ? timer_weight(si, system_w)
-                                                 : sampler_weight(si, system_w);
-    case POLL_IN:  // a perf event overflow (F_SETSIG)
-    case POLL_HUP:
-      return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd, system_w) : 0;
-    case SI_KERNEL:  // ITIMER_PROF: ours only while the itimer clock runs
-      return itimer_signal_weight();
-    default:  // kill(), sigqueue(), tgkill(): not ours
-      return 0;
-  }
-}
-
 void on_signal(int, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
   uint64_t system_w = 0;
-  if (const uint64_t weight = sample_weight(si, &system_w))
-    engine::global().sample(pc_of(uc), weight, system_w);
+  // The running clock's weight hook tells its samples from anything else (kill(),
+  // sigqueue(), tgkill(), another clock's late signal) and weighs them.
+  if (const uint64_t w = clock_ops(last_clock_kind()).weight(si, &system_w))
+    engine::global().sample(pc_of(uc), w, system_w);
   errno = saved_errno;
 }
 

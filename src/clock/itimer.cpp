@@ -43,11 +43,13 @@ void stop() {
   set_itimer(0);
 }
 
-}  // namespace
-
-uint64_t itimer_signal_weight() {
-  return g_itimer_interval.load(std::memory_order_relaxed) ? itimer_weight() : 0;
+// SI_KERNEL: ITIMER_PROF's signal, ours only while the itimer clock runs. No kernel part.
+uint64_t weight(const siginfo_t* si, uint64_t*) {
+  if (si->si_code != SI_KERNEL || !g_itimer_interval.load(std::memory_order_relaxed)) return 0;
+  return itimer_weight();
 }
+
+}  // namespace
 
 int set_itimer(uint64_t interval_ns) {
   if (interval_ns) g_itimer_credited.store(process_cpu_ns() / interval_ns);
@@ -66,6 +68,8 @@ extern const ClockOps g_clock_ITIMER = {
     /*start=*/nullptr,
     arm_process,
     /*arm_thread=*/nullptr,
+    /*disarm_thread=*/nullptr,
+    weight,
     stop,
     /*after_fork_child=*/nullptr,
 };

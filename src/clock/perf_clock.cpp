@@ -88,6 +88,24 @@ int arm_thread(Slot* s, const ClockRequest& c) {
   return 0;
 }
 
+// Its event, or the CPU-time timer of a thread that got none.
+void disarm(Slot* s) {
+  if (s->event) {
+    perf::close_event(s->event);
+    free(s->event);
+    s->event = nullptr;
+  }
+  disarm_timer(s);
+}
+
+// An overflow of one of our events (F_SETSIG: POLL_IN, or POLL_HUP at its end), or a timer
+// of a thread that got no event.
+uint64_t weight(const siginfo_t* si, uint64_t* system_w) {
+  if (si->si_code == SI_TIMER) return timer_weight(si, system_w);
+  if (si->si_code != POLL_IN && si->si_code != POLL_HUP) return 0;
+  return perf::is_ours(si->si_fd) ? perf::signal_weight(si->si_fd, system_w) : 0;
+}
+
 void stop() {
   perf::stop_drainer();
   // Every event of this process is drained into the file before the agent completes it.
@@ -109,7 +127,7 @@ extern const ClockOps g_clock_PERF = {
     /*sigprof_only=*/false,
     /*process_wide=*/false,
     /*splits_system=*/true,  prepare,    start,
-    /*arm_process=*/nullptr, arm_thread, stop,  after_fork_child,
+    /*arm_process=*/nullptr, arm_thread, disarm, weight, stop, after_fork_child,
 };
 
 ClockRequest resolve_auto(const ClockRequest& c) {

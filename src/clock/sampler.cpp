@@ -207,9 +207,8 @@ void after_fork_child(const ClockRequest& c) {
   start_sampler();
 }
 
-}  // namespace
-
-void sampler_release(Slot* s) {
+// Frees the thread's record and its timer.
+void disarm(Slot* s) {
   if (!s->rec) return;
   auto* r = static_cast<Rec*>(s->rec);
   timer_delete(r->timer);
@@ -217,11 +216,10 @@ void sampler_release(Slot* s) {
   s->rec = nullptr;
 }
 
-pid_t sampler_tid() {
-  return g_sampler.tid.load(std::memory_order_acquire);
-}
-
-uint64_t sampler_weight(const siginfo_t* si, uint64_t* system_w) {
+// A SI_TIMER signal of a live record of the pool (never freed: a late signal reads no freed
+// memory), weighted by the thread's CPU time since its last credited sample.
+uint64_t weight(const siginfo_t* si, uint64_t* system_w) {
+  if (si->si_code != SI_TIMER) return 0;
   const uint64_t p = g_interval.load(std::memory_order_relaxed);
   if (p == 0) return 0;
   auto* r = static_cast<Rec*>(si->si_value.sival_ptr);
@@ -256,6 +254,12 @@ uint64_t sampler_weight(const siginfo_t* si, uint64_t* system_w) {
   return w;
 }
 
+}  // namespace
+
+pid_t sampler_tid() {
+  return g_sampler.tid.load(std::memory_order_acquire);
+}
+
 bool sampler_runs() {
   return g_interval.load(std::memory_order_relaxed) != 0;
 }
@@ -265,7 +269,7 @@ extern const ClockOps g_clock_SAMPLER = {
     /*process_wide=*/false,
     /*splits_system=*/true,
     /*prepare=*/nullptr,     start,
-    /*arm_process=*/nullptr, arm_thread, stop, after_fork_child,
+    /*arm_process=*/nullptr, arm_thread, disarm, weight, stop, after_fork_child,
 };
 
 }  // namespace sprofil::rt

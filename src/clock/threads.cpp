@@ -57,15 +57,7 @@ void remove_slot(Slot* s) {
 }
 
 void disarm_thread(Slot* s) {
-  sampler_release(s);
-  if (s->event) {
-    perf::close_event(s->event);
-    free(s->event);
-    s->event = nullptr;
-  }
-  if (!s->has_timer) return;
-  timer_delete(s->timer);
-  s->has_timer = false;
+  if (const auto disarm = clock_ops(g_clock.kind).disarm_thread) disarm(s);
 }
 
 // Threads that exist but did not come through our pthread_create (they predate the library,

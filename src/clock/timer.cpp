@@ -65,13 +65,19 @@ void timers_split_after_fork(const ClockRequest&) {
 }
 
 uint64_t timer_weight(const siginfo_t* si, uint64_t* system_w) {
-  if (si->si_value.sival_ptr != &g_cookie) return 0;
+  if (si->si_code != SI_TIMER || si->si_value.sival_ptr != &g_cookie) return 0;
   // Each overrun is an expiry the kernel folded into this signal (its tick is coarser than
   // our interval): weighting by them keeps count x interval equal to the time.
   const uint64_t w = 1 + static_cast<uint64_t>(si->si_overrun > 0 ? si->si_overrun : 0);
   // The system call only where a table keeps system parts (the agent's; not the faces').
   *system_w = engine::global().wants_system() ? timers_system_part(w) : 0;
   return w;
+}
+
+void disarm_timer(Slot* s) {
+  if (!s->has_timer) return;
+  timer_delete(s->timer);
+  s->has_timer = false;
 }
 
 clockid_t thread_cpu_clock(pid_t tid) {

@@ -15,9 +15,14 @@ extern const ClockOps g_clock_WALL = {
     /*sigprof_only=*/false,
     /*process_wide=*/false,
     /*splits_system=*/true,
-    /*prepare=*/nullptr,     timers_split_start,
-    /*arm_process=*/nullptr, arm_thread,
-    timers_split_stop,       timers_split_after_fork,
+    /*prepare=*/nullptr,
+    timers_split_start,
+    /*arm_process=*/nullptr,
+    arm_thread,
+    disarm_timer,
+    timer_weight,
+    timers_split_stop,
+    timers_split_after_fork,
 };
 
 }  // namespace sprofil::rt
