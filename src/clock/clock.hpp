@@ -44,6 +44,9 @@ struct ClockOps {
   bool splits_system;  // its samples carry their kernel part (clock_splits_system)
   // Process-wide checks and setup before the signal is chosen; 0 or an errno value.
   int (*prepare)(const ClockRequest& c);
+  // After prepare: true when its samples reach the profile without a signal (perf's drain
+  // mode: the record parent reads them), so none is taken; nullptr: it takes one.
+  bool (*signalless)();
   // After the handler is installed, before any thread is armed; 0 or an errno value.
   int (*start)(const ClockRequest& c);
   // Arms the process (process_wide) or one thread; 0 or an errno value.

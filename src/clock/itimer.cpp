@@ -65,6 +65,7 @@ extern const ClockOps g_clock_ITIMER = {
     /*process_wide=*/true,
     /*splits_system=*/false,
     /*prepare=*/nullptr,
+    /*signalless=*/nullptr,
     /*start=*/nullptr,
     arm_process,
     /*arm_thread=*/nullptr,

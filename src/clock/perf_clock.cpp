@@ -126,8 +126,9 @@ bool perf::drain_mode() {
 extern const ClockOps g_clock_PERF = {
     /*sigprof_only=*/false,
     /*process_wide=*/false,
-    /*splits_system=*/true,  prepare,    start,
-    /*arm_process=*/nullptr, arm_thread, disarm, weight, stop, after_fork_child,
+    /*splits_system=*/true,  prepare,    perf::drain_mode, start,
+    /*arm_process=*/nullptr, arm_thread, disarm,           weight, stop,
+    after_fork_child,
 };
 
 ClockRequest resolve_auto(const ClockRequest& c) {

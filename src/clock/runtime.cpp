@@ -10,7 +10,6 @@
 //   program_view.cpp  the program's view of its signals and interval timers
 // Everything here runs under g_mu with every signal blocked (Lock, clock.hpp).
 #include "clock/runtime.hpp"
-#include "clock/perf.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -161,9 +160,9 @@ int start_clock(const ClockRequest& req) {
   if (ops.prepare)
     if (int e = ops.prepare(c)) return e;
   int err = 0;
-  // The perf clock's drain mode delivers no signal (the record parent reads the samples):
-  // it takes none, so a program with handlers on every signal (Go) is sampled too.
-  const bool signalless = c.kind == ClockKind::kPerf && perf::drain_mode();
+  // A clock whose samples need no signal (perf's drain mode: the record parent reads them)
+  // takes none, so a program with handlers on every signal (Go) is sampled too.
+  const bool signalless = ops.signalless && ops.signalless();
   const int signo = signalless ? 0 : choose_signal(ops, &err);
   if (!signo && !signalless) return err;
   if (signo)

@@ -268,7 +268,8 @@ extern const ClockOps g_clock_SAMPLER = {
     /*sigprof_only=*/false,
     /*process_wide=*/false,
     /*splits_system=*/true,
-    /*prepare=*/nullptr,     start,
+    /*prepare=*/nullptr,
+    /*signalless=*/nullptr,  start,
     /*arm_process=*/nullptr, arm_thread, disarm, weight, stop, after_fork_child,
 };
 

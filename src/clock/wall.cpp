@@ -16,6 +16,7 @@ extern const ClockOps g_clock_WALL = {
     /*process_wide=*/false,
     /*splits_system=*/true,
     /*prepare=*/nullptr,
+    /*signalless=*/nullptr,
     timers_split_start,
     /*arm_process=*/nullptr,
     arm_thread,
