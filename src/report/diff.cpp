@@ -45,27 +45,15 @@ struct NumberKind {
 constexpr NumberKind kPercent{false, 4, "%.6f"}, kSeconds{true, 6, "%.9g"}, kP{true, 4, "%.6g"},
     kSamples{false, 3, "%.6g"};
 
-// A diff row's numbers, in the CSV's column order: the name JSON and CSV give each, its
-// field and its kind.
+// A diff row's numbers (SPROFIL_DIFF_NUMBERS, diff.hpp): each one's name, field and kind.
 struct DiffColumn {
   const char* name;
   double DiffRow::*field;
   const NumberKind& kind;
 };
-constexpr DiffColumn kColumns[] = {
-    {"base_percent", &DiffRow::base_percent, kPercent},
-    {"new_percent", &DiffRow::new_percent, kPercent},
-    {"change", &DiffRow::change, kPercent},
-    {"change_ci95_low", &DiffRow::change_lo, kPercent},
-    {"change_ci95_high", &DiffRow::change_hi, kPercent},
-    {"base_seconds", &DiffRow::base_seconds, kSeconds},
-    {"new_seconds", &DiffRow::new_seconds, kSeconds},
-    {"change_seconds", &DiffRow::change_seconds, kSeconds},
-    {"p_value", &DiffRow::p_value, kP},
-    {"p_adjusted", &DiffRow::p_adjusted, kP},
-    {"base_samples", &DiffRow::base_samples, kSamples},
-    {"new_samples", &DiffRow::new_samples, kSamples},
-};
+#define SPROFIL_DIFF_COLUMN_(field, kind, initial) {#field, &DiffRow::field, kind},
+constexpr DiffColumn kColumns[] = {SPROFIL_DIFF_NUMBERS(SPROFIL_DIFF_COLUMN_)};
+#undef SPROFIL_DIFF_COLUMN_
 
 }  // namespace
 
@@ -143,8 +131,8 @@ DiffTable diff(const profile::Profile& base, const profile::Profile& next,
     r.new_percent = n2 > 0 ? 100 * r.new_samples / n2 : 0;
     Interval iv = newcombe(r.base_samples, n1, r.new_samples, n2);
     r.change = r.new_percent - r.base_percent;
-    r.change_lo = 100 * iv.lo;
-    r.change_hi = 100 * iv.hi;
+    r.change_ci95_low = 100 * iv.lo;
+    r.change_ci95_high = 100 * iv.hi;
     r.base_seconds = r.base_samples * t.base_tick_seconds;
     r.new_seconds = r.new_samples * t.new_tick_seconds;
     r.change_seconds = r.new_seconds - r.base_seconds;
@@ -187,8 +175,8 @@ void write_diff_text(const DiffTable& t, size_t limit, std::ostream& out) {
   for (const DiffRow& r : t.rows) {
     if (limit != 0 && shown++ >= limit) break;
     std::snprintf(buf, sizeof buf, "%-3s %7.2f %7.2f %+8.2f [%+8.2f, %+8.2f] %+10.3f %9.2g  ",
-                  r.significant ? "*" : "", r.base_percent, r.new_percent, r.change, r.change_lo,
-                  r.change_hi, r.change_seconds, r.p_adjusted);
+                  r.significant ? "*" : "", r.base_percent, r.new_percent, r.change,
+                  r.change_ci95_low, r.change_ci95_high, r.change_seconds, r.p_adjusted);
     out << buf << row_label(r, t.by) << "\n";
   }
 }

@@ -25,17 +25,27 @@
 
 namespace sprofil::report {
 
+// A diff row's numbers, in the order of the CSV's columns: X(field, kind, initial). A field's
+// name is its JSON key and CSV column; its kind says how each format writes it (diff.cpp).
+// Percentages are 0-100 and the change and its 95% interval percentage points; seconds are
+// estimated time (samples x tick), the change new - base; p is two-sided, then Holm-adjusted.
+// clang-format off
+#define SPROFIL_DIFF_NUMBERS(X)                                                            \
+  X(base_percent, kPercent, 0) X(new_percent, kPercent, 0) X(change, kPercent, 0)          \
+  X(change_ci95_low, kPercent, 0) X(change_ci95_high, kPercent, 0)                         \
+  X(base_seconds, kSeconds, 0) X(new_seconds, kSeconds, 0) X(change_seconds, kSeconds, 0)  \
+  X(p_value, kP, 1) X(p_adjusted, kP, 1)                                                   \
+  X(base_samples, kSamples, 0) X(new_samples, kSamples, 0)
+// clang-format on
+
 struct DiffRow {
   std::string name;  // function, object basename, or "function file:line" parts below
   std::string object;
   std::string file;
   int line = 0;
-  double base_samples = 0, new_samples = 0;
-  double base_percent = 0, new_percent = 0;         // 0-100
-  double change = 0, change_lo = 0, change_hi = 0;  // percentage points
-  double base_seconds = 0, new_seconds = 0;         // estimated time (samples * tick)
-  double change_seconds = 0;                        // new - base
-  double p_value = 1, p_adjusted = 1;               // two-sided; Holm-adjusted
+#define SPROFIL_DIFF_FIELD_(field, kind, initial) double field = initial;
+  SPROFIL_DIFF_NUMBERS(SPROFIL_DIFF_FIELD_)
+#undef SPROFIL_DIFF_FIELD_
   bool significant = false;
 };
 
