@@ -62,10 +62,7 @@ static void* burn(void* arg) {
 }
 
 int main(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_timer;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  struct sigaction sa = {.sa_sigaction = on_timer, .sa_flags = SA_SIGINFO | SA_RESTART};
   sigfillset(&sa.sa_mask);
   sigaction(SIGPROF, &sa, NULL);
   pthread_t a, b;

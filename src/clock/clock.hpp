@@ -112,6 +112,23 @@ void timers_split_after_fork(const ClockRequest& c);
 uint64_t timer_weight(const siginfo_t* si, uint64_t* system_w);
 // The cpu and wall clocks' disarm hook: deletes the thread's timer, if it has one.
 void disarm_timer(Slot* s);
+// A clock of per-thread POSIX timers (cpu, wall): `arm_thread` gives each thread its timer
+// on the clock it counts; the rest is timer.cpp's. Constant, so that the table of clocks is
+// set before any constructor can start one (declare the result constinit).
+constexpr ClockOps timer_clock(int (*arm_thread)(Slot* s, const ClockRequest& c)) {
+  return ClockOps{/*sigprof_only=*/false,
+                  /*process_wide=*/false,
+                  /*splits_system=*/true,
+                  /*prepare=*/nullptr,
+                  /*signalless=*/nullptr,
+                  timers_split_start,
+                  /*arm_process=*/nullptr,
+                  arm_thread,
+                  disarm_timer,
+                  timer_weight,
+                  timers_split_stop,
+                  timers_split_after_fork};
+}
 // In the handler: the kernel part of a sample of weight w from the thread's getrusage stime
 // (while timers_split_start's interval is set, else 0). Signal-safe.
 uint64_t timers_system_part(uint64_t w);

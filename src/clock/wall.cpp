@@ -11,19 +11,6 @@ int arm_thread(Slot* s, const ClockRequest& c) {
 
 }  // namespace
 
-extern const ClockOps g_clock_WALL = {
-    /*sigprof_only=*/false,
-    /*process_wide=*/false,
-    /*splits_system=*/true,
-    /*prepare=*/nullptr,
-    /*signalless=*/nullptr,
-    timers_split_start,
-    /*arm_process=*/nullptr,
-    arm_thread,
-    disarm_timer,
-    timer_weight,
-    timers_split_stop,
-    timers_split_after_fork,
-};
+extern constinit const ClockOps g_clock_WALL = timer_clock(arm_thread);
 
 }  // namespace sprofil::rt
