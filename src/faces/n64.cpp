@@ -52,14 +52,12 @@ size_t counters_bytes(const Segment* s, u32 n, u32 width) {
 void copy_counters(unsigned char* dst) {
   for (u32 i = 0; i < g_nsegs; ++i) {
     const size_t bytes = static_cast<size_t>(g_segs[i].histo_size) * g_width;
+    const engine::Counters c{g_segs[i].histo, g_segs[i].histo_size, static_cast<uint8_t>(g_width)};
     for (size_t k = 0; k < g_segs[i].histo_size; ++k) {
-      if (g_width == 2) {
-        const u16 v = std::atomic_ref<u16>(static_cast<u16*>(g_segs[i].histo)[k]).load();
-        memcpy(dst + k * 2, &v, 2);
-      } else {
-        const u32 v = std::atomic_ref<u32>(static_cast<u32*>(g_segs[i].histo)[k]).load();
-        memcpy(dst + k * 4, &v, 4);
-      }
+      const uint64_t v = engine::load(c, k);
+      const u16 v16 = static_cast<u16>(v);
+      const u32 v32 = static_cast<u32>(v);
+      memcpy(dst + k * g_width, g_width == 2 ? static_cast<const void*>(&v16) : &v32, g_width);
     }
     dst += bytes;
   }

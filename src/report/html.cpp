@@ -65,7 +65,7 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
             (p.clock == profile::Clock::kWall ? " is in no process's profile" : " has no sample"));
   const Coverage cov = coverage_of(p, total);
   if (!cov.warning.empty()) add("warning", cov.warning);
-  if ((p.flags & SPROF_F_FINISHED) == 0)
+  if (!p.finished())
     add("finished", "no: the program did not end cleanly; counts up to its end are kept");
   return h;
 }

@@ -36,7 +36,7 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["delivered"] = p.delivered;
   j["lost"] = p.lost;
   j["cpu_seconds"] = significant(double(p.cpu_ns) / 1e9, 12);
-  j["finished"] = (p.flags & SPROF_F_FINISHED) != 0;
+  j["finished"] = p.finished();
   // samples x tick / cpu_seconds for CPU clocks (null for the wall clock or without cpu_ns);
   // coverage_warning is set when the samples fall far below the process's CPU time.
   // With system data (SPROF_R_SYSTEM): the system part of the total and of each row; with

@@ -79,7 +79,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
                   double(profile::unsampled_cpu_ns(p)) / 1e9, double(p.run_cpu_ns) / 1e9);
     out << buf;
   }
-  if ((p.flags & SPROF_F_FINISHED) == 0)
+  if (!p.finished())
     out << "warning: the profile did not finish cleanly (crash, kill or still running); "
            "the counts are partial\n";
   Coverage cov = coverage_of(
