@@ -2,8 +2,10 @@
 // AT_SECURE (a setuid or setgid program: the agent does not start):
 //   SPROFIL_OUTPUT       output file (the agent runs only when this is set)
 //   SPROFIL_HZ           samples per second and thread (default 1000)
-//   SPROFIL_CLOCK        auto (default: perf where allowed, else cpu), cpu, perf, itimer, wall
-//   SPROFIL_PERF_MODE    signal (default) or ring, for the perf clock (read by the clock)
+//   SPROFIL_CLOCK        auto (default: perf where allowed, else sampler) or a clock of the
+//                        table (SPROF_CLOCKS: cpu, itimer, perf, wall, sampler)
+//   SPROFIL_PERF_MODE    drain (the default under sprofil record), signal (the default
+//                        otherwise) or ring, for the perf clock (read by the clock)
 //   SPROFIL_BIN_BYTES    bytes of text per counter, a power of two (default 1: exact; 4 when
 //                        the profile is on a tmpfs or ramfs)
 //   SPROFIL_SYSTEM       1: a system-time array per region where the clock splits system time;
@@ -61,12 +63,15 @@ const char* env(const char* name) {
   return secure_getenv(name);
 }
 
+// ", name" for each row of the table of clocks: the choices SPROFIL_CLOCK's error lists.
+#define SPROFIL_CLOCK_CHOICE_(NAME, id, name, description) ", " name
+
 bool read_settings(const char* output, Settings* s, const char** why) {
   s->clock = rt::ClockRequest{};
   s->clock.kind = rt::ClockKind::kAuto;
   if (const char* c = env("SPROFIL_CLOCK"); c && *c) {
     if (!rt::parse_clock(c, &s->clock.kind))
-      return *why = "SPROFIL_CLOCK is not auto, cpu, perf, itimer or wall", false;
+      return *why = "SPROFIL_CLOCK is not one of auto" SPROF_CLOCKS(SPROFIL_CLOCK_CHOICE_), false;
   }
   if (!util::hz_from_env(&s->clock.interval_ns, why)) return false;
   const char* bins = env("SPROFIL_BIN_BYTES");

@@ -15,6 +15,8 @@
 #include "api/version.h"
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
+#include "format/layout.hpp"
+#include "format/sprof_format.h"
 #include "live/live.hpp"
 #include "sprofil/sprofil.h"
 #include "util/elfsym.hpp"
@@ -84,13 +86,29 @@ int build_table(sprofil_session* s, engine::Table** out) {
   return e == engine::Error::kOk ? 0 : EINVAL;
 }
 
+// The public sprofil_clock numbers (include/sprofil/sprofil.h, released: they never change)
+// against the table's: CPU to WALL are the same; the public AUTO is 4 and SAMPLER 5, where
+// the file format and the runtime number the sampler 4 and put auto past the table.
+constexpr int pub(sprofil_clock c) {
+  return static_cast<int>(c);
+}
+static_assert(pub(SPROFIL_CLOCK_CPU) == SPROF_CLOCK_CPU &&
+                  pub(SPROFIL_CLOCK_ITIMER) == SPROF_CLOCK_ITIMER &&
+                  pub(SPROFIL_CLOCK_PERF) == SPROF_CLOCK_PERF &&
+                  pub(SPROFIL_CLOCK_WALL) == SPROF_CLOCK_WALL && pub(SPROFIL_CLOCK_AUTO) == 4 &&
+                  pub(SPROFIL_CLOCK_SAMPLER) == 5 && SPROF_CLOCK_SAMPLER == 4 &&
+                  SPROF_CLOCK_COUNT == 5,
+              "the public clock numbers and their mapping below");
+constexpr rt::ClockKind kind_of(sprofil_clock c) {
+  return c == SPROFIL_CLOCK_AUTO      ? rt::ClockKind::kAuto
+         : c == SPROFIL_CLOCK_SAMPLER ? rt::ClockKind::kSampler
+                                      : static_cast<rt::ClockKind>(c);
+}
+static_assert(kind_of(SPROFIL_CLOCK_SAMPLER) == rt::ClockKind::kSampler &&
+              kind_of(SPROFIL_CLOCK_WALL) == rt::ClockKind::kWall);
+
 rt::ClockRequest clock_of(const sprofil_options& o) {
-  // The public numbers: AUTO is 4 and SAMPLER 5 (the file format and the runtime number the
-  // sampler 4, their auto is past the table).
-  const rt::ClockKind k = o.clock == SPROFIL_CLOCK_AUTO      ? rt::ClockKind::kAuto
-                          : o.clock == SPROFIL_CLOCK_SAMPLER ? rt::ClockKind::kSampler
-                                                             : static_cast<rt::ClockKind>(o.clock);
-  return rt::ClockRequest{k, 1000000000ull / o.hz};
+  return rt::ClockRequest{kind_of(o.clock), 1000000000ull / o.hz};
 }
 
 // Publishes a fresh table when the session runs.
@@ -113,7 +131,7 @@ int republish(sprofil_session* s) {
 int add_region(sprofil_session* s, uintptr_t lo, uintptr_t hi, const char* name) {
   if (!s || hi <= lo) return EINVAL;
   if (!util::grow(&s->regs, &s->cap, s->n + 1, 16)) return ENOMEM;
-  const uint64_t nbins = (hi - lo + s->opt.bin_bytes - 1) / s->opt.bin_bytes;
+  const uint64_t nbins = layout::nbins_for(hi - lo, s->opt.bin_bytes);
   const size_t bytes = nbins * s->opt.counter_width;
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

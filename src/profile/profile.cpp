@@ -18,9 +18,10 @@ constexpr ClockInfo kClocks[] = {SPROF_CLOCKS(SPROF_CLOCK_INFO_)};
 static_assert(uint32_t(Clock::kCpu) == SPROF_CLOCK_CPU &&
                   uint32_t(Clock::kItimer) == SPROF_CLOCK_ITIMER &&
                   uint32_t(Clock::kPerf) == SPROF_CLOCK_PERF &&
-                  uint32_t(Clock::kWall) == SPROF_CLOCK_WALL,
+                  uint32_t(Clock::kWall) == SPROF_CLOCK_WALL &&
+                  uint32_t(Clock::kSampler) == SPROF_CLOCK_SAMPLER,
               "profile::Clock follows SPROF_CLOCKS");
-static_assert(std::size(kClocks) == SPROF_CLOCK_COUNT);
+static_assert(SPROF_CLOCK_COUNT == 5, "a new row of SPROF_CLOCKS needs its profile::Clock");
 }  // namespace
 
 const char* clock_name(Clock c) {

@@ -14,7 +14,9 @@ inline uint64_t sat_add(uint64_t a, uint64_t b) {
   return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
-enum class Clock : uint32_t { kCpu = 0, kItimer = 1, kPerf = 2, kWall = 3 };
+// The sampling clock a profile was taken with: one per row of SPROF_CLOCKS, with its on-disk
+// number (pinned in profile.cpp); names and descriptions come from the table.
+enum class Clock : uint32_t { kCpu = 0, kItimer = 1, kPerf = 2, kWall = 3, kSampler = 4 };
 const char* clock_name(Clock c);         // "cpu"
 const char* clock_description(Clock c);  // "per-thread CPU-time timers"
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "format/sprof_format.h"
 #include "record/record.hpp"
 #include "subcommands.hpp"
 #include "util/self_exe.hpp"
@@ -38,13 +39,17 @@ Run setup_record(CLI::App& sub) {
   auto opts = std::make_shared<record::Options>();
   sub.add_option("-F,--frequency", opts->hz, "Samples per second and thread")
       ->check(CLI::Range(1u, 1000000u));
-  sub.add_option(
-         "--clock", opts->clock,
-         "Sampling clock: auto (perf where allowed, else sampler), perf (per-thread perf "
-         "event on the task clock), cpu (per-thread CPU-time timers), itimer (process "
-         "ITIMER_PROF), wall (per-thread wall clock: on- and off-CPU time) or sampler (per-thread "
-         "high-resolution timers weighted by each thread's CPU time: no perf events)")
-      ->check(CLI::IsMember({"auto", "perf", "cpu", "itimer", "wall", "sampler"}))
+  // auto, then every row of the one table of clocks (SPROF_CLOCKS) with its description.
+  std::vector<std::string> clocks{"auto"};
+  std::string clock_help = "Sampling clock: auto (perf where allowed, else sampler)";
+  for (uint32_t i = 0; i < SPROF_CLOCK_COUNT; ++i) {
+    const auto c = static_cast<profile::Clock>(i);
+    clocks.push_back(profile::clock_name(c));
+    clock_help +=
+        std::string(", ") + profile::clock_name(c) + " (" + profile::clock_description(c) + ")";
+  }
+  sub.add_option("--clock", opts->clock, clock_help)
+      ->check(CLI::IsMember(clocks))
       ->capture_default_str();
   sub.add_option("-o,--output", opts->output,
                  "The run profile to write (one file holding every process of the run)")
