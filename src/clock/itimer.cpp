@@ -60,7 +60,7 @@ int set_itimer(uint64_t interval_ns) {
   return real_setitimer(ITIMER_PROF, &it, nullptr) == 0 ? 0 : errno;
 }
 
-extern const ClockOps g_clock_ITIMER = {
+extern constinit const ClockOps g_clock_ITIMER = {
     /*sigprof_only=*/true,
     /*process_wide=*/true,
     /*splits_system=*/false,

@@ -123,7 +123,7 @@ bool perf::drain_mode() {
   return g_perf_drain;
 }
 
-extern const ClockOps g_clock_PERF = {
+extern constinit const ClockOps g_clock_PERF = {
     /*sigprof_only=*/false,
     /*process_wide=*/false,
     /*splits_system=*/true,  prepare,    perf::drain_mode, start,

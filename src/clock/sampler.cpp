@@ -264,7 +264,7 @@ bool sampler_runs() {
   return g_interval.load(std::memory_order_relaxed) != 0;
 }
 
-extern const ClockOps g_clock_SAMPLER = {
+extern constinit const ClockOps g_clock_SAMPLER = {
     /*sigprof_only=*/false,
     /*process_wide=*/false,
     /*splits_system=*/true,
