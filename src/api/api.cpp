@@ -20,6 +20,7 @@
 #include "live/live.hpp"
 #include "sprofil/sprofil.h"
 #include "util/elfsym.hpp"
+#include "util/export.hpp"
 #include "util/grow.hpp"
 #include "util/mutex.hpp"
 #include "util/self_exe.hpp"
@@ -352,7 +353,7 @@ void sprofil_snapshot_free(sprofil_snapshot* snap) {
 
 // Diagnostics, not in the public header: what Engine::exchange did so far (exchanges, tables
 // retired because a handler still read them, tables leaked). Tests look it up with dlsym.
-extern "C" __attribute__((visibility("default"))) int sprofil_debug_engine_stats(uint64_t out[3]) {
+SPROFIL_EXPORT int sprofil_debug_engine_stats(uint64_t out[3]) {
   if (!out) return -1;
   const engine::Engine::Stats s = engine::global().stats();
   out[0] = s.exchanges;

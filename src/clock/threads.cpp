@@ -18,6 +18,7 @@
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
 #include "clock/perf.hpp"
+#include "util/export.hpp"
 #include "util/grow.hpp"
 
 namespace sprofil::rt {
@@ -221,10 +222,8 @@ void* start_trampoline(void* p) {
 using pthread_create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
-                                                                     const pthread_attr_t* attr,
-                                                                     void* (*fn)(void*),
-                                                                     void* arg) {
+SPROFIL_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
+                                  void* arg) {
   static std::atomic<pthread_create_fn> real{nullptr};
   const pthread_create_fn f = sprofil::rt::real_fn(real, "pthread_create");
   if (!f) return EAGAIN;

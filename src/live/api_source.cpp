@@ -6,6 +6,8 @@
 
 #include "live/live.hpp"
 #include "sprofil/sprofil.h"
+#include "util/export.hpp"
+#include "util/mutex.hpp"
 
 using namespace sprofil;
 
@@ -15,9 +17,11 @@ pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  // orders serving against spr
 sprofil_session* g_session = nullptr;
 
 bool api_source(void*, live::Image* out) {
-  pthread_mutex_lock(&g_mu);
-  sprofil_snapshot* snap = g_session ? sprofil_snapshot_take(g_session) : nullptr;
-  pthread_mutex_unlock(&g_mu);
+  sprofil_snapshot* snap = nullptr;
+  {
+    util::MutexGuard lock(&g_mu);
+    if (g_session) snap = sprofil_snapshot_take(g_session);
+  }
   if (!snap) return false;
   size_t total = SPROF_PAGE;
   for (size_t i = 0; i < snap->nregions; ++i)
@@ -41,18 +45,20 @@ bool api_source(void*, live::Image* out) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int sprofil_live_serve(sprofil_session* s) {
-  pthread_mutex_lock(&g_mu);
-  g_session = s;
-  pthread_mutex_unlock(&g_mu);
+SPROFIL_EXPORT int sprofil_live_serve(sprofil_session* s) {
+  {
+    util::MutexGuard lock(&g_mu);
+    g_session = s;
+  }
   if (!s) {
     live::forget(api_source, nullptr);
     return 0;
   }
   if (int e = live::start(api_source, nullptr)) {
-    pthread_mutex_lock(&g_mu);
-    g_session = nullptr;
-    pthread_mutex_unlock(&g_mu);
+    {
+      util::MutexGuard lock(&g_mu);
+      g_session = nullptr;
+    }
     errno = e;
     return -1;
   }
@@ -60,7 +66,6 @@ extern "C" __attribute__((visibility("default"))) int sprofil_live_serve(sprofil
 }
 
 extern "C" void sprofil_live_session_gone(sprofil_session* s) {
-  pthread_mutex_lock(&g_mu);
+  util::MutexGuard lock(&g_mu);
   if (g_session == s) g_session = nullptr;
-  pthread_mutex_unlock(&g_mu);
 }

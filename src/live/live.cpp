@@ -23,6 +23,8 @@
 
 #include "format/layout.hpp"
 #include "util/clock_ns.hpp"
+#include "util/mutex.hpp"
+#include "util/self_exe.hpp"
 
 namespace sprofil::live {
 namespace {
@@ -96,8 +98,7 @@ int find_object(dl_phdr_info* info, size_t, void* data) {
     const char* name = info->dlpi_name;
     char exe[SPROF_PATH_MAX];
     if (!name || !*name) {
-      const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-      exe[n > 0 ? n : 0] = '\0';
+      util::self_exe(exe, sizeof exe);
       name = exe;
       r->flags |= SPROF_R_MAIN;
     } else if (strncmp(name, "linux-vdso", 10) == 0) {
@@ -333,9 +334,10 @@ void serve_client(int fd) {
     return answer_text(fd, kBadRequest, "bad request: unknown operation", deadline);
   Image im;
   bool have = false;
-  pthread_mutex_lock(&g_mu);
-  if (g_source) have = g_source(g_ctx, &im);
-  pthread_mutex_unlock(&g_mu);
+  {
+    util::MutexGuard lock(&g_mu);
+    if (g_source) have = g_source(g_ctx, &im);
+  }
   if (!have) return answer_text(fd, kNoData, "no profile to serve yet", deadline);
   answer(fd, kOk, im.data, im.size, deadline);
   image_free(&im);
@@ -450,14 +452,10 @@ int launch() {
   return 0;
 }
 
-void atfork_prepare() {
-  pthread_mutex_lock(&g_mu);  // never fork while the I/O thread is inside a source
-}
-void atfork_parent() {
-  pthread_mutex_unlock(&g_mu);
-}
+// g_mu is held across fork (never fork while the I/O thread is inside a source).
+using ForkSafe = util::ForkSafeMutex<&g_mu>;
 void atfork_child() {
-  pthread_mutex_init(&g_mu, nullptr);
+  ForkSafe::child();
   // The parent's socket and thread are not ours: close the fd, keep the parent's file.
   if (g_listen >= 0) close(g_listen);
   g_listen = -1;
@@ -470,7 +468,7 @@ void atfork_child() {
 }  // namespace
 
 int start(Source source, void* ctx) {
-  pthread_mutex_lock(&g_mu);
+  util::MutexGuard lock(&g_mu);
   if (g_start_ns == 0) g_start_ns = util::clock_ns(CLOCK_REALTIME);
   g_source = source;
   g_ctx = ctx;
@@ -480,20 +478,18 @@ int start(Source source, void* ctx) {
     if (e == 0 && !g_hooks) {
       g_hooks = true;
       atexit(remove_socket);
-      pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+      pthread_atfork(ForkSafe::prepare, ForkSafe::parent, atfork_child);
     }
   }
-  pthread_mutex_unlock(&g_mu);
   return e;
 }
 
 void forget(Source source, void* ctx) {
-  pthread_mutex_lock(&g_mu);
+  util::MutexGuard lock(&g_mu);
   if (g_source == source && g_ctx == ctx) {
     g_source = nullptr;
     g_ctx = nullptr;
   }
-  pthread_mutex_unlock(&g_mu);
 }
 
 int push(const Image& im, int timeout_ms) {
