@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agent/profile_name.hpp"
 #include "agent/state.hpp"
 #include "util/env.hpp"
 
@@ -30,14 +31,6 @@ namespace {
 
 // Whether regions get a system-time array unless SPROFIL_SYSTEM says (where the clock splits).
 constexpr bool kSystemDefault = true;
-
-// SPROFIL_OUTPUT made absolute (the program may chdir; the file is re-opened by path).
-bool make_absolute(const char* out, char* base, size_t n) {
-  if (out[0] == '/') return snprintf(base, n, "%s", out) < static_cast<int>(n);
-  char cwd[PATH_MAX];
-  if (!getcwd(cwd, sizeof cwd)) return false;
-  return snprintf(base, n, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, out) < static_cast<int>(n);
-}
 
 // Exact bins (1 byte: every sample at its instruction) unless the profile is written to a
 // filesystem in memory (tmpfs, ramfs), where the disk space reserved for the counters of all
@@ -87,7 +80,7 @@ bool read_settings(const char* output, Settings* s, const char** why) {
       return *why = "SPROFIL_SYSTEM must be 0 or 1", false;
     s->system = v[0] == '1';
   }
-  if (!make_absolute(output, s->base, sizeof s->base)) {
+  if (!absolute_base(output, s->base, sizeof s->base)) {
     if (errno == 0) errno = ENAMETOOLONG;
     return *why = nullptr, false;
   }

@@ -5,11 +5,24 @@
 // includes it).
 #pragma once
 
+#include <limits.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <cstddef>
 
 namespace sprofil::agent {
+
+// The base the names are made from: SPROFIL_OUTPUT made absolute (the program may chdir; the
+// files are re-opened by path), into base[0, n). False if the working directory cannot be
+// read or the path does not fit.
+inline bool absolute_base(const char* output, char* base, size_t n) {
+  if (output[0] == '/') return snprintf(base, n, "%s", output) < static_cast<int>(n);
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return false;
+  return snprintf(base, n, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, output) < static_cast<int>(n);
+}
 
 // How many .PID.N names a later image tries before it gives up (N < kMaxNameTries).
 constexpr int kMaxNameTries = 1000;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "agent/profile_name.hpp"
 #include "live/live.hpp"
 
 using namespace sprofil;
@@ -54,17 +55,14 @@ bool agent_source(void*, live::Image* out) {
   char path[PATH_MAX + 32];
   bool have = false;
   live::Image cand;
-  for (int k = -2; k < 16; ++k) {
-    int len;
-    if (k == -2)
-      len = snprintf(path, sizeof path, "%s", g_base);
-    else if (k == -1)
-      len = snprintf(path, sizeof path, "%s.%d", g_base, static_cast<int>(getpid()));
-    else
-      len = snprintf(path, sizeof path, "%s.%d.%d", g_base, static_cast<int>(getpid()), k + 1);
-    if (len < 0 || static_cast<size_t>(len) >= sizeof path) break;
+  // The candidates in the order the agent makes them (agent/profile_name.hpp): FILE,
+  // FILE.PID, then FILE.PID.1, .2, ... up to the first that does not exist.
+  const int pid = static_cast<int>(getpid());
+  for (int i = 0; i <= agent::kMaxNameTries; ++i) {
+    const int k = i == 0 ? 0 : i - 1;
+    if (!agent::profile_name(path, sizeof path, g_base, i == 0 ? 0 : pid, k)) break;
     if (access(path, F_OK) != 0) {
-      if (k >= 0) break;
+      if (k >= 1) break;
       continue;
     }
     if (read_file(path, &cand)) {
@@ -80,14 +78,7 @@ __attribute__((constructor)) void live_agent_start() {
   const char* live = secure_getenv("SPROFIL_LIVE");
   const char* output = secure_getenv("SPROFIL_OUTPUT");
   if (!live || strcmp(live, "1") != 0 || !output || !*output) return;
-  if (output[0] == '/') {
-    snprintf(g_base, sizeof g_base, "%s", output);
-  } else {
-    char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) return;
-    if (snprintf(g_base, sizeof g_base, "%s/%s", cwd, output) >= static_cast<int>(sizeof g_base))
-      return;
-  }
+  if (!agent::absolute_base(output, g_base, sizeof g_base)) return;
   live::start(agent_source, nullptr);
 }
 
