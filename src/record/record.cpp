@@ -25,6 +25,7 @@
 #include "profile/writer.hpp"
 #include "record/drain.hpp"
 #include "util/clock_ns.hpp"
+#include "util/count_of.hpp"
 
 namespace sprofil::record {
 namespace {
@@ -39,10 +40,6 @@ std::string absolute(const std::string& p) {
   if (!p.empty() && p[0] == '/') return p;
   char cwd[PATH_MAX];
   return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + p : p;
-}
-
-std::string plural(uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 bool read_exact(int fd, void* dst, size_t len, off_t off) {
@@ -416,12 +413,13 @@ int record(const Options& o, FILE* log) {
             strerror(errno));
 
   std::string summary = "sprofil record: wrote " + out + ": " +
-                        plural(run.processes.size(), "process", "processes") + ", " +
-                        plural(run.total_samples(), "sample", "samples") + " (" +
+                        util::count_of(run.processes.size(), "process", "processes") + ", " +
+                        util::count_of(run.total_samples(), "sample", "samples") + " (" +
                         profile::clock_name(run.clock) + " clock, " +
                         std::to_string(run.requested_hz) + " Hz requested)";
   if (c.dropped != 0)
-    summary += "; " + plural(c.dropped, "process", "processes") + " without samples not stored";
+    summary +=
+        "; " + util::count_of(c.dropped, "process", "processes") + " without samples not stored";
   if (run_cpu_ns != 0) {
     char b[256];
     const uint64_t unsampled = profile::unsampled_cpu_ns(run);

@@ -110,10 +110,6 @@ std::string valid_utf8(const std::string& s) {
   return out;
 }
 
-std::string count_of(uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 double rounded(double x, int digits) {
   if (!std::isfinite(x)) return x;
   char buf[400];

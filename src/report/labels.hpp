@@ -7,6 +7,7 @@
 
 #include "profile/profile.hpp"
 #include "report/report.hpp"
+#include "util/count_of.hpp"
 
 namespace sprofil::report {
 
@@ -34,8 +35,8 @@ std::string printable(const std::string& s);
 std::string valid_utf8(const std::string& s);
 // A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, quote or newline.
 std::string csv_field(const std::string& s);
-// "1 sample", "2 samples".
-std::string count_of(uint64_t n, const char* one, const char* many);
+// "1 sample", "2 samples" (util/count_of.hpp, which record's summary uses too).
+using util::count_of;
 // `x` rounded to `digits` decimals, or to `digits` significant digits, so that JSON prints
 // 0.576 and not 0.5760000000000001.
 double rounded(double x, int digits);
