@@ -13,6 +13,7 @@
 #include "agent/layout.hpp"
 #include "agent/state.hpp"
 #include "engine/engine.hpp"
+#include "util/loaded_object.hpp"
 
 namespace sprofil::agent {
 namespace {
@@ -138,13 +139,8 @@ void fill_header(sprof_header* h, uint32_t flags) {
   i.pid = getpid();
   i.ppid = getppid();
   char cmdline[SPROF_CMDLINE_MAX];
-  const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    const ssize_t n = read(fd, cmdline, sizeof cmdline);
-    i.cmdline = cmdline;
-    i.cmdline_len = n > 0 ? static_cast<uint32_t>(n) : 0;
-    close(fd);
-  }
+  i.cmdline = cmdline;
+  i.cmdline_len = util::read_cmdline(cmdline, sizeof cmdline);
   layout::fill_header(h, i);
 }
 

@@ -10,32 +10,10 @@
 
 #include "agent/state.hpp"
 #include "util/grow.hpp"
+#include "util/loaded_object.hpp"
 
 namespace sprofil::agent {
 namespace {
-
-// The object's NT_GNU_BUILD_ID note, from its PT_NOTE segments in memory.
-void read_build_id(const dl_phdr_info* info, Found* f) {
-  f->build_id_len = 0;
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    auto* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
-    const char* end = p + ph.p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
-      const char* name = p + sizeof *nh;
-      const char* desc = name + ((nh->n_namesz + 3) & ~3u);
-      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
-          desc + nh->n_descsz <= end) {
-        f->build_id_len = std::min<uint32_t>(nh->n_descsz, SPROF_BUILD_ID_MAX);
-        memcpy(f->build_id, desc, f->build_id_len);
-        return;
-      }
-      p = desc + ((nh->n_descsz + 3) & ~3u);
-    }
-  }
-}
 
 // Whether the object is one the snapshot holds (marked seen): first at the cursor, where the
 // loader's stable order puts it, else by key.
@@ -75,7 +53,7 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
   const char* name = info->dlpi_name ? info->dlpi_name : "";
   bool is_main = false, is_vdso = false;
   const char* path = name;
-  if (strncmp(name, "linux-vdso", 10) == 0 || strncmp(name, "linux-gate", 10) == 0) {
+  if (util::is_vdso_name(name)) {
     is_vdso = true;
     path = "[vdso]";
   } else if (!*name) {
@@ -106,7 +84,7 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
     f.end = f.start + ph.p_memsz;
     f.file_offset = ph.p_offset;
     f.flags = (is_main ? SPROF_R_MAIN : 0u) | (is_vdso ? SPROF_R_VDSO : 0u);
-    read_build_id(info, &f);
+    f.build_id_len = util::build_id_of(info, f.build_id, SPROF_BUILD_ID_MAX);
     f.path_off = path_off;
     f.path_len = static_cast<uint32_t>(len);
     ++obj.found_n;

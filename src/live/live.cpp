@@ -23,6 +23,7 @@
 
 #include "format/layout.hpp"
 #include "util/clock_ns.hpp"
+#include "util/loaded_object.hpp"
 #include "util/mutex.hpp"
 #include "util/self_exe.hpp"
 
@@ -61,30 +62,6 @@ struct ObjectQuery {
   bool found;
 };
 
-void copy_build_id(const dl_phdr_info* info, sprof_region* r) {
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    const auto* p = reinterpret_cast<const uint8_t*>(info->dlpi_addr + ph.p_vaddr);
-    size_t off = 0;
-    while (off + sizeof(ElfW(Nhdr)) <= ph.p_memsz) {
-      ElfW(Nhdr) n;
-      memcpy(&n, p + off, sizeof n);
-      const size_t name_off = off + sizeof n;
-      const size_t desc_off = name_off + ((n.n_namesz + 3u) & ~3u);
-      const size_t next = desc_off + ((n.n_descsz + 3u) & ~3u);
-      if (next > ph.p_memsz) break;
-      if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && memcmp(p + name_off, "GNU", 4) == 0 &&
-          n.n_descsz <= SPROF_BUILD_ID_MAX) {
-        memcpy(r->build_id, p + desc_off, n.n_descsz);
-        r->build_id_len = n.n_descsz;
-        return;
-      }
-      off = next;
-    }
-  }
-}
-
 int find_object(dl_phdr_info* info, size_t, void* data) {
   auto* q = static_cast<ObjectQuery*>(data);
   for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -101,7 +78,7 @@ int find_object(dl_phdr_info* info, size_t, void* data) {
       util::self_exe(exe, sizeof exe);
       name = exe;
       r->flags |= SPROF_R_MAIN;
-    } else if (strncmp(name, "linux-vdso", 10) == 0) {
+    } else if (util::is_vdso_name(name)) {
       name = "[vdso]";
       r->flags |= SPROF_R_VDSO;
     }
@@ -109,24 +86,11 @@ int find_object(dl_phdr_info* info, size_t, void* data) {
     if (len > SPROF_PATH_MAX) len = SPROF_PATH_MAX;
     memcpy(r->path, name, len);
     r->path_len = static_cast<uint32_t>(len);
-    copy_build_id(info, r);
+    r->build_id_len = util::build_id_of(info, r->build_id, SPROF_BUILD_ID_MAX);
     q->found = true;
     return 1;
   }
   return 0;
-}
-
-void read_cmdline(sprof_header* h) {
-  const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  size_t got = 0;
-  while (got < SPROF_CMDLINE_MAX) {
-    const ssize_t n = read(fd, h->cmdline + got, SPROF_CMDLINE_MAX - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fd);
-  h->cmdline_len = static_cast<uint32_t>(got);
 }
 
 uint64_t g_start_ns = 0;  // when the service started (the snapshots' start_ns)
@@ -156,7 +120,7 @@ bool image_begin(Image* im, size_t total, uint32_t clock, uint64_t tick_ns, uint
   h->overflow = overflow;
   h->delivered = delivered;
   h->lost = lost;
-  read_cmdline(h);
+  h->cmdline_len = util::read_cmdline(h->cmdline, SPROF_CMDLINE_MAX);
   return true;
 }
 
