@@ -1,5 +1,5 @@
 """What every section of bench/compare/compare.py shares: paths, settings, running a command,
-medians, the profile readers, and the goal table the sections fill (issue 10)."""
+medians, the profile readers, and the goal table the sections fill."""
 import json
 import os
 import shlex
@@ -120,7 +120,7 @@ def goal(number, what, figure, met, command):
 
 
 def print_goals():
-    print("## Issue 10: the goals (this run)\n")
+    print("## The default profile's goals (this run)\n")
     print("Every figure is a median of this run; ratios are against a baseline measured in the "
           "same run. *met* is computed from the figures with the threshold stated in the row.\n")
     print("| goal | figure (medians, this run) | met? | command |")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Every figure of issue 10, and sprofil side by side with other profilers (driven by
-bench/compare/run.sh). Ends with one goal table (goal | figure | met? | command), computed from
-this run's measurements, and the sections' durations.
+"""Every figure of the default profile's goals, and sprofil side by side with other profilers
+(driven by bench/compare/run.sh). Ends with one goal table (goal | figure | met? | command),
+computed from this run's measurements, and the sections' durations.
 
 Prints markdown on stdout, progress on stderr. Every table names the exact commands it ran
 (BUILD, WORK and the workload arguments are spelled out). Environment:
@@ -389,7 +389,7 @@ def overhead(rates_out):
             print(f"| {c.label} | {hz} | {w:.3f} | {w / bw:.3f} | {cp:.3f} | {cp / bc:.3f} | "
                   f"{pc:.3f} | {pc / bp:.3f} | {s:.0f} | {s / pc:.0f} | "
                   f"{(f'{sg / pc:.0f}' if sg is not None else '-')} | {cost} |")
-        # Issue 10's goal 1: record's default mode (perf drain) against perf record, same
+        # Goal 1: record's default mode (perf drain) against perf record, same
         # run, medians; goal 2: its per-record in-process cost against perf record's (the
         # same delivery: the kernel writes records into a ring).
         for hz in RATES:

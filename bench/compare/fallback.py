@@ -1,4 +1,4 @@
-"""Section "fallback" of compare.py (issue 10, goal 3): `sprofil record` without perf events,
+"""Section "fallback" of compare.py (goal 3): `sprofil record` without perf events,
 i.e. the sampler clock (what `--clock auto` picks when perf_event_open is denied; tests/clock/
 contention_test.cpp checks that choice under seccomp).
 
@@ -127,6 +127,6 @@ def cost():
 
 
 def section():
-    print("## The no-perf fallback: the sampler clock (issue 10, goal 3)\n")
+    print("## The no-perf fallback: the sampler clock (goal 3)\n")
     accuracy()
     cost()

@@ -1,11 +1,11 @@
 #!/bin/sh
-# Every figure of issue 10 in one run, and sprofil side by side with gperftools, glibc
-# sprofil(3), perf record and gprof: overhead, delivered rate and cost per sample against the
-# perf-signal floor, accuracy at equal sample counts, report speed and memory on a large
-# generated binary, the no-perf fallback (goal 3), threads whatever their signal mask (goal 4),
-# scale (goal 5), and goal 1's tests when a test build exists. Ends with one goal table
-# (docs/benchmarks.md, "Issue 10: the goals") and the sections' durations. Builds what it needs
-# in build-compare (Release, tests off; the `compare` target), then runs
+# Every figure of the default profile's goals in one run, and sprofil side by side with
+# gperftools, glibc sprofil(3), perf record and gprof: overhead, delivered rate and cost per
+# sample against the perf-signal floor, accuracy at equal sample counts, report speed and memory
+# on a large generated binary, the no-perf fallback (goal 3), threads whatever their signal mask
+# (goal 4), scale (goal 5), and goal 1's tests when a test build exists. Ends with one goal
+# table (docs/benchmarks.md, "The default profile: the goals") and the sections' durations.
+# Builds what it needs in build-compare (Release, tests off; the `compare` target), then runs
 # bench/compare/compare.py. QUICK=1 is a smoke run of under 6 minutes; the full run about
 # 25 minutes on the 2-core machine of docs/benchmarks.md. Not a test: CI never runs it. Needs
 # perf (linux-perf), gperftools (libprofiler.so, google-pprof), gprof, hyperfine, cc and

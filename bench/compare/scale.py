@@ -1,4 +1,4 @@
-"""Section "scale" of compare.py (issue 10, goal 5): `sprofil record` (its default clock) with
+"""Section "scale" of compare.py (goal 5): `sprofil record` (its default clock) with
 64 threads on the machine's cores against 1 thread doing the same work, the per-sample cost
 and delivered rate with OBJECTS shared objects loaded against few, and the start-up and
 dlopen time the agent adds with OBJECTS objects. The small workloads (scale_*.c) are compiled
@@ -184,7 +184,7 @@ def kept(label, base, scaled, command):
 
 
 def section():
-    print("## Scale: 64 threads, many shared objects (issue 10, goal 5)\n")
+    print("## Scale: 64 threads, many shared objects (goal 5)\n")
     exe, many, few = build()
     out = os.path.join(SWORK, "p.sprof")
     print(f"{os.cpu_count()} CPUs. SCALE_RUNS={RUNS}, OBJECTS={OBJECTS}, SCALE_ITERS={ITERS}; "

@@ -1,4 +1,4 @@
-"""Section "coverage" of compare.py (issue 10, goal 4): every thread is sampled whatever its
+"""Section "coverage" of compare.py (goal 4): every thread is sampled whatever its
 signal mask, in record's default mode. Coverage = samples x period / CPU time:
   - cmp-drain-blocked (tests/agent/drain_blocked.cpp): blocks every signal before it creates
     two workers, as `xz -T2` does (libc: pthread_sigmask; raw: the rt_sigprocmask system call,
@@ -63,7 +63,7 @@ def measure(argv, cpu_key, out_path):
 
 
 def section():
-    print("## Every thread sampled whatever its signal mask (issue 10, goal 4)\n")
+    print("## Every thread sampled whatever its signal mask (goal 4)\n")
     print(f"`sprofil record -F {HZ}` with no other option (drain mode with perf events); "
           f"coverage = samples x 1 ms / CPU time, median of {RUNS} run(s); goal: >= "
           f"{MIN_COVERAGE:.0%}.\n")

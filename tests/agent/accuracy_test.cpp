@@ -1,4 +1,4 @@
-// Issue 3: recording real programs. The demo's split of CPU time is known by construction
+// Recording real programs. The demo's split of CPU time is known by construction
 // (--truth), so the profile's shares per function and per object must match it; objects
 // (dlopen'd and dlclose'd plugin, vDSO, main program, code outside every object) are
 // recorded with their flags; merged runs add up; perf agrees with us.

@@ -1,4 +1,4 @@
-// Issue 10, goal 5: the agent's dlopen/dlclose path reads only the objects it does not know
+// The agent's dlopen/dlclose path reads only the objects it does not know
 // yet (src/agent/objects.cpp, regions.cpp). The profile must stay right through many cycles:
 // a module closed and loaded again keeps one record and both loads' samples, a module loaded
 // by another module's constructor is counted from its first instruction, scans racing from two

@@ -1,4 +1,4 @@
-// Issue 10, goals 1 and 4: the default mode of `sprofil record` with perf events (drain mode:
+// The default mode of `sprofil record` with perf events (drain mode:
 // the record parent holds, drains and jitters every thread's perf event; the program gets no
 // signal). Every thread is sampled whatever its signal mask; a SIGKILL at any moment loses no
 // sample taken before it; the rate is the one asked for. Needs perf events (skips otherwise).

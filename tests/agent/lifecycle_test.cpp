@@ -1,4 +1,4 @@
-// Issue 3: the life of a recorded program. Exit status passes through; _exit, SIGKILL and
+// The life of a recorded program. Exit status passes through; _exit, SIGKILL and
 // abort leave readable profiles with every sample; forked children and exec'd programs write
 // files of their own; threads made before and after the agent starts are all sampled; the
 // agent works without the tool.

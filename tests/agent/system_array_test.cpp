@@ -1,4 +1,4 @@
-// The system-time array of issue 8 item 6, file side: with SPROFIL_SYSTEM=1 the agent lays out
+// The system-time array, file side: with SPROFIL_SYSTEM=1 the agent lays out
 // every region record with a second counter array where the clock splits system time (the
 // perf clock), and none where it does not (the cpu clock). The records are parsed here
 // directly through sprof_format.h (the host reader learns the array separately). A

@@ -1,4 +1,4 @@
-// Issue 4: the clocks. The perf clock delivers its full rate (signal and ring modes), the
+// The clocks. The perf clock delivers its full rate (signal and ring modes), the
 // profile and the report say which clock ran at which rate, the wall clock sees a sleeping
 // thread that the CPU clock does not, and auto falls back to the sampler clock, saying why once,
 // when perf_event_open is denied.

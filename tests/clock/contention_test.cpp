@@ -1,4 +1,4 @@
-// Issue 10, goal 3: without perf events, on a loaded machine, every function's share is within
+// Without perf events, on a loaded machine, every function's share is within
 // 2 points of the truth. contend_workload alternates burn_a and burn_b (2:1 and 1:1 splits of
 // its CPU time, measured by the program itself) beside two busy loops (threads of this test:
 // with the workload, three runnable threads on this 2-core machine), recorded with

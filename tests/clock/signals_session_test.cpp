@@ -1,4 +1,4 @@
-// Finding 8 (issue 7): a second session never silently changes another's clock or rate. A
+// A second session never silently changes another's clock or rate. A
 // table on the face channel runs the CPU-time clock at 1000 Hz; a modern-API session asking
 // for another rate or clock is refused with EBUSY and the running clock is unchanged; one
 // asking for the same clock joins it. Also the engine's exchange: it retires instead of

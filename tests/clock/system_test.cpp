@@ -1,4 +1,4 @@
-// Issue 8 item 6: the perf, cpu and wall clocks keep kernel time apart. The runtime is driven with
+// The perf, cpu and wall clocks keep kernel time apart. The runtime is driven with
 // an engine table of two regions, each with a system array: one function that faults in fresh pages
 // (mostly kernel time: page faults and zeroing) and one that computes (user time only). The
 // page-fault function's kernel time must land in its system array, the compute function's

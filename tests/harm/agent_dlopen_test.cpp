@@ -1,4 +1,4 @@
-// Finding 6 of issue 7: dlopen/dlclose churn. An object loaded again gets its old region
+// Dlopen/dlclose churn. An object loaded again gets its old region
 // record back (same path, build-id, segment offset and size), so records and mappings stay
 // bounded however many cycles run; the agent's lock is held only to merge a scan, so a thread
 // that forks meanwhile is not starved.

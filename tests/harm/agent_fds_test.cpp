@@ -1,9 +1,10 @@
-// Finding 1 of issue 7: the agent holds no file descriptor after start-up. A program that
+// The agent holds no file descriptor after start-up. A program that
 // closes every descriptor it did not open and reuses the numbers for its own files (a buffered
 // log flushed at exit, a dlopen that makes the profile grow, a forked child writing to fd 3)
 // sees the same results natively, under `sprofil record` and under the agent alone.
-// The perf clock is left out here: its perf-event descriptors are the other half of finding 1,
-// handled with the clocks (src/clock), not by the agent; add "perf" to kClocks once it is.
+// The perf clock is left out here: its perf-event descriptors are the other half of the
+// program's descriptors sprofil holds, handled with the clocks (src/clock), not by the agent;
+// add "perf" to kClocks once it is.
 #include "agent_common.hpp"
 
 namespace sprofil::harm_test {

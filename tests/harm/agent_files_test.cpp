@@ -1,4 +1,4 @@
-// Findings 9, 10 and 12 of issue 7: how the agent creates its files. Every profile is a
+// How the agent creates its files. Every profile is a
 // private temporary (O_EXCL, O_NOFOLLOW, mode 0600) renamed into place, so a link or a file
 // planted at the output path by another user is never followed, truncated or mapped; a
 // setuid program linked with the library ignores the caller's SPROFIL_* variables.

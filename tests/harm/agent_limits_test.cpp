@@ -1,4 +1,4 @@
-// Finding 3 of issue 7: a file-size limit (RLIMIT_FSIZE) or a full filesystem never kills the
+// A file-size limit (RLIMIT_FSIZE) or a full filesystem never kills the
 // program (SIGXFSZ, SIGBUS). The agent checks the limit before it grows the file, reserves the
 // counter space (fallocate), and keeps the counters that do not fit in anonymous memory,
 // written at a clean exit when they fit.

@@ -1,4 +1,4 @@
-// "First, do no harm" for signals, timers, masks and fds (issue 7, findings 2, 4, 5, 7, 8):
+// "First, do no harm" for signals, timers, masks and fds:
 // small programs (progs/sig_*.cpp) run natively and under `sprofil record` with every clock
 // must show the same exit status, stdout, stderr and files (harness.hpp), and where sampling
 // matters, the profile's samples x tick are compared with the CPU time the program measured.
@@ -71,7 +71,7 @@ double sampled_fraction(const Kept& k, double cpu_ns) {
   return static_cast<double>(k.delivered) * static_cast<double>(k.tick_ns) / cpu_ns;
 }
 
-// Finding 2: the program's own SIGPROF handler and ITIMER_PROF, installed in main (after the
+// The program's own SIGPROF handler and ITIMER_PROF, installed in main (after the
 // agent's constructor), by sigaction and by glibc's signal().
 TEST(Signals, OwnSigprofHandlerAndItimerKeepTheirRate) {
   for (const char* mode : {"sigaction", "signal"}) {
@@ -115,7 +115,7 @@ TEST(Signals, OwnSigprofHandlerAndItimerKeepTheirRate) {
   }
 }
 
-// Finding 2: SIGPROF set to SIG_IGN stays ignored (a raise() does not kill) and sprofil
+// SIGPROF set to SIG_IGN stays ignored (a raise() does not kill) and sprofil
 // samples on another signal.
 TEST(Signals, IgnoredSigprofStillSampled) {
   const Kept native = run_kept("", {SIG_OWN_SIGPROF, "ign"});
@@ -131,7 +131,7 @@ TEST(Signals, IgnoredSigprofStillSampled) {
   }
 }
 
-// Finding 2: resetting every signal to SIG_DFL, and fork + reset + exec children, survive.
+// Resetting every signal to SIG_DFL, and fork + reset + exec children, survive.
 // The children exec through execl, execlp and execle (the agent's variadic wrappers): each
 // exits 7, the last with the 7 from the environment execle passed.
 TEST(Signals, ResetAllSignalsAndForkResetExecSurvive) {
@@ -141,7 +141,7 @@ TEST(Signals, ResetAllSignalsAndForkResetExecSurvive) {
   expect_no_harm({SIG_RESET_ALL});
 }
 
-// Finding 4: siglongjmp out of the program's handler (another thread sends it SIGUSR1 as fast
+// Siglongjmp out of the program's handler (another thread sends it SIGUSR1 as fast
 // as it can while sprofil samples at 10 kHz), then 5 dlopen/dlclose cycles. The engine's
 // counters say whether an exchange found a reader count left raised: none may be leaked, and
 // at most one table retired (a sampling thread preempted inside the handler at that moment is
@@ -163,7 +163,7 @@ TEST(Signals, SiglongjmpOutOfHandlerLeavesNoReader) {
   }
 }
 
-// Finding 5: workers created with every signal blocked are sampled (or the warning says why
+// Workers created with every signal blocked are sampled (or the warning says why
 // not), and the program reads its full mask back.
 TEST(Signals, BlockedWorkersSampledOrWarned) {
   const Kept native = run_kept("", {SIG_BLOCKED, "workers"});
@@ -182,7 +182,7 @@ TEST(Signals, BlockedWorkersSampledOrWarned) {
   }
 }
 
-// Finding 5: a thread in sigtimedwait on a full set never receives sprofil's signal.
+// A thread in sigtimedwait on a full set never receives sprofil's signal.
 TEST(Signals, SigtimedwaitNeverReceivesTheProfilingSignal) {
   const Kept native = run_kept("", {SIG_BLOCKED, "sigwait"});
   ASSERT_NE(native.o.out.find("received 0"), std::string::npos);
@@ -194,7 +194,7 @@ TEST(Signals, SigtimedwaitNeverReceivesTheProfilingSignal) {
   }
 }
 
-// Finding 7: under RLIMIT_NOFILE 16 the program opens as many files as natively. The clock
+// Under RLIMIT_NOFILE 16 the program opens as many files as natively. The clock
 // takes no fd from its budget; fds the agent itself held at main's start (its profile file,
 // another area's business) are counted apart.
 TEST(Signals, NofileBudgetKeptByTheClock) {
@@ -210,15 +210,15 @@ TEST(Signals, NofileBudgetKeptByTheClock) {
   }
 }
 
-// Finding 7: threads that end with a raw SYS_exit leak no fd and no timer.
+// Threads that end with a raw SYS_exit leak no fd and no timer.
 TEST(Signals, SysExitThreadsLeakNothing) {
   expect_no_harm({SIG_FDS, "sysexit"});
 }
 
-// Finding 8: 2000 threads of half a period each: with a random first phase their samples
+// 2000 threads of half a period each: with a random first phase their samples
 // cover their CPU time (>= 0.9: ~1000 expected samples, binomial sd ~2%).
 // Both perf modes: signal (the handler's random first phase) and drain (record's default,
-// issue 10: the record parent credits a thread's uncredited whole periods when it ends).
+// The record parent credits a thread's uncredited whole periods when it ends).
 // In drain mode a thread whose period boundaries all fell in the kernel (the hand-over of
 // its event to the record parent, its exit) has those periods credited at its start routine
 // when it ends: without that, 0.80-0.99 from run to run; with it, 1.01-1.17 (its exit is CPU

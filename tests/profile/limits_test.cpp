@@ -1,4 +1,4 @@
-// The profile model's limits (issue 7 item 14) and its system-time arrays (issue 8 item 6):
+// The profile model's limits and its system-time arrays:
 // sparse counts, saturating totals, crafted files read by a real `sprofil report` child with
 // its peak RSS measured, and the system array's round trip, validation and merge.
 #include <fcntl.h>

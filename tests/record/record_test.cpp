@@ -1,5 +1,5 @@
-// `sprofil record` as a user expects it (issue 8 items 1-5, 14; issue 7 items 9, 11, 12, 14,
-// 15): the real tool recording real programs, and the tool's answers to hostile inputs.
+// `sprofil record` as a user expects it: the real tool recording real programs, and the
+// tool's answers to hostile inputs.
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -211,7 +211,7 @@ TEST(Inputs, NotAProfileAndFifo) {
   EXPECT_EQ(r.status, 1) << describe(r);
 }
 
-// Issue 7 item 12 and 15: merge writes 0600 less the umask, devices in place, and refuses
+// Merge writes 0600 less the umask, devices in place, and refuses
 // profiles of different programs unless forced.
 TEST(Merge, ModesDevicesAndDifferentPrograms) {
   TempDir dir;
@@ -242,7 +242,7 @@ TEST(Merge, ModesDevicesAndDifferentPrograms) {
   EXPECT_NE(r.err.find("warning: program differs"), std::string::npos) << r.err;
 }
 
-// Issue 7 items 9 and 15: report output is written safely and its write errors are reported:
+// Report output is written safely and its write errors are reported:
 // a full device fails the command; the default gmon.out replaces a planted link, never
 // writing through it.
 TEST(Output, ReportWriteErrorsAndLinks) {

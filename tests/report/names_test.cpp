@@ -398,7 +398,7 @@ TEST(Header, SingularSample) {
   EXPECT_NE(text.find("overflow:       1 sample outside any object\n"), std::string::npos) << text;
 }
 
-// Issue 7 item 13: a command line and a path with invalid UTF-8 and terminal escapes give valid
+// A command line and a path with invalid UTF-8 and terminal escapes give valid
 // JSON, a pprof profile go tool pprof reads, and text without control characters.
 TEST(Escaping, HostileCommandLineAndPath) {
   profile::Profile p = program_profile(1000000, 40);
@@ -455,7 +455,7 @@ TEST(Escaping, HostileCommandLineAndPath) {
   EXPECT_NE(out.find("main"), std::string::npos) << out;
 }
 
-// Issue 7 item 14: a region whose path names a FIFO does not hang the report (the symbolizer
+// A region whose path names a FIFO does not hang the report (the symbolizer
 // opens only regular files): its samples are unnamed, with a warning.
 TEST(Names, RegionPathThatIsAFifoDoesNotHang) {
   profile::Profile p = program_profile(1000000, 10);

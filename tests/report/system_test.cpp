@@ -1,4 +1,4 @@
-// User and system time apart (issue 8 item 6, host side): a profile of the real
+// User and system time apart (host side): a profile of the real
 // report_testprog whose regions carry system parts (SPROF_R_SYSTEM), placed at nm addresses,
 // so every number is exact: the per-row split, the totals, --user-only shares, and the text,
 // JSON and CSV output of the real `sprofil report`.
