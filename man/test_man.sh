@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Usage: test_man.sh BUILD_DIR SOURCE_DIR
 # Every expected page is in BUILD_DIR/share/man, renders with `man -l` and groff without a
-# warning, has NAME and SYNOPSIS sections, and `cmake --install --component doc` installs it
-# under share/man/man1 and man3.
+# warning, has NAME and SYNOPSIS sections, carries the project's version in its header (the
+# version in CMakeLists.txt's project()), and `cmake --install --component doc` installs that
+# copy under share/man/man1 and man3.
 set -u
 build=$1
 src=$2
@@ -32,6 +33,12 @@ for p in $pages; do
       fail=1
     fi
   done
+  # The .TH line names the version CMake stamped in (no placeholder left).
+  version=$(sed -n 's/^project(sprofil VERSION \([0-9.]*\).*/\1/p' "$src/../CMakeLists.txt")
+  if [ -z "$version" ] || ! grep -q "^\.TH .*\"sprofil $version\"" "$f"; then
+    echo "FAIL: $p does not carry the version ${version:-?} in its .TH line"
+    fail=1
+  fi
   # The page's own name is in its NAME line.
   base=$(basename "$p")
   base=${base%.*}
@@ -52,8 +59,8 @@ for p in $pages; do
   if [ ! -f "$prefix/share/man/$p" ]; then
     echo "FAIL: not installed: share/man/$p"
     fail=1
-  elif ! cmp -s "$prefix/share/man/$p" "$src/$p"; then
-    echo "FAIL: installed share/man/$p differs from the source"
+  elif ! cmp -s "$prefix/share/man/$p" "$build/share/man/$p"; then
+    echo "FAIL: installed share/man/$p differs from the build's copy"
     fail=1
   fi
 done
