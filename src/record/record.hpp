@@ -46,7 +46,7 @@ bool is_static_elf(const std::string& path);
 // (128 + signal if it was killed); 2 when it could not start for a reason of ours (bad output,
 // no runtime, a static or setuid program); 126/127 when the command cannot be executed or
 // found; non-zero (the command's status, or 1) when no profile could be written.
-// Messages go to `log`.
-int record(const Options& o, FILE* log = stderr);
+// Its messages and the summary line go to `log`, where the caller says (the tool: stderr).
+int record(const Options& o, FILE* log);
 
 }  // namespace sprofil::record

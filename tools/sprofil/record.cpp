@@ -64,7 +64,7 @@ Run setup_record(CLI::App& sub) {
   return [opts, live] {
     opts->runtime = find_runtime();
     if (*live) setenv("SPROFIL_LIVE", "1", 1);  // inherited by the command: the agent serves
-    return record::record(*opts);
+    return record::record(*opts, stderr);
   };
 }
 
