@@ -17,7 +17,8 @@
 
 #include "../agent/helpers.hpp"
 
-namespace sprofil::agent_test {
+namespace sprofil::clock_test {
+using namespace agent_test;  // the agent tests' helpers (../agent/helpers.hpp)
 namespace {
 
 const std::string kWorkload = CONTEND_WORKLOAD;
@@ -143,4 +144,4 @@ TEST(SamplerClock, SleepingCallsSeeNoEintr) {
 }
 
 }  // namespace
-}  // namespace sprofil::agent_test
+}  // namespace sprofil::clock_test
