@@ -138,13 +138,21 @@ TEST(Gprof, FlatProfileOfNonPieMatchesOurs) {
   check_gprof(PROG_NOPIE);
 }
 
+// Writes `p` as pprof's profile.pb.gz in `dir`; its path, "" (and a failure) if it cannot.
+std::string write_pprof(const profile::Profile& p, const std::string& dir) {
+  const std::string file = dir + "/profile.pb.gz";
+  std::string err;
+  const bool ok = report::write_report(p, report::pprof_exporter(), {}, file, nullptr, &err);
+  EXPECT_TRUE(ok) << err;
+  return ok ? file : "";
+}
+
 TEST(Pprof, GoToolPprofTopMatchesOurs) {
   if (report_test::run("command -v go").empty()) GTEST_SKIP() << "no go toolchain";
   profile::Profile p = make_profile(PROG_PIE);
   std::string dir = temp_dir("pprof");
-  std::string file = dir + "/profile.pb.gz";
-  std::string err;
-  ASSERT_TRUE(report::write_report(p, report::pprof_exporter(), {}, file, nullptr, &err)) << err;
+  const std::string file = write_pprof(p, dir);
+  ASSERT_FALSE(file.empty());
   std::string env = "HOME='" + dir + "' GOPATH='" + dir + "/gopath' GOCACHE='" + dir +
                     "/gocache' GOFLAGS=-mod=mod PPROF_TMPDIR='" + dir + "' ";
   int status = 0;
@@ -182,11 +190,9 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
 // decoder, which knows no schema, must find it there, with DWARF's columns (1-based, small).
 TEST(Pprof, LinesCarryTheirColumnAsField3) {
   if (report_test::run("command -v protoc").empty()) GTEST_SKIP() << "no protoc";
-  profile::Profile p = make_profile(PROG_PIE);
-  std::string dir = temp_dir("column");
-  std::string file = dir + "/profile.pb.gz";
-  std::string err;
-  ASSERT_TRUE(report::write_report(p, report::pprof_exporter(), {}, file, nullptr, &err)) << err;
+  const std::string dir = temp_dir("column");
+  const std::string file = write_pprof(make_profile(PROG_PIE), dir);
+  ASSERT_FALSE(file.empty());
   int status = 0;
   const std::string raw =
       report_test::run("gzip -dc '" + file + "' | protoc --decode_raw 2>&1", &status);
