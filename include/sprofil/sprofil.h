@@ -42,7 +42,7 @@ typedef struct {
   size_t nregions;
   const sprofil_region_counts* regions;
   uint64_t delivered; /* samples taken while the session ran */
-  uint64_t outside;   /* samples in none of its regions */
+  uint64_t outside;   /* samples in none of its regions (the engine's overflow tally) */
   uint64_t lost;      /* samples not added (counter at its limit) */
   uint64_t tick_ns;   /* time one count stands for */
 } sprofil_snapshot;

@@ -78,7 +78,7 @@ int serve(const GperfArgs& a) {
       std::fprintf(stderr, "sprofil gperf: %s: %s\n", file.c_str(), err.c_str());
       continue;
     }
-    std::printf("flush %u: pid %d, %llu samples (%llu outside), %zu segments -> %s\n", n, p.pid,
+    std::printf("flush %u: pid %d, %llu samples (%llu overflow), %zu segments -> %s\n", n, p.pid,
                 static_cast<unsigned long long>(p.total_samples()),
                 static_cast<unsigned long long>(p.overflow), p.regions.size(), file.c_str());
     std::fflush(stdout);

@@ -110,7 +110,7 @@ int run_top(const TopArgs& a) {
                 [](const report::Row& x, const report::Row& y) { return x.name < y.name; });
     if (tty) std::fputs("\033[H\033[2J", stdout);
     std::printf(
-        "sprofil top: pid %d  interval %.2f s  samples %llu (%.0f/s)  lost %llu  outside %llu%s\n",
+        "sprofil top: pid %d  interval %.2f s  samples %llu (%.0f/s)  lost %llu  overflow %llu%s\n",
         d.pid, secs, static_cast<unsigned long long>(table.total_samples),
         secs > 0 ? static_cast<double>(table.total_samples) / secs : 0.0,
         static_cast<unsigned long long>(d.lost), static_cast<unsigned long long>(d.overflow),
