@@ -53,7 +53,7 @@ void write_spilled(int fd) {
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t k = g_nfile; k < g_nregs; ++k) {
       AgentRegion& a = g_regs[k];
-      const bool counted = !all_zero(a.counters, layout::page_round(a.rec->nbins * 4));
+      const bool counted = !all_zero(a.counters, layout::array_bytes(a.rec->nbins, kCounterWidth));
       if (counted != (pass == 0)) continue;
       if (a.written_at != 0) {
         if (!write_record(fd, a, a.written_at)) lost += counted;

@@ -35,7 +35,7 @@ bool same_segment(const AgentRegion& a, const Found& f, const char* path) {
 bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   if (!util::grow(&g_regs, &g_capregs, g_nregs + 1, 64)) return false;
   const layout::RegionShape shape =
-      layout::region_shape(f.end - f.start, g_bin_bytes, 4, g_with_system);
+      layout::region_shape(f.end - f.start, g_bin_bytes, kCounterWidth, g_with_system);
   const uint64_t off = g_next_off, len = shape.record_size;
   void* rec = MAP_FAILED;
   if (!g_spilled && fd >= 0) {
@@ -68,7 +68,7 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   info.load_bias = f.obj_base;
   info.file_offset = f.file_offset;
   info.bin_size = g_bin_bytes;
-  info.counter_width = 4;
+  info.counter_width = kCounterWidth;
   info.load_ns = now_ns();
   info.build_id = f.build_id;
   info.build_id_len = f.build_id_len;
@@ -118,7 +118,8 @@ void live_insert(const AgentRegion& a) {
   r.lo = a.rec->start;
   r.last = a.rec->end - 1;
   r.map = engine::BinMap{a.rec->start, 65536, 0, static_cast<uint8_t>(__builtin_ctz(g_bin_bytes))};
-  r.counters = engine::Counters{a.counters, a.rec->nbins, 4, engine::Policy::kSaturate, 0};
+  r.counters =
+      engine::Counters{a.counters, a.rec->nbins, kCounterWidth, engine::Policy::kSaturate, 0};
   r.system = a.system;
   const size_t p = live_upper(r.lo);
   memmove(g_live + p + 1, g_live + p, (g_nlive - p) * sizeof r);

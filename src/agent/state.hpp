@@ -26,6 +26,9 @@
 
 namespace sprofil::agent {
 
+// The agent's counters: 4 bytes each, saturating (a region record's counter_width).
+constexpr uint32_t kCounterWidth = 4;
+
 struct AgentRegion {
   sprof_region* rec;       // the record's page: in the file mapping, or anonymous (!in_file)
   void* counters;          // its counters, just after it
