@@ -144,13 +144,15 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
   t.by = opts.by;
   t.tick_seconds = double(p.tick_ns) / 1e9;
   t.per_process = p.processes.size() > 1;
+  const bool filtered = !opts.pids.empty() || !opts.comms.empty();
   for (const Region& r : p.regions)
     if (process_selected(p, r.process, opts)) {
-      t.total_samples = profile::sat_add(t.total_samples, r.total());
+      // Without a filter the total is the profile's own (below), not this sum.
+      if (filtered) t.total_samples = profile::sat_add(t.total_samples, r.total());
       t.system_samples = profile::sat_add(t.system_samples, r.system_total());
       t.has_system = t.has_system || r.has_system();
     }
-  if (opts.pids.empty() && opts.comms.empty()) {
+  if (!filtered) {
     t.total_samples = p.total_samples();
   } else if (p.processes.size() <= 1) {
     if (process_selected(p, 0, opts))
