@@ -51,7 +51,9 @@ _sprofil() {
         return 0
       fi
       case $prev in
-        --clock) _sprofil_reply -W "auto perf cpu itimer wall sampler" -- "$cur" ;;
+        # auto, then the rows of SPROF_CLOCKS (src/format/sprof_format.h) in order, as
+        # `sprofil record --help` lists them (test_completion.sh checks).
+        --clock) _sprofil_reply -W "auto cpu itimer perf wall sampler" -- "$cur" ;;
         -F | --frequency) ;;
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         *)

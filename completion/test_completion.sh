@@ -69,6 +69,18 @@ for cmd in record report merge diff serve; do
   done
 done
 
+# The clocks after `record --clock` are the choices `sprofil record --help` lists (auto and
+# the rows of SPROF_CLOCKS).
+clocks=$("$tool" record --help | sed -n 's/.*--clock TEXT:{\([a-z,]*\)}.*/\1/p' | tr ',' '\n' | sort |
+  tr '\n' ' ')
+clocks=${clocks% }
+if [[ -z $clocks ]]; then
+  echo "FAIL: sprofil record --help lists no --clock choices"
+  fail=1
+else
+  expect "$clocks" sprofil record --clock ""
+fi
+
 # After `record --`, program names; after the program, files.
 COMP_WORDS=(sprofil record -- ech)
 COMP_CWORD=3

@@ -12,6 +12,8 @@ extern "C" {
 #endif
 #pragma GCC visibility push(default)
 
+/* The sampling clock. The numbers are part of the ABI and never change; a new clock takes the
+ * next number. */
 typedef enum {
   SPROFIL_CLOCK_CPU = 0,    /* per-thread CPU-time timers (default) */
   SPROFIL_CLOCK_ITIMER = 1, /* process-wide ITIMER_PROF */

@@ -27,6 +27,8 @@ struct RegionCounts {
 
 struct Snapshot {
   std::vector<RegionCounts> regions;
+  // As in sprofil_snapshot; outside is the samples in none of the regions (the engine's
+  // overflow tally).
   uint64_t delivered = 0, outside = 0, lost = 0, tick_ns = 0;
 };
 

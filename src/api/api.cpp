@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "api/version.h"
 #include "clock/runtime.hpp"
@@ -87,29 +88,43 @@ int build_table(sprofil_session* s, engine::Table** out) {
   return e == engine::Error::kOk ? 0 : EINVAL;
 }
 
-// The public sprofil_clock numbers (include/sprofil/sprofil.h, released: they never change)
-// against the table's: CPU to WALL are the same; the public AUTO is 4 and SAMPLER 5, where
-// the file format and the runtime number the sampler 4 and put auto past the table.
-constexpr int pub(sprofil_clock c) {
-  return static_cast<int>(c);
+// The public sprofil_clock numbers (include/sprofil/sprofil.h) are released and the table's
+// (SPROF_CLOCKS, src/format/sprof_format.h) are on disk: neither ever changes. They agree up to
+// WALL; the public API numbers AUTO 4 and SAMPLER 5 where the table numbers the sampler 4. Every
+// number on both sides is pinned here, so a renumbering of either fails to compile.
+static_assert(SPROFIL_CLOCK_CPU == 0 && SPROF_CLOCK_CPU == 0);
+static_assert(SPROFIL_CLOCK_ITIMER == 1 && SPROF_CLOCK_ITIMER == 1);
+static_assert(SPROFIL_CLOCK_PERF == 2 && SPROF_CLOCK_PERF == 2);
+static_assert(SPROFIL_CLOCK_WALL == 3 && SPROF_CLOCK_WALL == 3);
+static_assert(SPROFIL_CLOCK_SAMPLER == 5 && SPROF_CLOCK_SAMPLER == 4);
+static_assert(SPROFIL_CLOCK_AUTO == 4);
+static_assert(SPROF_CLOCK_COUNT == 5, "a new row of SPROF_CLOCKS: pin its public number above");
+
+// The one mapping from the public clock to the runtime's: each row of SPROF_CLOCKS by its NAME
+// (a row without its SPROFIL_CLOCK_NAME does not compile; -Wswitch flags a public clock
+// without its case), and auto. Empty for a number that is no sprofil_clock.
+constexpr std::optional<rt::ClockKind> kind_of(sprofil_clock c) {
+  switch (c) {
+#define SPROFIL_API_CLOCK_(NAME, id, name, description) \
+  case SPROFIL_CLOCK_##NAME:                            \
+    return static_cast<rt::ClockKind>(SPROF_CLOCK_##NAME);
+    SPROF_CLOCKS(SPROFIL_API_CLOCK_)
+#undef SPROFIL_API_CLOCK_
+    case SPROFIL_CLOCK_AUTO:
+      return rt::ClockKind::kAuto;
+  }
+  return std::nullopt;
 }
-static_assert(pub(SPROFIL_CLOCK_CPU) == SPROF_CLOCK_CPU &&
-                  pub(SPROFIL_CLOCK_ITIMER) == SPROF_CLOCK_ITIMER &&
-                  pub(SPROFIL_CLOCK_PERF) == SPROF_CLOCK_PERF &&
-                  pub(SPROFIL_CLOCK_WALL) == SPROF_CLOCK_WALL && pub(SPROFIL_CLOCK_AUTO) == 4 &&
-                  pub(SPROFIL_CLOCK_SAMPLER) == 5 && SPROF_CLOCK_SAMPLER == 4 &&
-                  SPROF_CLOCK_COUNT == 5,
-              "the public clock numbers and their mapping below");
-constexpr rt::ClockKind kind_of(sprofil_clock c) {
-  return c == SPROFIL_CLOCK_AUTO      ? rt::ClockKind::kAuto
-         : c == SPROFIL_CLOCK_SAMPLER ? rt::ClockKind::kSampler
-                                      : static_cast<rt::ClockKind>(c);
-}
-static_assert(kind_of(SPROFIL_CLOCK_SAMPLER) == rt::ClockKind::kSampler &&
-              kind_of(SPROFIL_CLOCK_WALL) == rt::ClockKind::kWall);
+static_assert(kind_of(SPROFIL_CLOCK_CPU) == rt::ClockKind::kCpu &&
+              kind_of(SPROFIL_CLOCK_ITIMER) == rt::ClockKind::kItimer &&
+              kind_of(SPROFIL_CLOCK_PERF) == rt::ClockKind::kPerf &&
+              kind_of(SPROFIL_CLOCK_WALL) == rt::ClockKind::kWall &&
+              kind_of(SPROFIL_CLOCK_SAMPLER) == rt::ClockKind::kSampler &&
+              kind_of(SPROFIL_CLOCK_AUTO) == rt::ClockKind::kAuto &&
+              !kind_of(static_cast<sprofil_clock>(6)));
 
 rt::ClockRequest clock_of(const sprofil_options& o) {
-  return rt::ClockRequest{kind_of(o.clock), 1000000000ull / o.hz};
+  return rt::ClockRequest{*kind_of(o.clock), 1000000000ull / o.hz};  // checked by create
 }
 
 // Publishes a fresh table when the session runs.
@@ -208,7 +223,7 @@ sprofil_session* sprofil_create(const sprofil_options* opt) {
   if (opt) o = *opt;
   if ((o.counter_width != 2 && o.counter_width != 4 && o.counter_width != 8) || o.hz == 0 ||
       o.hz > 1000000 || o.bin_bytes == 0 || (o.bin_bytes & (o.bin_bytes - 1)) ||
-      static_cast<unsigned>(o.clock) > SPROFIL_CLOCK_SAMPLER) {
+      !kind_of(o.clock)) {
     errno = EINVAL;
     return nullptr;
   }

@@ -28,9 +28,10 @@ inline int fail(int e) {
   return -1;
 }
 
-// The clock the faces use unless a face sets its own interval: SPROFIL_CLOCK (cpu, itimer,
-// wall) and SPROFIL_HZ (default 1000; a bad value is said once on stderr and ignored: the
-// rule is util::hz_from_env's) from the environment.
+// The clock the faces use unless a face sets its own interval, from the environment:
+// SPROFIL_CLOCK (auto or the name of any row of SPROF_CLOCKS: cpu, itimer, perf, wall,
+// sampler; rt::parse_clock's names; unset or another word: cpu) and SPROFIL_HZ (default 1000;
+// a bad value is said once on stderr and ignored: the rule is util::hz_from_env's).
 rt::ClockRequest default_clock();
 
 // Publishes the regions (and optional overflow counter) on the face channel for `who`;

@@ -15,13 +15,18 @@ struct ClockInfo {
 #define SPROF_CLOCK_INFO_(NAME, id, name, description) {name, description},
 constexpr ClockInfo kClocks[] = {SPROF_CLOCKS(SPROF_CLOCK_INFO_)};
 #undef SPROF_CLOCK_INFO_
-static_assert(uint32_t(Clock::kCpu) == SPROF_CLOCK_CPU &&
-                  uint32_t(Clock::kItimer) == SPROF_CLOCK_ITIMER &&
-                  uint32_t(Clock::kPerf) == SPROF_CLOCK_PERF &&
-                  uint32_t(Clock::kWall) == SPROF_CLOCK_WALL &&
-                  uint32_t(Clock::kSampler) == SPROF_CLOCK_SAMPLER,
-              "profile::Clock follows SPROF_CLOCKS");
-static_assert(SPROF_CLOCK_COUNT == 5, "a new row of SPROF_CLOCKS needs its profile::Clock");
+// Each row of SPROF_CLOCKS, by its NAME, and its enumerator: a row without its line here does
+// not compile, nor does an enumerator whose row is gone.
+constexpr Clock kClock_CPU = Clock::kCpu;
+constexpr Clock kClock_ITIMER = Clock::kItimer;
+constexpr Clock kClock_PERF = Clock::kPerf;
+constexpr Clock kClock_WALL = Clock::kWall;
+constexpr Clock kClock_SAMPLER = Clock::kSampler;
+#define SPROF_CLOCK_PIN_(NAME, id, name, description)          \
+  static_assert(uint32_t(kClock_##NAME) == SPROF_CLOCK_##NAME, \
+                "profile::Clock follows SPROF_CLOCKS: " name);
+SPROF_CLOCKS(SPROF_CLOCK_PIN_)
+#undef SPROF_CLOCK_PIN_
 }  // namespace
 
 const char* clock_name(Clock c) {

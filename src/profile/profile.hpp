@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "format/sprof_format.h"
+
 namespace sprofil::profile {
 
 // a + b, or UINT64_MAX when the sum does not fit: every total of counts is summed with this.
@@ -14,9 +16,16 @@ inline uint64_t sat_add(uint64_t a, uint64_t b) {
   return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
-// The sampling clock a profile was taken with: one per row of SPROF_CLOCKS, with its on-disk
-// number (pinned in profile.cpp); names and descriptions come from the table.
-enum class Clock : uint32_t { kCpu = 0, kItimer = 1, kPerf = 2, kWall = 3, kSampler = 4 };
+// The sampling clock a profile was taken with: one enumerator per row of SPROF_CLOCKS
+// (format/sprof_format.h), numbered by the row's on-disk id; profile.cpp checks, row by row,
+// that every row has its enumerator. Names and descriptions come from the table.
+enum class Clock : uint32_t {
+  kCpu = SPROF_CLOCK_CPU,
+  kItimer = SPROF_CLOCK_ITIMER,
+  kPerf = SPROF_CLOCK_PERF,
+  kWall = SPROF_CLOCK_WALL,
+  kSampler = SPROF_CLOCK_SAMPLER,
+};
 const char* clock_name(Clock c);         // "cpu"
 const char* clock_description(Clock c);  // "per-thread CPU-time timers"
 
