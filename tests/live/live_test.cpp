@@ -229,13 +229,15 @@ TEST_F(Live, ApiCountsGrowWhileItRuns) {
 
 TEST_F(Live, AgentCountsGrowWhileItRuns) {
   const double t0 = now_s();
-  Proc p = spawn({kTool, "record", "--live", "-o", dir_ / "run.sprof", kProg, "plain", "5"}, env_);
+  // 8 s of wall time: the program must still run for gperf after grows() (3 s and a fetch),
+  // which took over 5 s in CI with a sanitized tool on a loaded machine.
+  Proc p = spawn({kTool, "record", "--live", "-o", dir_ / "run.sprof", kProg, "plain", "8"}, env_);
   const int pid = wait_ready(p);
   ASSERT_TRUE(wait_exists(sock(pid)));
   // `sprofil list` shows it.
   const Proc l = run({kTool, "list"}, env_);
   EXPECT_EQ(l.status, 0);
-  EXPECT_NE(l.stdout_text.find(std::to_string(pid) + "  " + kProg + " plain 5"), std::string::npos)
+  EXPECT_NE(l.stdout_text.find(std::to_string(pid) + "  " + kProg + " plain 8"), std::string::npos)
       << l.stdout_text;
   grows(p, pid, sock(pid), t0, dir_ / "s2.sprof");
   // `sprofil gperf PID` prints the report of `sprofil report`, burn() on top.
