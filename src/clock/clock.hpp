@@ -1,14 +1,16 @@
 // The clock interface, for the files of src/clock/ only (the rest of the runtime uses
 // runtime.hpp). A clock is one ClockOps, defined in its own file (cpu.cpp, wall.cpp,
 // itimer.cpp, perf_clock.cpp, sampler.cpp) as g_clock_<NAME> for its row of SPROF_CLOCKS
-// (src/format/sprof_format.h); clock_ops() finds it by kind. Adding a clock: one file that
-// defines g_clock_NEW, one row X(NEW, id, "new", "...") in SPROF_CLOCKS, and kNew in
-// ClockKind (runtime.hpp, pinned to the row's id by a static_assert in runtime.cpp).
+// (src/format/sprof_format.h); clock_ops() finds it by kind. Adding a clock takes steps
+// outside this directory too: docs/architecture.md, "Seams", lists them all.
 //
-// Every hook is called with the runtime mutex held, never from the signal handler. The weight
-// of a sample is not a hook: the handler tells a signal's source by its si_code (a perf-clock
-// thread may hold a CPU-time timer instead of an event), see handler.cpp and the weight
-// functions each clock file exports below.
+// A ClockOps is three flags and the hooks the runtime calls. Every hook but weight is called
+// with the runtime mutex held, or in a forked child before its one thread is armed anew (the
+// mutex just re-initialised, every signal blocked), and never from the signal handler.
+// weight is called from the signal handler: handler.cpp asks the running clock's weight hook
+// whether a signal is one of its samples (each clock tells its own by si_code and its marks;
+// the perf clock's also takes the CPU-time timer of a thread that got no event) and what it
+// weighs, so it must be async-signal-safe (handler.cpp's audit lists what each one does).
 #pragma once
 
 #include <pthread.h>

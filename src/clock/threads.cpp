@@ -128,7 +128,8 @@ void check_masks_locked() {
   if (!g_active || clock_ops(g_clock.kind).process_wide || g_signo <= 0 || g_signo > 64) return;
   static bool said = false;
   if (said) return;
-  const pid_t self = gettid_();  // blocks everything while it holds g_mu: not a finding
+  // The calling thread is not checked: it holds g_mu, so every signal is blocked in it (Lock).
+  const pid_t self = gettid_();
   for (int i = 0; i < g_nslots; ++i) {
     if (g_slots[i].tid == self) continue;
     char path[64], buf[2048];

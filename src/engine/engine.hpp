@@ -1,7 +1,8 @@
 // The sampling engine: regions of text, their counter arrays, and the lookup that turns a
-// program counter into one counter increment. No system calls: the only library calls are
-// malloc and free in Table::create and Table::destroy (never on the signal path, and never
-// in exchange() but through destroy of a retired table); everything here is testable with
+// program counter into one counter increment. The engine makes no system call of its own; its
+// only library calls are malloc (alloc_regions, Table::create) and free (Table::destroy, also
+// reached from exchange() and ~Engine through free_retired()), which may enter the kernel
+// (brk, mmap, munmap). None of them is on the signal path. Everything here is testable with
 // synthetic pcs.
 //
 // Signal-safety contract (audited in engine.cpp): Engine::sample() and everything it calls
@@ -9,11 +10,15 @@
 // memory, std::atomic / std::atomic_ref operations on counters and tallies, and an
 // initial-exec TLS hint. No allocation, locks, errno changes or library calls.
 //
-// Tables are immutable once published. A face or the agent builds a new Table, publishes it
-// with Engine::exchange() (a seq_cst store), and destroys the old one only after no handler
-// still reads it (a per-channel reader count, see Engine::exchange). exchange() never waits
-// for long and makes no OS call: after a short bounded spin it retires the old table (freed
-// by a later exchange that sees no reader, or leaked if too many are retired: counted).
+// Tables are immutable once published. A face, the API or the agent builds a new Table,
+// publishes it with Engine::exchange() (a seq_cst store), and destroys the old one only after
+// no handler still reads it (a per-channel reader count, see Engine::exchange). exchange()
+// never sleeps or gives up the CPU: it reads the channel's reader count at most kSpin times,
+// with a CPU pause hint between reads. If it sees the count at zero, it frees the channel's
+// retired tables (free(), which may take malloc's lock or unmap memory) and hands the old
+// table back; otherwise it retires the old table and returns null. A retired table is freed
+// by a later exchange() on its channel that sees no reader, or by ~Engine; the number of
+// retired tables is not bounded (Stats::leaked counts those past kRetiredMax).
 #pragma once
 
 #include <atomic>
@@ -167,9 +172,10 @@ class Engine : util::NoCopy {
   // Records w samples that were taken but whose pc is unknown (the kernel dropped them).
   void lost(uint64_t w);
 
-  // Publishes `next` (may be null) on channel ch and returns the previous table once no
-  // handler can still be reading it; the caller then owns it. Not signal-safe; callers
-  // serialise per channel.
+  // Publishes `next` (may be null) on channel ch. Returns the previous table if no handler
+  // can still be reading it (the caller then owns it and destroys it), else null: the previous
+  // table is retired and freed by the engine later. Not signal-safe; callers serialise per
+  // channel.
   Table* exchange(Channel ch, Table* next);
 
   Table* current(Channel ch) const { return tables_[ch].load(std::memory_order_acquire); }
@@ -178,10 +184,11 @@ class Engine : util::NoCopy {
   // for the system part (getrusage) ask first. Signal-safe.
   bool wants_system() const { return system_channels_.load(std::memory_order_relaxed) != 0; }
 
-  // What exchange() did so far, for tests and diagnostics: tables it could not hand back
-  // because a handler still read them (retired: freed by a later exchange that finds no
-  // reader, or when the engine ends) and, of those, the ones retired while kRetiredMax others
-  // were already held ("leaked": held past the bound, still freed the same way).
+  // What exchange() did so far, for tests and diagnostics: its calls; the tables it could not
+  // hand back because a handler still read them (retired: freed by a later exchange() on the
+  // channel that finds no reader, or by ~Engine; the process-wide engine is never destroyed);
+  // and, of those, the ones retired while kRetiredMax or more others were already held on
+  // their channel ("leaked": kept past the bound, and still freed the same way).
   struct Stats {
     uint64_t exchanges = 0;
     uint64_t retired = 0;
@@ -191,7 +198,8 @@ class Engine : util::NoCopy {
 
   // How long exchange() spins for readers to leave (pause instructions) before retiring.
   static constexpr int kSpin = 4096;
-  static constexpr int kRetiredMax = 16;  // per channel, before retiring counts as a leak
+  // Retired tables held per channel from which retiring one more counts in Stats::leaked.
+  static constexpr int kRetiredMax = 16;
 
   constexpr Engine() = default;
   ~Engine();

@@ -1,6 +1,9 @@
-// The output formats of `sprofil report --format NAME`. Each format is one Exporter in a file
-// of its own (text.cpp, json.cpp, csv.cpp, folded.cpp, pprof.cpp, gmon.cpp, html.cpp);
-// exporters.cpp holds the one list of them. A new format is one file and one line in that list.
+// The output formats of `sprofil report --format NAME` (and `sprofil gperf --format`). Each
+// format is one Exporter in a file of its own (text.cpp, json.cpp, csv.cpp, folded.cpp,
+// pprof.cpp, gmon.cpp, html.cpp); exporters.cpp holds the one list of them. A new format is
+// NAME.cpp defining NAME_exporter(), its declaration at the end of this file, its entry in
+// exporters()'s list (exporters.cpp), its source in src/report/CMakeLists.txt, and outside the
+// code the completions, the man page and a test: docs/architecture.md, "Seams", lists the steps.
 #pragma once
 
 #include <iosfwd>

@@ -1,15 +1,15 @@
-// Without perf events, on a loaded machine, every function's share is within
-// 2 points of the truth. contend_workload alternates burn_a and burn_b (2:1 and 1:1 splits of
-// its CPU time, measured by the program itself) beside two busy loops (threads of this test:
-// with the workload, three runnable threads on this 2-core machine), recorded with
-// `--clock auto` under a seccomp filter that makes perf_event_open fail (EACCES, ENOSYS), as on
-// hosts whose policy denies perf events. auto must pick the sampler clock and say why in one
-// line; the delivered rate at 1 kHz must be 1 kHz of the program's CPU time. The cpu clock
-// (tick-driven CPU-time timers) gave 506:82 for the 2:1 split in the issue, and 5.9 and 4.4
-// points of error on the two splits when this test was written. The sampler clock stays under
-// 2 points in one run of 6 s of CPU: 5 of 5 runs of each split passed with four builds
-// sharing the same 2 cores (load average 11-13); with 3 s runs, the binomial noise alone
-// (sd 0.86 points) had single runs cross 2 points under such load.
+// Without perf events, on a loaded machine, every function's share is within 2 points of the truth.
+// contend_workload alternates burn_a and burn_b (2:1 and 1:1 splits of its CPU time, measured by
+// the program itself) beside two busy loops (threads of this test: with the workload, three
+// runnable threads on this 2-core machine), recorded with `--clock auto` under a seccomp filter
+// that makes perf_event_open fail (EACCES, ENOSYS), as on hosts whose policy denies perf events.
+// auto must pick the sampler clock and say why in one line; the delivered rate at 1 kHz must be 1
+// kHz of the program's CPU time. The cpu clock (tick-driven CPU-time timers) gave 506:82 for a
+// 400:200 truth on the 2:1 split beside two busy loops (docs/architecture.md, "cpu"), and 5.9 and
+// 4.4 points of error on the two splits when this test was written. The sampler clock stays under 2
+// points in one run of 6 s of CPU: 5 of 5 runs of each split passed with four builds sharing the
+// same 2 cores (load average 11-13); with 3 s runs, the binomial noise alone (sd 0.86 points) had
+// single runs cross 2 points under such load.
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -106,7 +106,7 @@ TEST_P(Contention, SharesWithin2PointsWithoutPerf) {
   ASSERT_EQ(why.size(), 1u) << m.r.err;
   EXPECT_NE(why[0].find(strerror(s.err)), std::string::npos) << why[0];
   EXPECT_NE(why[0].find("sampler clock"), std::string::npos) << why[0];
-  // The issue's requirement: every function's share within 2 points of its CPU time's.
+  // Every function's share within 2 points of its share of the program's CPU time.
   EXPECT_NEAR(m.share_a, m.truth_a, 2.0);
   EXPECT_NEAR(m.share_b, m.truth_b, 2.0);
   RecordProperty("share_a", std::to_string(m.share_a));

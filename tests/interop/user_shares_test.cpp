@@ -1,11 +1,11 @@
-// User and system time apart, checked against perf (issue: kernel time was charged to the next
-// user instruction). fault_prog alternates fault_pages() (first-touch page faults: mostly
-// kernel time) and compute() (user time only). Recorded by `sprofil record` (the default
-// clock, which is perf where allowed) under `perf record -e task-clock:u` (user-only samples,
-// the reference) in ONE execution, so that the two see the same run: sprofil's --user-only
-// shares must match perf's within 2 points, and the system part must be reported: most of
-// fault_pages' time, little of compute's. Shares are taken between the two functions on both
-// sides (perf also samples the record tool and sprofil's runtime).
+// User and system time apart, checked against perf: kernel time must not be charged to the user
+// instruction the thread returns to. fault_prog alternates fault_pages() (first-touch page faults:
+// mostly kernel time) and compute() (user time only). Recorded by `sprofil record` (the default
+// clock, which is perf where allowed) under `perf record -e task-clock:u` (user-only samples, the
+// reference) in ONE execution, so that the two see the same run: sprofil's --user-only shares must
+// match perf's within 2 points, and the system part must be reported: most of fault_pages' time,
+// little of compute's. Shares are taken between the two functions on both sides (perf also samples
+// the record tool and sprofil's runtime).
 //
 // Both sample at 10 kHz for 3 s of CPU, about 12,000 user samples each: a share's standard
 // error is under 0.4 points, so 2 points between the two is over 3.5 standard errors of

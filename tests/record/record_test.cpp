@@ -25,7 +25,8 @@ bool exists(const std::string& p) {
   return lstat(p.c_str(), &st) == 0;
 }
 
-// Item 1: options end at the command's first word; `--` stays optional.
+// record's options end at the command's first word, so the command keeps its own options
+// without `--`; with `--`, a later `--` is the command's.
 TEST(Options, TheCommandKeepsEveryOptionWithoutDashDash) {
   TempDir dir;
   const std::string out = dir / "p.sprof";
@@ -62,7 +63,8 @@ TEST(Options, GccKeepsItsOutputOption) {
   EXPECT_EQ(p.argv.at(0), "gcc");
 }
 
-// Item 2: a bad output fails before the command runs, with a non-zero status.
+// An output in a missing directory, or a directory as the output, fails with a non-zero
+// status before the command runs.
 TEST(Output, BadOutputFailsBeforeTheCommandRuns) {
   TempDir dir;
   const std::string mark = dir / "ran";
@@ -77,7 +79,8 @@ TEST(Output, BadOutputFailsBeforeTheCommandRuns) {
   EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
 }
 
-// Item 3: a program the agent cannot enter is named with the reason, before it runs.
+// A statically linked program, which the preloaded agent cannot enter, is refused with that
+// reason before it runs.
 TEST(Command, StaticBinaryIsRefusedWithTheReason) {
   TempDir dir;
   const std::string mark = dir / "ran";
@@ -89,7 +92,8 @@ TEST(Command, StaticBinaryIsRefusedWithTheReason) {
   EXPECT_EQ(r.err.find("no profile was written"), std::string::npos) << r.err;
 }
 
-// Item 14: 126 when found but not executable, 127 when not found, as shells do.
+// Exit status 126 when the command is found but not executable, 127 when it is not found, as
+// shells do; no profile and no run directory is left behind.
 TEST(Command, ExitStatusesFollowTheShell) {
   TempDir dir;
   const std::string script = dir / "script.sh";
@@ -110,7 +114,8 @@ TEST(Command, ExitStatusesFollowTheShell) {
   EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"script.sh"})) << "leftovers";
 }
 
-// Item 4: one run, one profile: 50 short children and one that burns.
+// One run, one profile: a shell with 50 short children that take no sample (dropped and
+// counted) and one that burns (stored, with its command name for --comm).
 TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   TempDir dir;
   const std::string out = dir / "run.sprof";
@@ -160,7 +165,8 @@ TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   EXPECT_NE(text.out.find("unsampled CPU:"), std::string::npos) << text.out;
 }
 
-// Items 4 and 11: a rerun with the same -o never mixes runs; nothing is left behind.
+// A second record to the same -o replaces the first run's profile (no process of the first
+// run in it); nothing else is left in the directory.
 TEST(Run, RerunNeverMixesRuns) {
   TempDir dir;
   const std::string out = dir / "p.sprof";
@@ -177,7 +183,8 @@ TEST(Run, RerunNeverMixesRuns) {
   EXPECT_EQ(second.processes[0].comm, "agent_prog");
 }
 
-// Item 11: two records to the same -o at once: each writes its own run, whole.
+// Two records to the same -o at once: the file holds one of the two runs, whole, and nothing
+// else is left in the directory.
 TEST(Run, ConcurrentRecordsToTheSameOutput) {
   TempDir dir;
   const std::string out = dir / "same.sprof";
@@ -194,7 +201,8 @@ TEST(Run, ConcurrentRecordsToTheSameOutput) {
   EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"same.sprof"}));
 }
 
-// Item 14: /etc/passwd is "not a sprofil profile"; a FIFO is refused at once.
+// report says /etc/passwd is "not a sprofil profile"; report and merge refuse a FIFO at once
+// instead of blocking on it.
 TEST(Inputs, NotAProfileAndFifo) {
   Result r = run({kTool, "report", "/etc/passwd"});
   EXPECT_EQ(r.status, 1);

@@ -271,13 +271,13 @@ TEST(Annotate, UnknownFunctionFails) {
   EXPECT_NE(status, 0);
 }
 
-// `sprofil report --by line` agrees with perf's srcline shares on the two loops within 2
-// points (the bound). Both profilers sample ONE execution (`perf record -- sprofil
-// record -- prog`), so the only differences are the two samplings and their mechanisms, not
-// two runs' timing (separate runs differed by up to 2.3 points under CI's load). Shares are
-// taken among the program's own lines on both sides (perf also sees the record tool and
-// sprofil's runtime). At 10 kHz over ~1.7 s of CPU (~17,000 samples each) a share near 35%
-// has a binomial sd of ~0.37 points, ~0.52 for the difference: 2 points is ~3.8 sd.
+// `sprofil report --by line` agrees with perf's srcline shares on the two loops within 2 points.
+// Both profilers sample ONE execution (`perf record -- sprofil record -- prog`), so the only
+// differences are the two samplings and their mechanisms, not two runs' timing (separate runs
+// differed by up to 2.3 points under CI's load). Shares are taken among the program's own lines on
+// both sides (perf also sees the record tool and sprofil's runtime). At 10 kHz over ~1.7 s of CPU
+// (~17,000 samples each) a share near 35% has a binomial sd of ~0.37 points, ~0.52 for the
+// difference: 2 points is ~3.8 sd.
 TEST(Annotate, ByLineAgreesWithPerf) {
   if (run("command -v perf").empty()) GTEST_SKIP() << "no perf";
   const std::string data = temp_dir() + "/perf.data";
