@@ -105,8 +105,8 @@ static_assert(SPROF_CLOCK_COUNT == 5, "a new row of SPROF_CLOCKS: pin its public
 // without its case), and auto. Empty for a number that is no sprofil_clock.
 constexpr std::optional<rt::ClockKind> kind_of(sprofil_clock c) {
   switch (c) {
-#define SPROFIL_API_CLOCK_(NAME, id, name, description) \
-  case SPROFIL_CLOCK_##NAME:                            \
+#define SPROFIL_API_CLOCK_(NAME, id, name, description, off_cpu) \
+  case SPROFIL_CLOCK_##NAME:                                     \
     return static_cast<rt::ClockKind>(SPROF_CLOCK_##NAME);
     SPROF_CLOCKS(SPROFIL_API_CLOCK_)
 #undef SPROFIL_API_CLOCK_

@@ -34,7 +34,8 @@ namespace sprofil::rt {
 
 // The clocks, by kind: one row of SPROF_CLOCKS each, defined in the clock's own file. The
 // runtime's ClockKind keeps the on-disk ids.
-#define SPROFIL_CLOCK_DECL_(NAME, id, name, description) extern const ClockOps g_clock_##NAME;
+#define SPROFIL_CLOCK_DECL_(NAME, id, name, description, off_cpu) \
+  extern const ClockOps g_clock_##NAME;
 SPROF_CLOCKS(SPROFIL_CLOCK_DECL_)
 #undef SPROFIL_CLOCK_DECL_
 static_assert(static_cast<int>(ClockKind::kCpu) == SPROF_CLOCK_CPU);
@@ -45,10 +46,10 @@ static_assert(static_cast<int>(ClockKind::kSampler) == SPROF_CLOCK_SAMPLER);
 static_assert(static_cast<int>(ClockKind::kAuto) == SPROF_CLOCK_COUNT);
 
 namespace {
-#define SPROFIL_CLOCK_ROW_(NAME, id, name, description) &g_clock_##NAME,
+#define SPROFIL_CLOCK_ROW_(NAME, id, name, description, off_cpu) &g_clock_##NAME,
 const ClockOps* const g_clocks[] = {SPROF_CLOCKS(SPROFIL_CLOCK_ROW_)};
 #undef SPROFIL_CLOCK_ROW_
-#define SPROFIL_CLOCK_NAME_(NAME, id, name, description) name,
+#define SPROFIL_CLOCK_NAME_(NAME, id, name, description, off_cpu) name,
 const char* const g_clock_names[] = {SPROF_CLOCKS(SPROFIL_CLOCK_NAME_) "auto"};
 #undef SPROFIL_CLOCK_NAME_
 }  // namespace

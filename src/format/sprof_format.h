@@ -36,16 +36,17 @@
 
 /* header.clock: the one table of sampling clocks. Every layer (the runtime, the public API's
  * sprofil_clock, the host tools) derives its ids, names and descriptions from this list; the
- * numbers are on disk and in the public API and must never change.
- *   X(NAME, id, "name", "description") */
-#define SPROF_CLOCKS(X)                                  \
-  X(CPU, 0, "cpu", "per-thread CPU-time timers")         \
-  X(ITIMER, 1, "itimer", "process-wide ITIMER_PROF")     \
-  X(PERF, 2, "perf", "per-thread perf_event task clock") \
-  X(WALL, 3, "wall", "per-thread wall-clock timers")     \
-  X(SAMPLER, 4, "sampler", "per-thread hrtimers, CPU-time weights")
+ * numbers are on disk and in the public API and must never change. off_cpu: the clock also
+ * ticks while a thread waits, so its samples are not CPU time (the reports say so).
+ *   X(NAME, id, "name", "description", off_cpu) */
+#define SPROF_CLOCKS(X)                                     \
+  X(CPU, 0, "cpu", "per-thread CPU-time timers", 0)         \
+  X(ITIMER, 1, "itimer", "process-wide ITIMER_PROF", 0)     \
+  X(PERF, 2, "perf", "per-thread perf_event task clock", 0) \
+  X(WALL, 3, "wall", "per-thread wall-clock timers", 1)     \
+  X(SAMPLER, 4, "sampler", "per-thread hrtimers, CPU-time weights", 0)
 
-#define SPROF_CLOCK_ENUM_(NAME, id, name, description) SPROF_CLOCK_##NAME = id,
+#define SPROF_CLOCK_ENUM_(NAME, id, name, description, off_cpu) SPROF_CLOCK_##NAME = id,
 enum sprof_clock { SPROF_CLOCKS(SPROF_CLOCK_ENUM_) SPROF_CLOCK_COUNT };
 #undef SPROF_CLOCK_ENUM_
 

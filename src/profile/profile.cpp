@@ -11,8 +11,9 @@ namespace {
 struct ClockInfo {
   const char* name;
   const char* description;
+  bool off_cpu;
 };
-#define SPROF_CLOCK_INFO_(NAME, id, name, description) {name, description},
+#define SPROF_CLOCK_INFO_(NAME, id, name, description, off_cpu) {name, description, off_cpu != 0},
 constexpr ClockInfo kClocks[] = {SPROF_CLOCKS(SPROF_CLOCK_INFO_)};
 #undef SPROF_CLOCK_INFO_
 // Each row of SPROF_CLOCKS, by its NAME, and its enumerator: a row without its line here does
@@ -22,7 +23,7 @@ constexpr Clock kClock_ITIMER = Clock::kItimer;
 constexpr Clock kClock_PERF = Clock::kPerf;
 constexpr Clock kClock_WALL = Clock::kWall;
 constexpr Clock kClock_SAMPLER = Clock::kSampler;
-#define SPROF_CLOCK_PIN_(NAME, id, name, description)          \
+#define SPROF_CLOCK_PIN_(NAME, id, name, description, off_cpu) \
   static_assert(uint32_t(kClock_##NAME) == SPROF_CLOCK_##NAME, \
                 "profile::Clock follows SPROF_CLOCKS: " name);
 SPROF_CLOCKS(SPROF_CLOCK_PIN_)
@@ -35,6 +36,10 @@ const char* clock_name(Clock c) {
 
 const char* clock_description(Clock c) {
   return uint32_t(c) < SPROF_CLOCK_COUNT ? kClocks[uint32_t(c)].description : "unknown clock";
+}
+
+bool counts_off_cpu(Clock c) {
+  return uint32_t(c) < SPROF_CLOCK_COUNT && kClocks[uint32_t(c)].off_cpu;
 }
 
 uint64_t Region::nbins() const {

@@ -28,6 +28,9 @@ enum class Clock : uint32_t {
 };
 const char* clock_name(Clock c);         // "cpu"
 const char* clock_description(Clock c);  // "per-thread CPU-time timers"
+// Whether the clock also ticks while a thread waits (the table's off_cpu: wall): its samples
+// are thread time on and off the CPU, not CPU time.
+bool counts_off_cpu(Clock c);
 
 struct Region {
   std::string path;               // object path; "[vdso]" for the vDSO

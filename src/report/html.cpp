@@ -39,7 +39,7 @@ std::string fmt(const char* format, double v) {
 }
 
 json header_rows(const Profile& p, const Options& opts, uint64_t total, double tick_seconds) {
-  const bool wall = p.clock == profile::Clock::kWall;
+  const bool wall = profile::counts_off_cpu(p.clock);
   json h = json::array();
   auto add = [&](const char* k, const std::string& v) { h.push_back({k, valid_utf8(v)}); };
   add("command", command_of(p));
@@ -62,7 +62,7 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
     add("unsampled CPU",
         fmt("%.3f s", double(profile::unsampled_cpu_ns(p)) / 1e9) + " of the run's " +
             fmt("%.3f s", double(p.run_cpu_ns) / 1e9) +
-            (p.clock == profile::Clock::kWall ? " is in no process's profile" : " has no sample"));
+            (profile::counts_off_cpu(p.clock) ? " is in no process's profile" : " has no sample"));
   const Coverage cov = coverage_of(p, total);
   if (!cov.warning.empty()) add("warning", cov.warning);
   if (!p.finished())

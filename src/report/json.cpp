@@ -16,7 +16,7 @@ using profile::Profile;
 // is split) to 1e-6, rates to 1e-3 Hz, other reals to 12 significant digits.
 void write_json(const Profile& p, const Table& t, const Options& opts, std::ostream& out) {
   nlohmann::json j;
-  const bool wall = p.clock == profile::Clock::kWall;
+  const bool wall = profile::counts_off_cpu(p.clock);
   j["total_samples"] = t.total_samples;
   j["tick_seconds"] = significant(t.tick_seconds, 12);
   j["units"] =

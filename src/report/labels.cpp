@@ -126,7 +126,7 @@ double significant(double x, int digits) {
 
 Coverage coverage_of(const profile::Profile& p, uint64_t total_samples) {
   Coverage c;
-  if (p.clock == profile::Clock::kWall || p.cpu_ns == 0 || p.tick_ns == 0) return c;
+  if (profile::counts_off_cpu(p.clock) || p.cpu_ns == 0 || p.tick_ns == 0) return c;
   c.known = true;
   double sampled_ns = double(total_samples) * double(p.tick_ns);
   c.ratio = sampled_ns / double(p.cpu_ns);

@@ -15,7 +15,7 @@ using profile::Profile;
 
 void write_text(const Profile& p, const Table& t, const Options& opts, std::ostream& out) {
   char buf[512];
-  const bool wall = p.clock == profile::Clock::kWall;
+  const bool wall = profile::counts_off_cpu(p.clock);
   out << "sprofil flat profile" << (opts.source.empty() ? "" : " of " + printable(opts.source))
       << "\n";
   out << "command:        " << printable(command_of(p)) << "\n";
@@ -71,7 +71,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   }
   if (p.run_cpu_ns != 0) {
     std::snprintf(buf, sizeof buf,
-                  p.clock == profile::Clock::kWall
+                  profile::counts_off_cpu(p.clock)
                       ? "unsampled CPU:  %.3f s of the run's %.3f s CPU is in no process's "
                         "profile\n"
                       : "unsampled CPU:  %.3f s of the run's %.3f s CPU has no sample (start-up "
