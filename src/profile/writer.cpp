@@ -135,21 +135,23 @@ bool plan(const Profile& p, std::vector<Planned>* out, uint64_t* total, std::str
   return true;
 }
 
+// The header's command line, one rule for a process image and a run: the arguments in order,
+// each NUL-terminated, up to the first one that holds a NUL byte (it would split) or does not
+// fit in SPROF_CMDLINE_MAX, as the agent cuts /proc/self/cmdline. It describes the profile;
+// the counts are never refused for it.
+std::string packed_cmdline(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    if (a.find('\0') != std::string::npos || a.size() + 1 > SPROF_CMDLINE_MAX - out.size()) break;
+    out.append(a.data(), a.size() + 1);
+  }
+  return out;
+}
+
 // Writes the v1 image of `p` at file offset `base` (its internal offsets relative to base).
 bool write_body(int fd, const Profile& p, const std::vector<Planned>& planned, uint64_t total,
                 uint64_t base, std::string* error) {
-  std::string cmdline;
-  for (const std::string& a : p.argv) {
-    if (a.find('\0') != std::string::npos) {
-      *error = "argument contains a NUL byte";
-      return false;
-    }
-    if (a.size() + 1 > SPROF_CMDLINE_MAX - cmdline.size()) {
-      *error = "command line longer than " + num(SPROF_CMDLINE_MAX) + " bytes";
-      return false;
-    }
-    cmdline.append(a.data(), a.size() + 1);  // with its NUL
-  }
+  const std::string cmdline = packed_cmdline(p.argv);
   layout::HeaderInfo hi;
   hi.flags = p.flags;
   hi.clock = static_cast<uint32_t>(p.clock);
@@ -291,13 +293,9 @@ bool write_run(const Profile& p, const std::string& path, std::string* error) {
                      .end_ns = p.run_end_ns,
                      .exit_status = p.exit_status};
   std::memcpy(h.magic, SPROF_RUN_MAGIC, sizeof h.magic);
-  size_t len = 0;
-  for (const std::string& a : p.argv) {
-    if (a.find('\0') != std::string::npos || a.size() + 1 > SPROF_CMDLINE_MAX - len) break;
-    std::memcpy(h.cmdline + len, a.data(), a.size());
-    len += a.size() + 1;
-  }
-  h.cmdline_len = static_cast<uint32_t>(len);
+  const std::string cmdline = packed_cmdline(p.argv);
+  std::memcpy(h.cmdline, cmdline.data(), cmdline.size());
+  h.cmdline_len = static_cast<uint32_t>(cmdline.size());
   layout::run_header_le(&h);
   std::vector<sprof_run_process> table(p.processes.size());
   for (size_t i = 0; i < table.size(); ++i) {
