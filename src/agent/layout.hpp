@@ -4,9 +4,19 @@
 // the handler may still be counting.
 #pragma once
 
+#include <bit>
+
 #include "format/layout.hpp"
 
 namespace sprofil::layout {
+
+// The runtime fills headers, region records and counters in place, in the machine's order
+// (the counters are the engine's native integers in a shared mapping): the agent's files, the
+// live images (live.cpp) and the API's snapshot images (api_source.cpp) alike. The file is
+// little-endian, so the runtime builds only where the machine's order is the file's; the
+// host's reader and writer go through *_le() and need no such machine.
+static_assert(std::endian::native == std::endian::little,
+              "the runtime writes the little-endian .sprof format in the machine's order");
 
 // A record's arrays, given where the record page is in memory. system_array is null without
 // SPROF_R_SYSTEM.

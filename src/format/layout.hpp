@@ -8,7 +8,8 @@
 // Byte order: the file is little-endian. The structs are filled in the machine's order; the
 // host writer and reader pass them through *_le(), which swaps on a big-endian machine and
 // is nothing on a little-endian one. The runtime's counters are the engine's native integers
-// in a shared mapping, so the agent writes native order: a little-endian machine's.
+// in a shared mapping, so the runtime writes native order; it builds only on a little-endian
+// machine (static_assert in agent/layout.hpp).
 #pragma once
 
 #include <bit>
