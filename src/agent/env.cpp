@@ -22,8 +22,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/profile_name.hpp"
 #include "agent/state.hpp"
+#include "format/profile_name.hpp"
 #include "util/env.hpp"
 
 namespace sprofil::agent {
@@ -57,7 +57,7 @@ const char* env(const char* name) {
 }
 
 // ", name" for each row of the table of clocks: the choices SPROFIL_CLOCK's error lists.
-#define SPROFIL_CLOCK_CHOICE_(NAME, id, name, description) ", " name
+#define SPROFIL_CLOCK_CHOICE_(NAME, id, name, description, off_cpu) ", " name
 
 bool read_settings(const char* output, Settings* s, const char** why) {
   s->clock = rt::ClockRequest{};
@@ -80,7 +80,7 @@ bool read_settings(const char* output, Settings* s, const char** why) {
       return *why = "SPROFIL_SYSTEM must be 0 or 1", false;
     s->system = v[0] == '1';
   }
-  if (!absolute_base(output, s->base, sizeof s->base)) {
+  if (!naming::absolute_base(output, s->base, sizeof s->base)) {
     if (errno == 0) errno = ENAMETOOLONG;
     return *why = nullptr, false;
   }

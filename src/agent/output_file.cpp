@@ -16,8 +16,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/profile_name.hpp"
 #include "agent/state.hpp"
+#include "format/profile_name.hpp"
 
 namespace sprofil::agent {
 namespace {
@@ -116,8 +116,8 @@ int create_output(bool first) {
   if (err == 0) {
     err = EEXIST;
     const int pid = first ? 0 : static_cast<int>(getpid());
-    for (int k = 0; k < (first ? 1 : kMaxNameTries) && err == EEXIST; ++k)
-      err = profile_name(final_name, sizeof final_name, name, pid, k)
+    for (int k = 0; k < (first ? 1 : naming::kMaxNameTries) && err == EEXIST; ++k)
+      err = naming::profile_name(final_name, sizeof final_name, name, pid, k)
                 ? publish_name(dirfd, tmp, final_name, first)
                 : ENAMETOOLONG;
   }

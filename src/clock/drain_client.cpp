@@ -1,4 +1,4 @@
-// Drain mode, the agent's side (drain_proto.hpp has the protocol): each thread's perf event
+// Drain mode, the agent's side (format/drain_proto.hpp has the protocol): each thread's perf event
 // is opened, mapped and enabled here, handed to the `sprofil record` parent with the
 // profile file's fd, and closed again. The program then holds no perf fd, gets no signal,
 // and pays only the kernel's sampling cost; the parent drains the rings, jitters the
@@ -19,8 +19,8 @@
 #include <cstring>
 
 #include "clock/clock.hpp"
-#include "clock/drain_proto.hpp"
 #include "clock/perf.hpp"
+#include "format/drain_proto.hpp"
 #include "util/clock_ns.hpp"
 
 namespace sprofil::rt::perf {

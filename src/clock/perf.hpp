@@ -8,7 +8,7 @@
 //   but the last milliseconds before an abrupt end are lost.
 // - drain (the default under `sprofil record`, drain_client.cpp): the agent opens, maps and
 //   enables each thread's event as in ring mode, then hands it to the record parent over a
-//   Unix socket (drain_proto.hpp) and closes it: the parent drains, jitters and counts.
+//   Unix socket (format/drain_proto.hpp) and closes it: the parent drains, jitters and counts.
 // Locking: called with the runtime mutex held, except is_ours() (signal-safe) and the drainer
 // thread, which takes only the ring mutex.
 #pragma once

@@ -12,7 +12,7 @@
 
 #include <cstddef>
 
-namespace sprofil::agent {
+namespace sprofil::naming {
 
 // The base the names are made from: SPROFIL_OUTPUT made absolute (the program may chdir; the
 // files are re-opened by path), into base[0, n). False if the working directory cannot be
@@ -64,4 +64,4 @@ inline bool parse_profile_suffix(const char* suffix, int* pid, int* k) {
   return *suffix == '\0';
 }
 
-}  // namespace sprofil::agent
+}  // namespace sprofil::naming

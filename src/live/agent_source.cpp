@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "agent/profile_name.hpp"
+#include "format/profile_name.hpp"
 #include "live/live.hpp"
 
 using namespace sprofil;
@@ -55,12 +55,12 @@ bool agent_source(void*, live::Image* out) {
   char path[PATH_MAX + 32];
   bool have = false;
   live::Image cand;
-  // The candidates in the order the agent makes them (agent/profile_name.hpp): FILE,
+  // The candidates in the order the agent makes them (format/profile_name.hpp): FILE,
   // FILE.PID, then FILE.PID.1, .2, ... up to the first that does not exist.
   const int pid = static_cast<int>(getpid());
-  for (int i = 0; i <= agent::kMaxNameTries; ++i) {
+  for (int i = 0; i <= naming::kMaxNameTries; ++i) {
     const int k = i == 0 ? 0 : i - 1;
-    if (!agent::profile_name(path, sizeof path, g_base, i == 0 ? 0 : pid, k)) break;
+    if (!naming::profile_name(path, sizeof path, g_base, i == 0 ? 0 : pid, k)) break;
     if (access(path, F_OK) != 0) {
       if (k >= 1) break;
       continue;
@@ -78,7 +78,7 @@ __attribute__((constructor)) void live_agent_start() {
   const char* live = secure_getenv("SPROFIL_LIVE");
   const char* output = secure_getenv("SPROFIL_OUTPUT");
   if (!live || strcmp(live, "1") != 0 || !output || !*output) return;
-  if (!agent::absolute_base(output, g_base, sizeof g_base)) return;
+  if (!naming::absolute_base(output, g_base, sizeof g_base)) return;
   live::start(agent_source, nullptr);
 }
 

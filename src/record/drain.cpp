@@ -23,9 +23,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "clock/drain_proto.hpp"
 #include "clock/perf.hpp"
 #include "engine/engine.hpp"
+#include "format/drain_proto.hpp"
 #include "format/sprof_format.h"
 #include "util/clock_ns.hpp"
 #include "util/xorshift.hpp"

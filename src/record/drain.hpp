@@ -1,4 +1,4 @@
-// The record parent's side of drain mode (src/clock/drain_proto.hpp has the protocol): a
+// The record parent's side of drain mode (src/format/drain_proto.hpp has the protocol): a
 // thread of `sprofil record` that receives each profiled thread's perf event from the agent,
 // maps its ring, and adds every sample into that process's profile file (FILE.PID, mapped
 // shared, records laid out as the agent wrote them), weighted by the task clock elapsed

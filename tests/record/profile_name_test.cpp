@@ -1,16 +1,16 @@
-// The FILE, FILE.PID, FILE.PID.N naming rule (src/agent/profile_name.hpp): what the agent
+// The FILE, FILE.PID, FILE.PID.N naming rule (src/format/profile_name.hpp): what the agent
 // writes, src/record reads back, and nothing else is taken for a profile of the run.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "agent/profile_name.hpp"
+#include "format/profile_name.hpp"
 
 namespace sprofil::record_test {
 namespace {
 
-using sprofil::agent::parse_profile_suffix;
-using sprofil::agent::profile_name;
+using sprofil::naming::parse_profile_suffix;
+using sprofil::naming::profile_name;
 
 TEST(ProfileName, WhatTheAgentWritesParsesBack) {
   struct Case {
