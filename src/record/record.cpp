@@ -1,3 +1,6 @@
+// The record workflow (record.hpp): the command's checks (check_command, is_static_elf), the
+// private run directory, fork / exec with the agent preloaded and its SPROFIL_* environment,
+// collecting the processes' files into one run profile, and the summary line on the log.
 #include "record/record.hpp"
 
 #include <dirent.h>
@@ -18,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/profile_name.hpp"
+#include "format/profile_name.hpp"
 #include "format/sprof_format.h"
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
@@ -94,7 +97,7 @@ Collected collect(const std::string& dir) {
       Entry en;
       int pid = 0, k = 0;
       if (name.compare(0, strlen(kFileName), kFileName) != 0 ||
-          !agent::parse_profile_suffix(name.c_str() + strlen(kFileName), &pid, &k)) {
+          !naming::parse_profile_suffix(name.c_str() + strlen(kFileName), &pid, &k)) {
         c.unreadable.push_back(name + ": not a profile of this run");
         continue;
       }
@@ -296,6 +299,7 @@ int record(const Options& o, FILE* log) {
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
     setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
     setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
+    if (o.live) setenv("SPROFIL_LIVE", "1", 1);  // the agent serves live snapshots
     drainer.restore_limits_in_child();
     if (drain)
       setenv("SPROFIL_DRAIN", drainer.path().c_str(), 1);

@@ -1,8 +1,9 @@
 // The record workflow (`sprofil record`, docs/file-format.md "Run profiles"):
 //  1. check the command (found? executable? an ELF the preloaded agent can enter?) and the
 //     output (a private run directory next to it, created with mkdtemp) before anything runs;
-//  2. run the command with the agent preloaded, SPROFIL_OUTPUT=<rundir>/p.sprof, and measure
-//     the whole run's CPU with wait4's rusage;
+//  2. run the command with the agent preloaded, SPROFIL_OUTPUT=<rundir>/p.sprof (and
+//     SPROFIL_LIVE=1 with `--live`: the agent serves live snapshots), and measure the whole
+//     run's CPU with wait4's rusage;
 //  3. read every process's file from the run directory, drop the processes without samples
 //     (counted), write ONE run profile to the output (temporary file + rename), remove the run
 //     directory and print one summary line.
@@ -20,6 +21,8 @@ struct Options {
   std::string output = "sprofil.data";
   std::vector<std::string> command;  // the command and its arguments, as given
   std::string runtime;               // path of libsprofil.so
+  bool live = false;  // SPROFIL_LIVE=1 in the command's environment: the agent serves live
+                      // snapshots while it runs (sprofil fetch/gperf/list/top; docs/live.md)
 };
 
 // What stands in the way of profiling a command, found before it runs.

@@ -54,16 +54,14 @@ Run setup_record(CLI::App& sub) {
   sub.add_option("-o,--output", opts->output,
                  "The run profile to write (one file holding every process of the run)")
       ->capture_default_str();
-  auto live = std::make_shared<bool>(false);
-  sub.add_flag("--live", *live,
+  sub.add_flag("--live", opts->live,
                "Serve live snapshots while it runs (sprofil fetch/gperf/list; docs/live.md)");
   // Options end at the command's first word, as with perf and env; `--` is optional.
   sub.add_option("command", opts->command,
                  "The command and its arguments (its options are its own)");
   sub.positionals_at_end();
-  return [opts, live] {
+  return [opts] {
     opts->runtime = find_runtime();
-    if (*live) setenv("SPROFIL_LIVE", "1", 1);  // inherited by the command: the agent serves
     return record::record(*opts, stderr);
   };
 }
