@@ -190,7 +190,8 @@ TEST(Names, PltStubIsCalleeAtPlt) {
   EXPECT_EQ((*row)["object"], "report_names_prog");
   for (const Json& r : j["rows"])
     EXPECT_EQ(r["name"].get<std::string>().rfind("_init", 0), std::string::npos) << r.dump();
-  for (const Json& r : report_json(plt_profile())["rows"])
+  const Json as_recorded = report_json(plt_profile());
+  for (const Json& r : as_recorded["rows"])
     EXPECT_EQ(r["name"].get<std::string>().rfind("_init", 0), std::string::npos) << r.dump();
   std::string text = report(file, "");
   EXPECT_NE(text.find("names_tiny@plt  report_names_prog"), std::string::npos) << text;
@@ -213,7 +214,9 @@ TEST(Names, MallocByItsPublicName) {
   // free by its current name, not the compatibility symbol cfree@GLIBC_2.2.5 (perf's choice).
   EXPECT_GT(samples_named(j, "free"), 0) << j.dump(1);
   EXPECT_EQ(row_named(j, "cfree@GLIBC_2.2.5"), nullptr);
-  expect_perf_agrees("malloc", "15000000", {"malloc", "malloc@plt"});
+  // perf names malloc the same; its malloc@plt row is there only in the runs that sample the
+  // stub (0-40% of them here, as for names_tiny@plt).
+  expect_perf_agrees("malloc", "15000000", {"malloc"});
 }
 
 // This process's vDSO (the same kernel's image as the profiled program's) written to a file,
