@@ -274,7 +274,9 @@ TEST_F(Live, AgentCountsGrowWhileItRuns) {
   // on an idle machine, 1.8 points in CI under load).
   const double mid1 = (lo1 + hi1) / 2, mid2 = (lo2 + hi2) / 2;
   EXPECT_TRUE((lo1 <= hi2 && lo2 <= hi1) || std::fabs(mid1 - mid2) <= 0.025)
-      << "snapshot [" << lo1 << ", " << hi1 << "] final [" << lo2 << ", " << hi2 << "]";
+      << "snapshot [" << lo1 << ", " << hi1 << "] final [" << lo2 << ", " << hi2 << "]\n"
+      << run({kTool, "report", dir_ / "s2.sprof", "--by", "object"}).stdout_text
+      << run({kTool, "report", dir_ / "run.sprof", "--by", "object"}).stdout_text;
   EXPECT_GT(lo2, 0.5);  // burn() dominates
 }
 
