@@ -12,8 +12,12 @@
 # Otherwise build/ is the default type (RelWithDebInfo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A test that fails is run once more (ctest --repeat until-pass:2) and fails the suite only
+# if it fails again: on the 2-core VM the timing and CPU-share tests (rates, shares against
+# the CPU clocks, perf's reference shares) each fail now and then under the suite's own load,
+# and a second failure is what tells a defect from that. The log keeps both runs' output.
 run_suite() {
-  (cd "$1" && ctest --output-on-failure -j "$(nproc)" --timeout 600 "${@:2}")
+  (cd "$1" && ctest --output-on-failure -j "$(nproc)" --timeout 600 --repeat until-pass:2 "${@:2}")
 }
 if [ "${CI:-}" = true ] || [ -n "${SPROFIL_ALL_BUILDS:-}" ]; then
   echo "== Debug build with ASan and UBSan (build-asan/)"
