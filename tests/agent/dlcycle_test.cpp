@@ -41,17 +41,19 @@ TEST_P(Dlcycle, SharesAndRecordsSurviveTheChurn) {
   ASSERT_GT(cpu, 1.3);
   RecordProperty("a_same_address", std::to_string(truth["a_same_address"]));
 
-  // Shares per function against the program's own CPU clocks. The tolerance (3 points) is the
-  // accuracy tests' 2 points plus one for the loader's CPU in the churn, which is not in any
-  // burn; a record lost or not revived would cost a function its whole share (a: 2 x 0.3 s of
-  // ~1.7 s, one load's samples missing is 17 points).
+  // Shares per function against the program's own CPU clocks. The tolerance (5 points) is the
+  // accuracy tests' 2 points plus the loader's CPU in the churn, which is not in any burn: one
+  // point on an Intel Xeon VM; on an AMD EPYC VM at 300 cycles dlcycle_a and dlcycle_b came
+  // out 3.4-4.3 points over their CPU share in three CI runs. A record lost or not revived
+  // would cost a function its whole share (a: 2 x 0.3 s of ~1.7 s, one load's samples missing
+  // is 17 points).
   Json j = report_json(out);
   ASSERT_TRUE(j.is_object());
   const double total = j["total_samples"].get<double>();
   EXPECT_GT(total, 1000) << "expected ~3,400 samples";
   for (const char* fn : {"dlcycle_a", "dlcycle_b", "dlcycle_inner", "dlcycle_main"}) {
     const double want = 100.0 * truth[fn] / cpu;
-    EXPECT_NEAR(percent_of(j, fn), want, 3.0)
+    EXPECT_NEAR(percent_of(j, fn), want, 5.0)
         << fn << " (" << clock << " clock, " << mode << " mode, " << cycles
         << " cycles): " << samples_of(j, fn) << " of " << total << " samples";
   }

@@ -191,9 +191,10 @@ TEST_P(Fork, KernelTimeBeforeAnExecIsKept) {
   profile::Profile c = read(cf);
   EXPECT_TRUE(c.finished());
   expect_consistent(c, "child");
-  // 0.2 s at 2000 Hz: 400 samples, nearly all kernel time.
+  // 0.2 s at 2000 Hz: 400 samples, mostly kernel time: over 80% of them on an Intel Xeon VM,
+  // 73-75% with the cpu clock on an AMD EPYC VM (294-302 of 400 in three CI runs); 70%.
   expect_burn(static_cast<double>(c.total_samples()), child, "child_cpu");
-  EXPECT_GT(static_cast<double>(c.system_samples()), 0.8 * child["child_cpu"] * 2000);
+  EXPECT_GT(static_cast<double>(c.system_samples()), 0.7 * child["child_cpu"] * 2000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Clocks, Fork, ::testing::Values("cpu", "perf"),

@@ -60,7 +60,9 @@ TEST_P(PerfClock, DeliversTheFullRate) {
   // under CI's load 7,948 samples for 8,198 periods of CPU were seen, burn_main complete: 95%.
   const double cpu = static_cast<double>(p.cpu_ns) * 1e-9;
   ASSERT_GT(cpu, 0);
-  const double unsampled_share = std::string(pr.mode) == "ring" ? 0.05 : 0.02;
+  // Signal mode: 3%, where 98% held on an Intel Xeon VM; on an AMD EPYC VM the process
+  // delivered 97.9-97.96% of its CPU time at 10 and 20 kHz in four CI runs (burn_main whole).
+  const double unsampled_share = std::string(pr.mode) == "ring" ? 0.05 : 0.03;
   EXPECT_GE(static_cast<double>(p.total_samples() + p.lost), (1 - unsampled_share) * cpu * pr.hz)
       << p.lost << " lost";
   EXPECT_LE(static_cast<double>(p.total_samples()), 1.02 * (cpu + steal) * pr.hz)

@@ -99,7 +99,8 @@ TEST(UserShares, MatchPerfUserOnlySamplesWithTheSystemPartApart) {
   ASSERT_TRUE(af && ac) << all.dump(1);
   const double f_sys = (*af)["system_samples"].get<double>() / (*af)["samples"].get<double>();
   const double c_sys = (*ac)["system_samples"].get<double>() / (*ac)["samples"].get<double>();
-  EXPECT_GT(f_sys, 0.6) << "fault_pages' system share of its own samples";
+  // Over 60% on an Intel Xeon VM, 55-56% on an AMD EPYC VM (two CI runs); compute's below.
+  EXPECT_GT(f_sys, 0.5) << "fault_pages' system share of its own samples";
   EXPECT_LT(c_sys, f_sys) << "compute's system share of its own samples";
   run("rm -rf '" + dir + "'");
 }
