@@ -127,8 +127,11 @@ TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"run.sprof"}));
   profile::Profile p = read(out);
   EXPECT_TRUE(p.run);
-  // Every /bin/true (and every fork of bash that ran it) took no sample: counted, not stored.
-  EXPECT_GE(p.dropped_processes, 50u);
+  // Every process of the run is either stored (with samples, below) or counted as dropped:
+  // bash, its 50 forks with their /bin/true, and the burner. Most take no sample; a fork or a
+  // /bin/true that ran half a period of CPU (2000 Hz) after the agent armed its timer takes
+  // one (on an AMD EPYC VM 51 of 101 did once, the agent's start and exit included).
+  EXPECT_GE(p.dropped_processes + p.processes.size(), 52u);
   ASSERT_GE(p.processes.size(), 2u);
   EXPECT_EQ(p.processes[0].comm, "bash");
   bool burner = false;
@@ -141,7 +144,9 @@ TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   }
   EXPECT_TRUE(burner);
   // The summary line names processes, samples and the dropped ones.
-  EXPECT_NE(r.err.find("processes without samples not stored"), std::string::npos) << r.err;
+  if (p.dropped_processes > 0) {
+    EXPECT_NE(r.err.find("processes without samples not stored"), std::string::npos) << r.err;
+  }
   // The report has a command column; --comm keeps one program.
   Json j = report_json(out);
   ASSERT_TRUE(j.contains("rows"));
