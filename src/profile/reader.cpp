@@ -400,6 +400,12 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
              num(h.region_count) + " committed region records (" + num(off) + ")";
     return false;
   }
+  // A process killed (SIGKILL) while its handler recorded a sample: the counts hold it, the
+  // delivered tally (raised last: engine.cpp, Table::record) not yet.
+  if ((h.flags & SPROF_F_FINISHED) == 0) {
+    const uint64_t held = sat_add(p.total_samples(), p.lost);
+    if (held > p.delivered) p.delivered = held;
+  }
   p.processes.push_back(process_of(p));
   *out = std::move(p);
   return true;

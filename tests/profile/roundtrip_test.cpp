@@ -162,6 +162,34 @@ TEST(ProfileRoundTrip, UnfinishedProfileReads) {
   EXPECT_EQ(q.regions[1].bins, p.regions[1].bins);
 }
 
+// A process killed while its handler recorded a sample: the bin holds the sample, the
+// delivered tally (raised last) does not yet. An unfinished profile's delivered is taken up
+// to its counts and lost samples; a finished one is read as written.
+TEST(ProfileRoundTrip, KilledMidSampleDeliveredCoversTheCounts) {
+  Profile p = sample_profile();
+  p.regions.resize(2);  // counts of 2 and 4 bytes: a total far from saturation
+  ASSERT_LT(p.total_samples(), UINT64_MAX / 2);
+  p.lost = 7;
+  p.delivered = p.total_samples() + p.lost - 3;  // three counted samples not yet delivered
+  for (const uint32_t flags : {0u, static_cast<uint32_t>(SPROF_F_FINISHED)}) {
+    p.flags = flags;
+    std::vector<uint8_t> img = image_of(p);
+    Profile q;
+    std::string error;
+    ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+    EXPECT_EQ(q.total_samples(), p.total_samples());
+    EXPECT_EQ(q.lost, 7u);
+    EXPECT_EQ(q.delivered, flags ? p.delivered : p.total_samples() + p.lost) << flags;
+  }
+  p.flags = 0;  // a delivered tally ahead of the counts (overflow, a sample in flight) stays
+  p.delivered = p.total_samples() + p.lost + 5;
+  std::vector<uint8_t> img = image_of(p);
+  Profile q;
+  std::string error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+  EXPECT_EQ(q.delivered, p.delivered);
+}
+
 TEST(ProfileRoundTrip, NoRegionsNoArgv) {
   Profile p;
   p.tick_ns = 1000000;
