@@ -354,7 +354,7 @@ struct Drainer::State {
     }
   }
 
-  // A new period for e, uniform in [P/2, 3P/2] (or P without jitter). The ioctl restarts the
+  // A new period for e, uniform in [3P/4, 5P/4] (or P without jitter). The ioctl restarts the
   // period: the part of the running one that elapsed is neither a user-space period nor a
   // kernel one (the counter read just before the ioctl tells how long it was); perf::credit
   // would take all of it for kernel time, so its user share is added to the user periods.
