@@ -255,6 +255,41 @@ TEST(ProfileRoundTrip, CounterZeroPagesAreHoles) {
 
 // The header's command line holds whole arguments up to the first that does not fit, as the
 // agent cuts /proc/self/cmdline: a long command never costs the profile its counts.
+// The file reader skips holes by seeking, and keeps each extent the file system reported;
+// a memory image is read in full. Counts scattered over holes and data extents of several
+// regions, with system parts, must read the same both ways.
+TEST(ProfileRoundTrip, SparseFileReadsAsItsImage) {
+  TempDir dir;
+  Profile p;
+  p.tick_ns = 1;
+  for (int k = 0; k < 3; ++k) {
+    Region r;
+    r.path = "/sparse" + std::to_string(k);
+    r.start = 0x10000000u * (k + 1);
+    r.end = r.start + (8u << 20);  // 2 Mi bins of 4 bytes: 8 MiB of counters
+    r.bin_size = 4;
+    r.counter_width = 4;
+    for (uint64_t i = 7 + k; i < r.nbins(); i += 25000 + 977 * k)  // a bin every ~100 KB
+      r.add(i, i % 13 + 1, i % 3 == 0 ? 1 : 0);
+    for (uint64_t i = 500000; i < 600000; i += 3)  // a data stretch of several 64 KB chunks
+      r.add(i, 2, 1);
+    p.regions.push_back(r);
+  }
+  std::string error;
+  ASSERT_TRUE(write_profile(p, dir.file("sparse.sprof"), &error)) << error;
+  const std::vector<uint8_t> img = slurp(dir.file("sparse.sprof"));
+  Profile from_file, from_image;
+  ASSERT_TRUE(read_profile(dir.file("sparse.sprof"), &from_file, &error)) << error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &from_image, &error)) << error;
+  ASSERT_EQ(from_file.regions.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(from_file.regions[k].bins, from_image.regions[k].bins) << k;
+    EXPECT_EQ(from_file.regions[k].total(), p.regions[k].total()) << k;
+    EXPECT_EQ(from_file.regions[k].bins.size(), p.regions[k].bins.size()) << k;
+    EXPECT_GT(from_file.regions[k].bins.size(), 33000u) << k;
+  }
+}
+
 TEST(ProfileWriter, CutsAnOverlongCommandLineAtAWholeArgument) {
   TempDir dir;
   std::string error;
