@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <utility>
 
 namespace sprofil::testproc {
 
@@ -23,6 +24,26 @@ inline std::string chromium_cmd(const std::string& user_dir) {
          " --disable-background-networking --disable-component-update --disable-sync"
          " --enable-logging=stderr --v=0 --user-data-dir='" +
          user_dir + "'";
+}
+
+// Text as it was before --dump-dom serialized it: the DOM's serializer escapes &, < and > in
+// text and attributes, and " in attributes (a C++ name such as f(T const&) reads
+// "f(T const&amp;)" in the dump).
+inline std::string dom_text(std::string s) {
+  static const struct {
+    const char* entity;
+    char c;
+  } kEntities[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&amp;", '&'}};
+  for (const auto& e : kEntities) {
+    const std::string ent = e.entity;
+    std::string out;
+    size_t from = 0;
+    for (size_t at; (at = s.find(ent, from)) != std::string::npos; from = at + ent.size())
+      out.append(s, from, at - from).push_back(e.c);
+    out.append(s, from, std::string::npos);
+    s = std::move(out);
+  }
+  return s;
 }
 
 }  // namespace sprofil::testproc
