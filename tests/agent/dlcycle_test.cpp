@@ -3,6 +3,8 @@
 // a module closed and loaded again keeps one record and both loads' samples, a module loaded
 // by another module's constructor is counted from its first instruction, scans racing from two
 // threads lose nothing, and the churn adds no records.
+#include <string>
+
 #include "helpers.hpp"
 
 namespace sprofil::agent_test {
@@ -58,8 +60,15 @@ TEST_P(Dlcycle, SharesAndRecordsSurviveTheChurn) {
         << " cycles): " << samples_of(j, fn) << " of " << total << " samples";
   }
   // Everything burnt was inside a known object: only the loader's and start-up's stray
-  // samples can be outside (none expected; 1 point allowed).
-  EXPECT_LT(percent_of(j, "[outside any object]"), 1.0) << j.dump(1);
+  // samples can be outside. In signal mode these include a library's own code run inside
+  // dlopen before the agent registers it (_init, its constructors, their first page faults):
+  // the handler looks the pc up at once, where drain mode looks it up when the ring is
+  // drained, after the record was added, and counts it in the library's _init. On the AMD
+  // EPYC VM (a page fault 12-14 us) signal mode had 0.33-0.61% outside when idle and
+  // 1.04-1.38% under the test suite's load (three CI runs), drain mode 0.02-0.09%: 2 points
+  // for signal mode, 1 for drain.
+  const double outside_bound = std::string(mode) == "signal" ? 2.0 : 1.0;
+  EXPECT_LT(percent_of(j, "[outside any object]"), outside_bound) << j.dump(1);
 
   // One record per module, however many cycles: a reload gets its record back. a and c end
   // closed (UNLOADED), b, inner and outer loaded.
