@@ -331,7 +331,7 @@ uint64_t jitter(int fd, uint64_t value, uint64_t cur, uint64_t period, uint64_t*
   }
   const uint64_t n = *left = jitter_block(rng);
   uint64_t next = jittered_period(period, rng);
-  const uint64_t since = value > t_restart && cur ? (value - t_restart) % cur : 0;
+  const uint64_t since = into_period(value, t_restart, cur);
   if (since / n < next / 2) next -= since / n;
   if (ioctl(fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return 0;
   t_restart = value;

@@ -52,6 +52,14 @@ inline uint64_t jittered_period(uint64_t period, uint64_t* rng) {
   return next ? next : 1;
 }
 
+// How far the counter `value` is into the period running now, whose overflows fall at `start`
+// (the counter where the event's period was last set or an overflow was seen) plus whole
+// periods of `len`; 0 when unknown. What a PERF_EVENT_IOC_PERIOD restart at `value` cuts
+// short. Signal-safe.
+inline uint64_t into_period(uint64_t value, uint64_t start, uint64_t len) {
+  return value > start && len ? (value - start) % len : 0;
+}
+
 // What one thread's event has been credited so far (see credit()).
 struct Credit {
   uint64_t periods = 0;   // whole periods of task clock credited

@@ -366,10 +366,9 @@ struct Drainer::State {
     if (read(e->fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
     if (ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
     value += e->phase;
-    if (value > e->boundary && e->cur_period) {
+    if (const uint64_t partial = rt::perf::into_period(value, e->boundary, e->cur_period)) {
       // Split in the proportion seen so far: the partial period's end is a moment whose
       // state (user or kernel) nobody saw.
-      const uint64_t partial = (value - e->boundary) % e->cur_period;
       const rt::perf::Credit& c = e->credit;
       const double user =
           c.periods ? 1.0 - static_cast<double>(c.system) / static_cast<double>(c.periods) : 1.0;
