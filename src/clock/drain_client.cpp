@@ -155,7 +155,7 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   a.type = PERF_TYPE_SOFTWARE;
   a.size = sizeof a;
   a.config = PERF_COUNT_SW_TASK_CLOCK;
-  a.sample_period = first_ns;
+  a.sample_period = first_overflow(period_ns, first_ns);
   a.sample_type = drain::kDrainSampleType;
   a.exclude_kernel = 1;  // user space only: allowed at perf_event_paranoid 2
   a.exclude_hv = 1;

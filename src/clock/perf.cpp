@@ -105,12 +105,15 @@ void drain(Event* e) {
       if (!e->period_set) {  // the random first period is over: back to P
         ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &e->period);
         e->period_set = true;
+        // It ended in user space after first_overflow() of counter: phase + that much.
+        e->credits.next_ns = first_overflow(e->period, e->period - e->phase) + e->phase;
       }
       uint64_t system_w = 0;
       // The thread's CPU clock through its clock id, which any thread of the process may read.
       const uint64_t v = steal_free(body[1] + e->phase, e->period, e->period, &e->credits,
                                     [e] { return util::clock_ns(thread_cpu_clock(e->tid)); });
       const uint64_t w = credit(v, e->period, &e->credits, &system_w);
+      e->credits.next_ns = 0;
       if (w) eng.sample(static_cast<uintptr_t>(body[0]), w, system_w);
     } else if (h.type == PERF_RECORD_LOST) {
       drop_lost(body[1], e->period, &e->credits);
@@ -213,7 +216,7 @@ int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool
   // opening files at its limit (harm NofileBudgetKeptByTheClock, `ulimit -n 16`) got EMFILE
   // one fd early in that moment.
   if (!fd_room()) return kNoFdRoom;
-  perf_event_attr a = make_attr(first_ns, ring);
+  perf_event_attr a = make_attr(first_overflow(period_ns, first_ns), ring);
   const int fd0 = sys_perf_event_open(&a, tid);
   if (fd0 < 0) return errno;
   const int fd = place_fd(fd0);
@@ -366,6 +369,8 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
     if (t_rng == 0) t_rng = 1;
     t_jitter_left = jitter_block(&t_rng);
+    // The first period ended after first_overflow() of counter: phase + that much in all.
+    t_credit.next_ns = first_overflow(period, period - phase) + phase;
   }
   // Credited with the length of the period that just ended; then the next one is set.
   const uint64_t v = steal_free(value + phase, period, period, &t_credit,

@@ -52,6 +52,27 @@ inline uint64_t jittered_period(uint64_t period, uint64_t* rng) {
   return next ? next : 1;
 }
 
+// The kernel's first period for an event whose random first period (the phase, P - first,
+// is added to its counter) was drawn as `first`: never shorter than kMinFirstNs, a quarter
+// period, or P if that is less. A period shorter than one overflow's own cost (about 50 us
+// on the AMD EPYC VM of docs/benchmarks.md) livelocks the thread: each overflow's handling
+// runs into the next period, and the kernel throttles. And a first period persists past its
+// overflow until it is set back to P: in signal mode at the thread's first user-space signal,
+// in drain mode by the record parent after the hand-over (the agent's socket calls, all
+// kernel time, whose overflows leave no record). Measured on a program that runs 100 short
+// threads in turn under `sprofil record` at 1 kHz: the threads whose draw was a few
+// microseconds took up to 340 ms each in their hand-over, the process 0.4-1.9 s of CPU in 7
+// runs of 8 where perf record took 25 ms (tests/harm ThreadStartsDoNotLivelock...).
+// The counter's phase still comes from `first`, so the weights and a short thread's expected
+// share are as before; only the first record's pc is taken later, at this period's end.
+// Signal-safe.
+constexpr uint64_t kMinFirstNs = 100000;
+inline uint64_t first_overflow(uint64_t period, uint64_t first) {
+  uint64_t floor = period / 4 > kMinFirstNs ? period / 4 : kMinFirstNs;
+  if (floor > period) floor = period;
+  return first < floor ? floor : first;
+}
+
 // How far the counter `value` is into the period running now, whose overflows fall at `start`
 // (the counter where the event's period was last set or an overflow was seen) plus whole
 // periods of `len`; 0 when unknown. What a PERF_EVENT_IOC_PERIOD restart at `value` cuts

@@ -519,7 +519,7 @@ struct Drainer::State {
     // each event lent its kernel part phase/P periods (half a period on average) of user time.
     e->credit.user_ns = e->phase;
     e->boundary = e->phase;
-    e->cur_period = first;
+    e->cur_period = rt::perf::first_overflow(m.period_ns, first);  // the kernel's
     e->jitter = m.jitter != 0;
     e->last_pc = static_cast<uintptr_t>(m.start_pc);  // until its first sample
     e->rng = (static_cast<uint64_t>(m.tid) + 1) * 0x9e3779b97f4a7c15ull ^ mono_ns();
