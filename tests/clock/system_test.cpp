@@ -169,11 +169,16 @@ TEST_P(SystemTimeOf, PageFaultsGoToTheSystemArray) {
   // gives fewer, never this few).
   ASSERT_GT(f_all, 200u);
   ASSERT_GT(c_all, 200u);
-  // Faulting in fresh pages is mostly kernel time: the majority of the fault function's
-  // samples are system. (munmap's kernel time returns to libc, outside both regions.) Not
-  // for the wall clock, whose samples also count the time the thread waited for a CPU.
+  // Faulting in fresh pages is largely kernel time: well over a quarter of the fault
+  // function's samples are system, against under 8% for pure compute (below). Not a majority
+  // on every machine: on the AMD EPYC VM of docs/benchmarks.md the kernel's own account
+  // (getrusage) put 0.42-0.51 s of the 0.8 s phase in system time, and the samples 0.39-0.49 s,
+  // so "more than half" failed in 1 run of 2 while sprofil agreed with the kernel (the
+  // EXPECT_NEAR below is the check against the truth). (munmap's kernel time returns to libc,
+  // outside both regions.) Not for the wall clock, whose samples also count the time the
+  // thread waited for a CPU.
   if (kind != rt::ClockKind::kWall) {
-    EXPECT_GT(static_cast<double>(f_sys) / static_cast<double>(f_all), 0.5);
+    EXPECT_GT(static_cast<double>(f_sys) / static_cast<double>(f_all), 0.25);
   }
   // The system part agrees with the kernel's own account of the thread's system time in
   // that phase, within 35% of it (getrusage splits by tick sampling, and munmap's share is
