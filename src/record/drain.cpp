@@ -36,11 +36,12 @@ namespace {
 constexpr size_t kPage = 4096;
 // Room for two records (a sample is 24 bytes: header, ip, value): less is a full ring.
 constexpr uint64_t kMaxRecord = 48;
-// Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block) and at
-// most every tick: fewer restarts leave fewer partial periods, whose kernel share is
-// estimated (jitter()). Counted in records, not wall time: a thread that waits or shares its
-// core with many others is re-drawn no more often per period than one running alone, and
-// costs no read, ioctl (each an interrupt of the thread's CPU) while it waits.
+// Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block, in blocks
+// kDrainBlocks times longer than signal mode's) and at most every tick: fewer restarts leave fewer
+// partial periods, whose kernel share is estimated (jitter()). Counted in records, not wall time: a
+// thread that waits or shares its core with many others is re-drawn no more often per period than
+// one running alone, and costs no read, ioctl (each an interrupt of the thread's CPU) while it
+// waits.
 constexpr int kTickMs = 4;
 
 uint64_t mono_ns() {
@@ -82,6 +83,11 @@ struct Event {
   uint64_t phase = 0;       // P - first period: added to the counter
   uint64_t boundary = 0;    // counter (+ phase) where the running period started
   uint64_t cur_period = 1;  // the period running now
+  // A re-draw whose restart's counter is not known yet (jitter()): the records before
+  // restart_mark in the ring are of the period before it, old_period.
+  bool restart_pending = false;
+  uint64_t restart_mark = 0;
+  uint64_t old_period = 1;
   bool jitter = true;
   uint64_t rng = 1;
   uint64_t records = 0;       // drained since the last re-draw
@@ -328,10 +334,11 @@ struct Drainer::State {
       if (h.type == PERF_RECORD_SAMPLE) {
         ++samples;
         ++e->records;
-        // Credited with the length of the period that just ended: the one set last (the
-        // rings are drained before each re-draw).
-        e->credit.next_ns = e->cur_period;
         const uint64_t value = body[1] + e->phase;
+        const bool before_restart = e->restart_pending && tail < e->restart_mark;
+        if (e->restart_pending && !before_restart) restarted(e, value);
+        // Credited with the length of the period that just ended.
+        e->credit.next_ns = before_restart ? e->old_period : e->cur_period;
         uint64_t system_w = 0;
         const uint64_t w = rt::perf::credit(steal_free(e, value), e->period, &e->credit, &system_w);
         note_credit(e, w);
@@ -356,17 +363,36 @@ struct Drainer::State {
 
   // A new period for e, uniform in [3P/4, 5P/4] (or P without jitter). The ioctl restarts the
   // period: the part of the running one that elapsed is neither a user-space period nor a
-  // kernel one (the counter read just before the ioctl tells how long it was); perf::credit
-  // would take all of it for kernel time, so its user share is added to the user periods.
+  // kernel one; perf::credit would take all of it for kernel time, so its user share is added
+  // to the user periods (restarted()). Where the restart fell is inferred from the next record
+  // instead of read: a read(2) of the counter of a thread that runs on another CPU is an
+  // interrupt of that CPU (perf_event_read's IPI), as the ioctl is; on the AMD EPYC VM of
+  // docs/benchmarks.md the two cost cmp-burn4 about 80 ms of its 1.7 s at 10 kHz, against
+  // SPROFIL_JITTER=0, and the read was half of it.
   void jitter(Event* e) {
+    if (e->restart_pending) return;  // the last restart is not placed yet
     uint64_t next = e->period;
     if (e->jitter) next = rt::perf::jittered_period(e->period, &e->rng);
     if (!e->jitter && e->cur_period == next) return;
-    uint64_t value = 0;
-    if (read(e->fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
     if (ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
-    value += e->phase;
-    if (const uint64_t partial = rt::perf::into_period(value, e->boundary, e->cur_period)) {
+    // The ioctl returned after the restart ran on the thread's CPU: every record before the
+    // ring's head now is of the old period, and the thread cannot have finished a new one.
+    auto* meta = reinterpret_cast<const perf_event_mmap_page*>(e->ring);
+    e->restart_mark = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    e->restart_pending = true;
+    e->old_period = e->cur_period;
+    e->cur_period = next;
+  }
+
+  // The first record after a restart, at counter (+ phase) `value`: the restart was one new
+  // period before it (or more, if the new period's first overflows fell in the kernel and left
+  // no record; then the estimate is late by whole periods, which shifts only the user share
+  // of the partial period below, by less than one period).
+  void restarted(Event* e, uint64_t value) {
+    e->restart_pending = false;
+    uint64_t at = value > e->cur_period ? value - e->cur_period : 0;
+    if (at < e->boundary) at = e->boundary;  // not before the last overflow seen
+    if (const uint64_t partial = rt::perf::into_period(at, e->boundary, e->old_period)) {
       // Split in the proportion seen so far: the partial period's end is a moment whose
       // state (user or kernel) nobody saw.
       const rt::perf::Credit& c = e->credit;
@@ -374,8 +400,7 @@ struct Drainer::State {
           c.periods ? 1.0 - static_cast<double>(c.system) / static_cast<double>(c.periods) : 1.0;
       e->credit.user_ns += static_cast<uint64_t>(static_cast<double>(partial) * user);
     }
-    e->boundary = value;
-    e->cur_period = next;
+    e->boundary = at;
   }
 
   // Whether e's ring has no room for another record: the kernel then drops the thread's
@@ -595,7 +620,7 @@ struct Drainer::State {
           if (e->records >= e->jitter_after) {
             jitter(e);
             e->records = 0;
-            e->jitter_after = rt::perf::jitter_block(&e->rng);
+            e->jitter_after = rt::perf::jitter_block(&e->rng, rt::perf::kDrainBlocks);
           }
         next_tick = t + kTickMs * 1000000ull;
       }
