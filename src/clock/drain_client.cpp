@@ -1,5 +1,5 @@
 // Drain mode, the agent's side (format/drain_proto.hpp has the protocol): each thread's perf event
-// is opened, mapped and enabled here, handed to the `sprofil record` parent with the
+// is opened and enabled here, handed to the `sprofil record` parent with the
 // profile file's fd, and closed again. The program then holds no perf fd, gets no signal,
 // and pays only the kernel's sampling cost; the parent drains the rings, jitters the
 // periods and adds the samples into the file (src/record/drain.cpp). Called with the
@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -159,10 +158,10 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   a.sample_type = drain::kDrainSampleType;
   a.exclude_kernel = 1;  // user space only: allowed at perf_event_paranoid 2
   a.exclude_hv = 1;
-  // Counting from the open: the ring's mapping below takes tens of microseconds, a large
-  // part of a short thread (tests/harm ShortThreadsKeepTheirShare: 0.87 of its CPU time when
-  // enabled after the mapping). A period that ends before the ring exists drops its record,
-  // not its time: the next sample's weight is the counter's delta.
+  // Counting from the open: the hand-over below takes tens of microseconds, a large part of
+  // a short thread (tests/harm ShortThreadsKeepTheirShare: 0.87 of its CPU time when enabled
+  // after the ring's mapping). A period that ends before the parent has mapped the ring drops
+  // its record, not its time: the next sample's weight is the counter's delta.
   a.disabled = 0;
   const int fd0 =
       static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
@@ -171,18 +170,9 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   const uint64_t process_cpu = util::clock_ns(CLOCK_PROCESS_CPUTIME_ID);
   const int fd = place_out_of_reach(fd0);
   if (fd < 0) return EMFILE;
-  void* ring = MAP_FAILED;
-  size_t bytes = 0;
+  // The parent maps the ring (and so makes it: src/record/drain.cpp add()) before it answers.
+  const size_t bytes = (1 + data_pages(period_ns)) * kPage;
   int err = 0;
-  for (size_t pages = data_pages(period_ns); pages >= 1 && ring == MAP_FAILED; pages /= 2) {
-    bytes = (1 + pages) * kPage;
-    ring = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (ring == MAP_FAILED) err = errno;
-  }
-  if (ring == MAP_FAILED) {
-    close(fd);
-    return err;
-  }
   const int file0 = g_open_file();
   const int file = file0 < 0 ? -1 : place_out_of_reach(file0);
   if (file < 0) {
@@ -204,7 +194,6 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
     close(file);
   }
   // The parent holds the event and its ring now (or it failed: the event goes with our fd).
-  munmap(ring, bytes);
   close(fd);
   return err;
 }

@@ -6,9 +6,10 @@
 // - ring: the kernel writes PERF_RECORD_SAMPLE records (the ip) into a per-thread ring buffer
 //   that a background thread drains every few milliseconds. Cheaper for the profiled thread,
 //   but the last milliseconds before an abrupt end are lost.
-// - drain (the default under `sprofil record`, drain_client.cpp): the agent opens, maps and
-//   enables each thread's event as in ring mode, then hands it to the record parent over a
-//   Unix socket (format/drain_proto.hpp) and closes it: the parent drains, jitters and counts.
+// - drain (the default under `sprofil record`, drain_client.cpp): the agent opens and
+//   enables each thread's event, then hands it to the record parent over a Unix socket
+//   (format/drain_proto.hpp) and closes it: the parent maps its ring, drains, jitters and
+//   counts.
 // Locking: called with the runtime mutex held, except is_ours() (signal-safe) and the drainer
 // thread, which takes only the ring mutex.
 #pragma once
@@ -243,8 +244,8 @@ void reset_after_fork();
 
 // Drain mode (drain_client.cpp). The agent registers how to open a new fd of its profile
 // file (sent with each event); drain_configure() reads SPROFIL_DRAIN and says whether drain
-// mode can run. open_drained() opens, maps and enables tid's event, hands it to the parent
-// and closes it: 0, or an errno value (nothing is left open; the caller falls back to a
+// mode can run. open_drained() opens and enables tid's event, hands it to the parent (which maps
+// its ring) and closes it: 0, or an errno value (nothing is left open; the caller falls back to a
 // signal-mode event). flush_drained() asks the parent to drain and close every event of
 // this process, and waits for it (bounded): called when sampling stops.
 void set_drain_file(int (*open_file)());

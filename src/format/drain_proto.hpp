@@ -5,10 +5,11 @@
 // The record parent listens on a Unix SOCK_SEQPACKET socket whose path it puts in
 // SPROFIL_DRAIN. The agent connects once per message, sends one DrainMsg, and waits (bounded,
 // kDrainAckMs) for a one-byte answer before it closes the connection:
-// - kDrainAdd, with two fds (SCM_RIGHTS): a thread's perf event, opened, mapped and enabled
-//   by the agent, and the process's profile file. The parent maps the ring before it answers
-//   (the ring would be freed with the agent's last mapping), then the agent unmaps and closes
-//   its own copies: the program holds no perf fd and receives no signal.
+// - kDrainAdd, with two fds (SCM_RIGHTS): a thread's perf event, opened and enabled by the
+//   agent, and the process's profile file. The parent maps the ring (its first mapping makes
+//   it: the pages are the parent's, halved if the locked-memory allowance refuses
+//   ring_bytes) before it answers, then the agent closes its own copies: the program holds no
+//   perf fd, no ring and receives no signal.
 // - kDrainFlush: the process is about to stop sampling (exit, exec): the parent disables,
 //   drains and closes every event of that pid before it answers, so the file is complete
 //   when the agent writes its end fields.
@@ -30,7 +31,7 @@ struct DrainMsg {
   int32_t tid = 0;
   uint64_t period_ns = 0;   // P: ns of task clock per sample
   uint64_t first_ns = 0;    // the event's first period (random in (0, P]); later ones are set
-  uint64_t ring_bytes = 0;  // the agent's mapping: meta page + data (a power of two pages)
+  uint64_t ring_bytes = 0;  // the ring asked for: meta page + data (a power of two pages)
   uint32_t jitter = 1;      // 0: SPROFIL_JITTER=0, keep the period at P
   uint32_t reserved = 0;
   uint64_t start_pc = 0;  // the thread's start routine, if known: the pc of its kernel time

@@ -517,11 +517,22 @@ struct Drainer::State {
       close(file_fd);
       return false;
     }
-    void* r = mmap(nullptr, m.ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // The ring is made here, by the first mapping, not in the program: its pages are
+    // allocated, pinned and charged to this process's locked memory, and the program neither
+    // pays for them nor unmaps them (a TLB shootdown across its other threads' CPUs). The
+    // thread waits for the answer, so no record of its is lost for want of a ring. Halved
+    // down to one data page when the locked-memory allowance (perf_event_mlock_kb per user,
+    // RLIMIT_MEMLOCK) refuses the size asked.
+    size_t bytes = m.ring_bytes;
+    void* r = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    while (r == MAP_FAILED && bytes > 2 * kPage) {
+      bytes = kPage + (bytes - kPage) / 2;
+      r = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
     File* f = r == MAP_FAILED ? nullptr : file_for(file_fd);
     if (!f) {
       if (r != MAP_FAILED)
-        munmap(r, m.ring_bytes);
+        munmap(r, bytes);
       else
         close(file_fd);
       close(fd);
@@ -532,7 +543,7 @@ struct Drainer::State {
     e->pid = m.pid;
     e->tid = m.tid;
     e->ring = static_cast<char*>(r);
-    e->ring_bytes = m.ring_bytes;
+    e->ring_bytes = bytes;
     e->file = f;
     ++f->users;
     e->period = m.period_ns;
