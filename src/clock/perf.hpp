@@ -42,14 +42,20 @@ namespace sprofil::rt::perf {
 //   1.03, 1.04, 1.11 (the same run's no-jitter row 1.12).
 constexpr uint64_t kJitterBlock = 32;
 
-// The record parent's blocks are kDrainBlocks times longer. A re-draw is the handler's own
-// ioctl in signal mode, but from the parent it interrupts the thread's CPU (the ioctl runs
-// there by IPI): on the AMD EPYC VM, cmp-burn4 at 10 kHz took 1.775 s of CPU with the
-// parent's re-draws every 16-48 records against 1.734 s without jitter and 1.759 s under
-// perf record (12 rounds interleaved). Within a block of n records the instants drift
-// against a workload of period about P by up to n/4 periods, so longer blocks still leave
-// the phase about uniform (tests/clock's AliasDefault).
+// The record parent's blocks are drain_blocks() times longer: at least 3, and at least
+// kDrainBlockNs of task clock at the block's shortest (16 periods). A re-draw is the
+// handler's own ioctl in signal mode, but from the parent it interrupts the thread's CPU (the
+// ioctl runs there by IPI, about 70 us of the thread's time on the AMD EPYC VM): cmp-burn4 at
+// 10 kHz took 1.775 s of CPU with the parent's re-draws every 16-48 records against 1.734 s
+// without jitter and 1.759 s under perf record (12 rounds interleaved). Within a block of n
+// records the instants drift against a workload of period about P by up to n/4 periods, so
+// longer blocks still leave the phase about uniform (tests/clock's AliasDefault).
 constexpr uint64_t kDrainBlocks = 3;
+constexpr uint64_t kDrainBlockNs = 48000000;
+inline uint64_t drain_blocks(uint64_t period) {
+  const uint64_t by_time = period ? kDrainBlockNs / (period * (kJitterBlock / 2)) : 0;
+  return by_time > kDrainBlocks ? by_time : kDrainBlocks;
+}
 
 // The length, in samples, of the next block at one period (times `scale`). Signal-safe.
 inline uint64_t jitter_block(uint64_t* rng, uint64_t scale = 1) {

@@ -37,11 +37,11 @@ constexpr size_t kPage = 4096;
 // Room for two records (a sample is 24 bytes: header, ip, value): less is a full ring.
 constexpr uint64_t kMaxRecord = 48;
 // Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block, in blocks
-// kDrainBlocks times longer than signal mode's) and at most every tick: fewer restarts leave fewer
-// partial periods, whose kernel share is estimated (jitter()). Counted in records, not wall time: a
-// thread that waits or shares its core with many others is re-drawn no more often per period than
-// one running alone, and costs no read, ioctl (each an interrupt of the thread's CPU) while it
-// waits.
+// perf::drain_blocks() times longer than signal mode's) and at most every tick: fewer restarts
+// leave fewer partial periods, whose kernel share is estimated (jitter()). Counted in records, not
+// wall time: a thread that waits or shares its core with many others is re-drawn no more often per
+// period than one running alone, and costs no read, ioctl (each an interrupt of the thread's CPU)
+// while it waits.
 constexpr int kTickMs = 4;
 
 uint64_t mono_ns() {
@@ -631,7 +631,7 @@ struct Drainer::State {
           if (e->records >= e->jitter_after) {
             jitter(e);
             e->records = 0;
-            e->jitter_after = rt::perf::jitter_block(&e->rng, rt::perf::kDrainBlocks);
+            e->jitter_after = rt::perf::jitter_block(&e->rng, rt::perf::drain_blocks(e->period));
           }
         next_tick = t + kTickMs * 1000000ull;
       }
