@@ -279,8 +279,10 @@ int record(const Options& o, FILE* log) {
   // program's perf rings (drain.hpp). Without it the agent uses a signal per sample.
   Drainer drainer;
   std::string drain_why;
-  const bool drain =
-      (o.clock == "auto" || o.clock == "perf") && drainer.start(rundir.path, &drain_why);
+  // Only a clock that may be perf's: asked for, or "auto" (which the agent resolves).
+  const bool may_be_perf =
+      o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
+  const bool drain = may_be_perf && drainer.start(rundir.path, &drain_why);
   fflush(log);
   const uint64_t start_ns = now_ns();
   const pid_t pid = fork();
