@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/auxv.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -275,9 +276,14 @@ int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool
   return 0;
 }
 
+namespace {
+void credit_at_close(const Event& e);
+}  // namespace
+
 void close_event(Event* e) {
   if (e->fd < 0) return;
   ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+  if (!e->ring && e->tid == gettid_()) credit_at_close(*e);
   if (e->ring) {
     {
       util::MutexGuard lock(&g_ring_mu);
@@ -339,6 +345,38 @@ uint64_t jitter(int fd, uint64_t value, uint64_t cur, uint64_t period, uint64_t*
   if (ioctl(fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return 0;
   t_restart = value;
   return next;
+}
+
+// Signal mode, when a thread's own event closes (its key destructor at its end, or the
+// process's stop on the main thread; under g_mu, with every signal blocked, so the handler
+// cannot run in between and a late signal finds the fd no longer ours): the whole periods its
+// counter passed since the last credited overflow. They ended while the thread was in the
+// kernel, where an overflow raises no signal, and no later signal will credit them: the
+// thread's exit, or, in a thread shorter than a period, the agent's own calls right after
+// the event opened. Credited as kernel time at the thread's start routine (the program's entry
+// point for the main thread), as the record parent does in drain mode for a thread without a
+// later sample. Before, tests/harm's 2,000 threads of half a period measured 0.91-0.96 of
+// their CPU time in signal mode (0.88-0.98 beside a busy loop).
+void credit_at_close(const Event& e) {
+  uint64_t value = 0;
+  if (read(e.fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
+  const uint64_t gen = g_generation.load(std::memory_order_acquire);
+  if (t_generation != gen) {  // no signal yet: nothing of this event was credited
+    t_generation = gen;
+    t_credit = Credit{};
+    if (const uint64_t cpu_open =
+            e.fd < kMaxFd ? g_cpu_open[e.fd].load(std::memory_order_relaxed) : 0)
+      base_at_open(cpu_open, e.phase, &t_credit);
+  }
+  const uint64_t v = steal_free(value + e.phase, e.period, e.period, &t_credit,
+                                [] { return util::clock_ns(CLOCK_THREAD_CPUTIME_ID); });
+  const uint64_t elapsed = v / e.period;
+  if (elapsed <= t_credit.periods) return;
+  const uint64_t w = elapsed - t_credit.periods;
+  t_credit.periods = elapsed;
+  uintptr_t pc = thread_start();
+  if (pc == 0 && e.tid == getpid()) pc = static_cast<uintptr_t>(getauxval(AT_ENTRY));
+  if (pc) engine::global().sample(pc, w, w);
 }
 
 }  // namespace
