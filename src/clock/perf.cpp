@@ -106,8 +106,7 @@ void drain(Event* e) {
       if (!e->period_set) {  // the random first period is over: back to P
         ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &e->period);
         e->period_set = true;
-        // It ended in user space after first_overflow() of counter: phase + that much.
-        e->credits.next_ns = first_overflow(e->period, e->period - e->phase) + e->phase;
+        e->credits.next_ns = first_user_ns(e->period, e->phase);
       }
       uint64_t system_w = 0;
       // The thread's CPU clock through its clock id, which any thread of the process may read.
@@ -347,6 +346,23 @@ uint64_t jitter(int fd, uint64_t value, uint64_t cur, uint64_t period, uint64_t*
   return next;
 }
 
+// Signal mode: starts the calling thread's credit for its event on fd in generation gen (its
+// first signal, or its close before any): nothing credited yet, and the thread's CPU clock at
+// the opening is the steal check's base. Signal-safe.
+void start_credit(int fd, uint64_t phase, uint64_t gen) {
+  t_generation = gen;
+  t_credit = Credit{};
+  if (const uint64_t cpu_open =
+          fd >= 0 && fd < kMaxFd ? g_cpu_open[fd].load(std::memory_order_relaxed) : 0)
+    base_at_open(cpu_open, phase, &t_credit);
+}
+
+// steal_free() for the calling thread's own event: its CPU clock is exact. Signal-safe.
+uint64_t own_steal_free(uint64_t value, uint64_t period) {
+  return steal_free(value, period, period, &t_credit,
+                    [] { return util::clock_ns(CLOCK_THREAD_CPUTIME_ID); });
+}
+
 // Signal mode, when a thread's own event closes (its key destructor at its end, or the
 // process's stop on the main thread; under g_mu, with every signal blocked, so the handler
 // cannot run in between and a late signal finds the fd no longer ours): the whole periods its
@@ -361,16 +377,9 @@ void credit_at_close(const Event& e) {
   uint64_t value = 0;
   if (read(e.fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return;
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
-  if (t_generation != gen) {  // no signal yet: nothing of this event was credited
-    t_generation = gen;
-    t_credit = Credit{};
-    if (const uint64_t cpu_open =
-            e.fd < kMaxFd ? g_cpu_open[e.fd].load(std::memory_order_relaxed) : 0)
-      base_at_open(cpu_open, e.phase, &t_credit);
-  }
-  const uint64_t v = steal_free(value + e.phase, e.period, e.period, &t_credit,
-                                [] { return util::clock_ns(CLOCK_THREAD_CPUTIME_ID); });
-  const uint64_t elapsed = v / e.period;
+  // No signal yet: nothing of this event was credited.
+  if (t_generation != gen) start_credit(e.fd, e.phase, gen);
+  const uint64_t elapsed = own_steal_free(value + e.phase, e.period) / e.period;
   if (elapsed <= t_credit.periods) return;
   const uint64_t w = elapsed - t_credit.periods;
   t_credit.periods = elapsed;
@@ -399,21 +408,14 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
   const uint64_t phase = fd >= 0 && fd < kMaxFd ? g_phase[fd].load(std::memory_order_relaxed) : 0;
   const bool first = t_generation != gen;
   if (first) {
-    t_generation = gen;
-    t_credit = Credit{};
-    if (const uint64_t cpu_open =
-            fd >= 0 && fd < kMaxFd ? g_cpu_open[fd].load(std::memory_order_relaxed) : 0)
-      base_at_open(cpu_open, phase, &t_credit);
+    start_credit(fd, phase, gen);
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
     if (t_rng == 0) t_rng = 1;
     t_jitter_left = jitter_block(&t_rng);
-    // The first period ended after first_overflow() of counter: phase + that much in all.
-    t_credit.next_ns = first_overflow(period, period - phase) + phase;
+    t_credit.next_ns = first_user_ns(period, phase);
   }
   // Credited with the length of the period that just ended; then the next one is set.
-  const uint64_t v = steal_free(value + phase, period, period, &t_credit,
-                                [] { return util::clock_ns(CLOCK_THREAD_CPUTIME_ID); });
-  const uint64_t w = credit(v, period, &t_credit, system_w);
+  const uint64_t w = credit(own_steal_free(value + phase, period), period, &t_credit, system_w);
   if (first) {  // the first period was a random phase: from now on, whole periods
     uint64_t p = period;
     ioctl(fd, PERF_EVENT_IOC_PERIOD, &p);

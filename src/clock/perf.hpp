@@ -89,6 +89,13 @@ inline uint64_t first_overflow(uint64_t period, uint64_t first) {
   return first < floor ? floor : first;
 }
 
+// What credit() takes as the user-space period that ended at an event's first overflow (its
+// Credit::next_ns then): the phase added to the counter plus the kernel's first period, so
+// that the counter (+ phase) at that overflow is all user time. Signal-safe.
+inline uint64_t first_user_ns(uint64_t period, uint64_t phase) {
+  return phase + first_overflow(period, period - phase);
+}
+
 // How far the counter `value` is into the period running now, whose overflows fall at `start`
 // (the counter where the event's period was last set or an overflow was seen) plus whole
 // periods of `len`; 0 when unknown. What a PERF_EVENT_IOC_PERIOD restart at `value` cuts
