@@ -6,9 +6,7 @@
 // runtime mutex held, never from the signal handler.
 #include <fcntl.h>
 #include <linux/perf_event.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -26,7 +24,7 @@ namespace sprofil::rt::perf {
 namespace {
 
 static_assert(drain::kDrainSampleType == (PERF_SAMPLE_IP | PERF_SAMPLE_READ),
-              "drain_proto.hpp's sample type");
+              "drain_proto.hpp's sample type, make_attr(kDrain)'s");
 
 char g_sock[sizeof(sockaddr_un::sun_path)];  // SPROFIL_DRAIN, read at prepare (g_mu)
 int (*g_open_file)() = nullptr;              // the agent's: a new fd of its profile file
@@ -149,22 +147,8 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
                  uintptr_t start_pc) {
   if (!g_sock[0] || !g_open_file) return ENOTCONN;
   if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;
-  perf_event_attr a;
-  memset(&a, 0, sizeof a);
-  a.type = PERF_TYPE_SOFTWARE;
-  a.size = sizeof a;
-  a.config = PERF_COUNT_SW_TASK_CLOCK;
-  a.sample_period = first_overflow(period_ns, first_ns);
-  a.sample_type = drain::kDrainSampleType;
-  a.exclude_kernel = 1;  // user space only: allowed at perf_event_paranoid 2
-  a.exclude_hv = 1;
-  // Counting from the open: the hand-over below takes tens of microseconds, a large part of
-  // a short thread (tests/harm ShortThreadsKeepTheirShare: 0.87 of its CPU time when enabled
-  // after the ring's mapping). A period that ends before the parent has mapped the ring drops
-  // its record, not its time: the next sample's weight is the counter's delta.
-  a.disabled = 0;
-  const int fd0 =
-      static_cast<int>(syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  perf_event_attr a = make_attr(first_overflow(period_ns, first_ns), Delivery::kDrain);
+  const int fd0 = sys_perf_event_open(&a, tid);
   if (fd0 < 0) return errno;
   const uint64_t thread_cpu = util::clock_ns(thread_cpu_clock(tid));  // the counter is at 0
   const uint64_t process_cpu = util::clock_ns(CLOCK_PROCESS_CPUTIME_ID);

@@ -14,6 +14,7 @@
 // thread, which takes only the ring mutex.
 #pragma once
 
+#include <linux/perf_event.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -209,6 +210,16 @@ inline void drop_lost(uint64_t n, uint64_t period_len, Credit* c) {
   c->periods += n;
   c->user_ns += n * period_len;
 }
+
+// How an event's samples leave the kernel: a signal to its thread per overflow, a ring this
+// process drains (ring mode), or a ring the record parent drains (drain mode).
+enum class Delivery { kSignal, kRing, kDrain };
+
+// The attributes of a thread's user-space task-clock event that overflows every period_ns of
+// its CPU time (for a new event, first_overflow() of its drawn first period), and
+// perf_event_open(2) of it on thread tid, close-on-exec.
+perf_event_attr make_attr(uint64_t period_ns, Delivery d);
+int sys_perf_event_open(perf_event_attr* a, pid_t tid);
 
 // Signal mode, in the handler: the weight of the overflow signalled on fd, read from the
 // event's counter (one read(2), async-signal-safe), and its kernel part in *system_w.
