@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Goal 1 of the default profile, interleaved: cmp-burn4's own process CPU under `sprofil record`
+# (drain mode), the same with SPROFIL_JITTER=0 (no period re-draws) and under `perf record -e
+# task-clock --all-user`, at HZ, ROUNDS rounds in turn (bench/process_cpu.py: the program's
+# user + system time, not the tool's). Prints each configuration's median and the median of
+# the per-round differences against perf record.
+# Usage: bench/drain_vs_perf.sh [BUILD_DIR] [HZ] [ROUNDS] [ITERS]
+#        (defaults: build-compare, 10000, 12, 561600000: about 1 s of CPU here)
+set -euo pipefail
+BUILD=${1:-build-compare}
+HZ=${2:-10000}
+ROUNDS=${3:-12}
+ITERS=${4:-561600000}
+here=$(cd "$(dirname "$0")" && pwd)
+TOOL=$BUILD/bin/sprofil
+PROG=$BUILD/bin/cmp-burn4
+[ -x "$TOOL" ] && [ -x "$PROG" ] || { echo "build the compare target in $BUILD first" >&2; exit 2; }
+command -v perf >/dev/null || { echo "perf (linux-perf) is needed" >&2; exit 2; }
+source "$here/common.sh"
+pc=(python3 "$here/process_cpu.py")
+run=("$PROG" --iters "$ITERS")
+for ((r = 0; r < ROUNDS; r++)); do
+  "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" drain 1 "${run[@]}"
+  SPROFIL_JITTER=0 "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" nojitter 1 "${run[@]}"
+  perf record -q -e task-clock --all-user -F "$HZ" -o "$dir/p.data" -- "${pc[@]}" perf 1 "${run[@]}"
+done 2>&1 | grep -E '^(drain|nojitter|perf) ' >"$dir/rows"
+echo "cmp-burn4 --iters $ITERS at $HZ Hz, $ROUNDS rounds in turn; process CPU, ms"
+python3 - "$dir/rows" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    label, ms = line.split()[:2]
+    runs.setdefault(label, []).append(float(ms))
+for label in ("drain", "nojitter", "perf"):
+    print(f"{label:9s} median {statistics.median(runs[label]):8.1f}")
+for label in ("drain", "nojitter"):
+    d = [a - b for a, b in zip(runs[label], runs["perf"])]
+    print(f"{label} - perf: median of the per-round differences {statistics.median(d):+.1f}")
+PY
