@@ -14,7 +14,10 @@ ITERS=${4:-561600000}
 here=$(cd "$(dirname "$0")" && pwd)
 TOOL=$BUILD/bin/sprofil
 PROG=$BUILD/bin/cmp-burn4
-[ -x "$TOOL" ] && [ -x "$PROG" ] || { echo "build the compare target in $BUILD first" >&2; exit 2; }
+if [ ! -x "$TOOL" ] || [ ! -x "$PROG" ]; then
+  echo "build the compare target in $BUILD first" >&2
+  exit 2
+fi
 command -v perf >/dev/null || { echo "perf (linux-perf) is needed" >&2; exit 2; }
 source "$here/common.sh"
 pc=(python3 "$here/process_cpu.py")
