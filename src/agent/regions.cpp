@@ -12,6 +12,7 @@
 
 #include "agent/layout.hpp"
 #include "agent/state.hpp"
+#include "clock/perf.hpp"
 #include "engine/engine.hpp"
 #include "util/grow.hpp"
 
@@ -292,6 +293,9 @@ int merge(const FoundList& list, bool dlopened, int fd) {
     return -1;
   }
   bool changed = false;
+  // Under sprofil record the parent counts the samples already taken by the regions as they
+  // are, before any is marked unloaded (drain_proto.hpp, kDrainSync).
+  if (gone > 0) rt::perf::sync_drained();
   // The objects kept, in their order; the gone ones' regions are unloaded.
   size_t n = 0, nr = 0;
   if (gone == 0 && ny > 0) {  // the usual dlopen: one block copy

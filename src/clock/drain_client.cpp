@@ -31,15 +31,17 @@ int (*g_open_file)() = nullptr;              // the agent's: a new fd of its pro
 
 constexpr size_t kPage = 4096;
 
-// Data pages of a ring: about 0.2 s of records (24 bytes each) at the rate, a power of two
-// from 2 to 16. The parent drains every few milliseconds; a lapse of 0.2 s (a loaded
-// machine) loses no record. Small rings also stay within the kernel's unprivileged locked
-// allowance (perf_event_mlock_kb per CPU) for many threads.
+// Data pages of a ring: about 0.4 s of records (24 bytes each) at the rate, a power of two
+// from 2 to 32 (16 KiB at 1 kHz, 128 KiB at 10 kHz). The parent drains at a quarter of that
+// (src/record/drain.cpp, tick_for), so a lapse of 0.2 s (a loaded machine) loses no record,
+// and rarely: each of its passes costs a busy program a context switch. Rings this size also
+// stay within the kernel's unprivileged locked allowance (perf_event_mlock_kb per CPU) for
+// tens of threads; past it the parent halves them, and drains them more often.
 size_t data_pages(uint64_t period_ns) {
   const uint64_t hz = period_ns ? 1000000000ull / period_ns : 1000;
-  const uint64_t want = hz * 24 / 5 / kPage + 1;
+  const uint64_t want = hz * 24 * 2 / 5 / kPage + 1;
   size_t p = 2;
-  while (p < want && p < 16) p *= 2;
+  while (p < want && p < 32) p *= 2;
   return p;
 }
 
@@ -182,12 +184,22 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   return err;
 }
 
-int flush_drained() {
+namespace {
+int ask(uint32_t kind) {
   if (!g_sock[0]) return 0;
   drain::DrainMsg m;
-  m.kind = drain::kDrainFlush;
+  m.kind = kind;
   m.pid = getpid();
   return send_msg(m, nullptr, 0);
+}
+}  // namespace
+
+int flush_drained() {
+  return ask(drain::kDrainFlush);
+}
+
+int sync_drained() {
+  return ask(drain::kDrainSync);
 }
 
 }  // namespace sprofil::rt::perf

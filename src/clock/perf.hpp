@@ -271,7 +271,9 @@ void reset_after_fork();
 // mode can run. open_drained() opens and enables tid's event, hands it to the parent (which maps
 // its ring) and closes it: 0, or an errno value (nothing is left open; the caller falls back to a
 // signal-mode event). flush_drained() asks the parent to drain and close every event of
-// this process, and waits for it (bounded): called when sampling stops.
+// this process, and waits for it (bounded): called when sampling stops. sync_drained() asks
+// it to drain them (kDrainSync) and waits: called before regions are marked unloaded; a no-op
+// outside drain mode.
 void set_drain_file(int (*open_file)());
 bool drain_configure();
 int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter, uintptr_t start_pc);
@@ -282,6 +284,7 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter, 
 void set_thread_start(uintptr_t pc);
 uintptr_t thread_start();
 int flush_drained();
+int sync_drained();
 
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
 // (perf_clock.cpp, with the runtime mutex held).

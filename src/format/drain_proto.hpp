@@ -13,6 +13,10 @@
 // - kDrainFlush: the process is about to stop sampling (exit, exec): the parent disables,
 //   drains and closes every event of that pid before it answers, so the file is complete
 //   when the agent writes its end fields.
+// - kDrainSync: objects of the process are about to be marked unloaded (a dlclose): the
+//   parent drains every event of that pid, by the regions as they still are, before it
+//   answers. Their samples were taken before the unmapping; drained after the change, those
+//   in an object unloaded where another is then loaded would count into the new one.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,7 @@ namespace sprofil::drain {
 constexpr uint32_t kDrainMagic = 0x53504452;  // "SPDR"
 constexpr uint32_t kDrainAdd = 1;
 constexpr uint32_t kDrainFlush = 2;
+constexpr uint32_t kDrainSync = 3;
 constexpr int kDrainAckMs = 2000;  // the agent's bound on waiting for the parent's answer
 
 struct DrainMsg {

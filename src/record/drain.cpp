@@ -37,12 +37,29 @@ constexpr size_t kPage = 4096;
 // Room for two records (a sample is 24 bytes: header, ip, value): less is a full ring.
 constexpr uint64_t kMaxRecord = 48;
 // Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block, in blocks
-// perf::drain_blocks() times longer than signal mode's) and at most every tick: fewer restarts
+// perf::drain_blocks() times longer than signal mode's) and at most every pass: fewer restarts
 // leave fewer partial periods, whose kernel share is estimated (jitter()). Counted in records, not
 // wall time: a thread that waits or shares its core with many others is re-drawn no more often per
 // period than one running alone, and costs no read, ioctl (each an interrupt of the thread's CPU)
 // while it waits.
-constexpr int kTickMs = 4;
+//
+// The parent passes over the rings at a tick of a quarter of the smallest ring's time at the
+// nominal rate (so a ring is drained by a third full even at the shortest jittered period, and a
+// late pass loses nothing), between kMinTickMs and kMaxTickMs; connections and ended threads wake
+// it between ticks. Each pass costs the program more than the pass itself: on a machine whose
+// cores the program keeps busy, the parent's wake-up preempts one of its threads (a context
+// switch out of and back into a sampled task). cmp-burn4 at 10 kHz on the 2-core AMD EPYC VM,
+// 10 rounds interleaved, process CPU over perf record's: +34 ms with a 4 ms tick, +13 ms at
+// 40 ms, -0.5 ms at 100 ms, -18 ms at 250 ms (docs/benchmarks.md).
+constexpr uint64_t kMinTickMs = 4;
+constexpr uint64_t kMaxTickMs = 200;
+constexpr uint64_t kSampleBytes = 24;  // a sample record: header, ip, value
+
+// The tick for a ring of `data` bytes at period `period` ns: a quarter of its time.
+uint64_t tick_for(uint64_t data, uint64_t period) {
+  const uint64_t ms = data / kSampleBytes * period / 4 / 1000000;
+  return std::clamp(ms, kMinTickMs, kMaxTickMs);
+}
 
 uint64_t mono_ns() {
   return util::clock_ns(CLOCK_MONOTONIC);
@@ -78,6 +95,7 @@ struct Event {
   pid_t pid = 0, tid = 0;
   char* ring = nullptr;
   size_t ring_bytes = 0;
+  uint64_t tick_ms = kMinTickMs;  // tick_for(its ring)
   File* file = nullptr;
   uint64_t period = 1;      // P
   uint64_t phase = 0;       // P - first period: added to the counter
@@ -275,7 +293,7 @@ struct Drainer::State {
     // A table over records the agent has changed since (one unloaded, reloaded elsewhere, or
     // added where an unloaded one was) would count into the wrong object: it is rebuilt when
     // regions_changes moves. Samples drained after such a change that were taken before it
-    // (at most a pass, 4 ms) go by the new records.
+    // (at most a pass, kMaxTickMs) go by the new records.
     if ((!f->table && !f->refreshed) || (f->table && changed(f))) refresh(f);
     if (f->table && !f->table->find(pc, &f->hint) && !f->refreshed && stale(f)) refresh(f);
     if (!f->table) {
@@ -503,6 +521,10 @@ struct Drainer::State {
       } else if (m.kind == drain::kDrainFlush) {
         flush(m.pid);
         ack = 0;
+      } else if (m.kind == drain::kDrainSync) {
+        for (Event* e : events)
+          if (e->pid == m.pid) drain(e);
+        ack = 0;
       }
     }
     for (int i = 0; i < nfds; ++i) close(fds[i]);
@@ -544,6 +566,7 @@ struct Drainer::State {
     e->tid = m.tid;
     e->ring = static_cast<char*>(r);
     e->ring_bytes = bytes;
+    e->tick_ms = tick_for(bytes - kPage, m.period_ns);
     e->file = f;
     ++f->users;
     e->period = m.period_ns;
@@ -586,8 +609,15 @@ struct Drainer::State {
     }
   }
 
+  // The tick: the shortest of the open events' (tick_for), kMaxTickMs without any.
+  uint64_t tick_ms() const {
+    uint64_t t = kMaxTickMs;
+    for (const Event* e : events) t = std::min(t, e->tick_ms);
+    return t;
+  }
+
   void loop() {
-    uint64_t next_tick = mono_ns() + kTickMs * 1000000ull;
+    uint64_t next_tick = mono_ns() + tick_ms() * 1000000ull;
     std::vector<pollfd> p;
     for (;;) {
       const bool stopping = stop.load(std::memory_order_acquire);
@@ -625,16 +655,14 @@ struct Drainer::State {
       }
       for (Event* e : events) drain(e);
       if (stopping) break;
-      if (mono_ns() >= next_tick) {
-        const uint64_t t = mono_ns();
-        for (Event* e : events)
-          if (e->records >= e->jitter_after) {
-            jitter(e);
-            e->records = 0;
-            e->jitter_after = rt::perf::jitter_block(&e->rng, rt::perf::drain_blocks(e->period));
-          }
-        next_tick = t + kTickMs * 1000000ull;
-      }
+      for (Event* e : events)
+        if (e->records >= e->jitter_after) {
+          jitter(e);
+          e->records = 0;
+          e->jitter_after = rt::perf::jitter_block(&e->rng, rt::perf::drain_blocks(e->period));
+        }
+      const uint64_t t = mono_ns(), tick = tick_ms() * 1000000ull;
+      if (t >= next_tick || next_tick - t > tick) next_tick = t + tick;  // or a new event's
     }
     while (!events.empty()) {
       close_event(events.back());

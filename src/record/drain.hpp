@@ -2,8 +2,10 @@
 // thread of `sprofil record` that receives each profiled thread's perf event from the agent,
 // maps its ring, and adds every sample into that process's profile file (FILE.PID, mapped
 // shared, records laid out as the agent wrote them), weighted by the task clock elapsed
-// since the event's previous sample. It re-draws each event's period every few milliseconds
-// (PERF_EVENT_IOC_PERIOD) against aliasing with periodic code. Because the parent holds the
+// since the event's previous sample, in passes a quarter of the smallest ring's time apart
+// (4-200 ms) and when the agent asks (a new thread, a dlclose, the end of a process image). It
+// re-draws each event's period in blocks of records (PERF_EVENT_IOC_PERIOD) against aliasing
+// with periodic code. Because the parent holds the
 // events, a program killed with SIGKILL loses nothing: its rings are drained after it died.
 #pragma once
 
