@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "clock/clock.hpp"
 #include "clock/perf.hpp"
@@ -21,9 +22,15 @@ bool g_perf_drain = false;       // events handed to the record parent (g_mu)
 bool g_jitter_on = true;         // (g_mu)
 const char* g_auto_reason = "";  // why kAuto fell back to kSampler (g_mu)
 char g_auto_reason_buf[160];
+// resolve_auto() probed perf at this period for the start_clock() that now prepares it: the
+// same probe again would cost a perf_event_open and a close of every process image's start
+// (about 50 us of a short process's CPU here). (g_mu)
+uint64_t g_auto_probed_ns = 0;
 
 int prepare(const ClockRequest& c) {
-  if (int e = perf::probe(c.interval_ns)) return e;
+  const bool probed = std::exchange(g_auto_probed_ns, 0) == c.interval_ns;
+  if (!probed)
+    if (int e = perf::probe(c.interval_ns)) return e;
   // Drain mode wherever a record parent listens (SPROFIL_DRAIN), unless another mode is
   // asked for; signal mode otherwise (plain LD_PRELOAD, the faces, the API).
   const char* mode = secure_getenv("SPROFIL_PERF_MODE");
@@ -135,6 +142,7 @@ ClockRequest resolve_auto(const ClockRequest& c) {
   if (c.kind != ClockKind::kAuto) return c;
   ClockRequest r = c;
   const int e = perf::probe(c.interval_ns);
+  g_auto_probed_ns = e == 0 ? c.interval_ns : 0;
   if (e == 0) {
     g_auto_reason = "";
     r.kind = ClockKind::kPerf;
