@@ -46,11 +46,11 @@ constexpr uint64_t kMaxRecord = 48;
 // The parent passes over the rings at a tick of a quarter of the smallest ring's time at the
 // nominal rate (so a ring is drained by a third full even at the shortest jittered period, and a
 // late pass loses nothing), between kMinTickMs and kMaxTickMs; connections and ended threads wake
-// it between ticks. Each pass costs the program more than the pass itself: on a machine whose
-// cores the program keeps busy, the parent's wake-up preempts one of its threads (a context
-// switch out of and back into a sampled task). cmp-burn4 at 10 kHz on the 2-core AMD EPYC VM,
-// 10 rounds interleaved, process CPU over perf record's: +34 ms with a 4 ms tick, +13 ms at
-// 40 ms, -0.5 ms at 100 ms, -18 ms at 250 ms (docs/benchmarks.md).
+// it between ticks. A pass is a wake-up of this process (on a machine whose cores the program
+// keeps busy, one that preempts a program thread) and a look at every ring: with a fixed 4 ms
+// tick, `sprofil record -F 10000` of cmp-burn4 made about 980 voluntary context switches and
+// took 1.96 s of tree CPU, against 68 and 1.80 s with this tick (6 runs each, medians,
+// docs/benchmarks.md); the program's own CPU did not measurably change.
 constexpr uint64_t kMinTickMs = 4;
 constexpr uint64_t kMaxTickMs = 200;
 constexpr uint64_t kSampleBytes = 24;  // a sample record: header, ip, value
