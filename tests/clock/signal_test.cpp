@@ -35,10 +35,11 @@ extern "C" __attribute__((noinline)) double sig_burn(double seconds) {
 }
 
 struct Session {
-  explicit Session(sprofil_clock clock) {
+  explicit Session(sprofil_clock clock, unsigned hz = 0) {
     sprofil_options o;
     sprofil_options_init(&o);
     o.clock = clock;
+    if (hz) o.hz = hz;
     s = sprofil_create(&o);
     EXPECT_EQ(sprofil_add_function(s, reinterpret_cast<const void*>(&sig_burn)), 0);
   }
@@ -61,20 +62,19 @@ struct sigaction current(int sig) {
 TEST(Signal, DispositionRestoredAndForeignSignalsNotCounted) {
   ASSERT_EQ(current(SIGPROF).sa_handler, SIG_DFL);
   {
-    Session p(SPROFIL_CLOCK_CPU);
+    // 10 Hz: the clock keeps running while the 50 signals below are raised, and at 1000 Hz a
+    // real sample landed among them under load (CI: 4 counted, the weight of one timer signal
+    // whose expiries the kernel's tick had folded together). At 10 Hz a real sample during
+    // their fraction of a millisecond of CPU is rare and counts 1.
+    Session p(SPROFIL_CLOCK_CPU, 10);
     ASSERT_EQ(sprofil_start(p.s), 0);
-    sig_burn(0.05);
-    // A SIGPROF sent by someone else (SI_USER) reaches our handler and is not counted. The
-    // clock keeps ticking meanwhile (1000 Hz of CPU time): the real samples of the CPU time
-    // between the two counts, one per started millisecond, are allowed (under load the 50
-    // signals' handling took long enough for one), the 50 raised ones are not.
+    sig_burn(0.35);
+    // A SIGPROF sent by someone else (SI_USER) reaches our handler and is not counted.
     const double cpu0 = thread_cpu();
     const uint64_t before = p.delivered();
     for (int i = 0; i < 50; ++i) raise(SIGPROF);
     const uint64_t after = p.delivered();
-    const double ticks = (thread_cpu() - cpu0) * 1000.0;
-    EXPECT_LE(static_cast<double>(after - before), 1.0 + ticks) << ticks << " ms of CPU";
-    EXPECT_LT(after - before, 10u);
+    EXPECT_LE(after - before, 1u) << (thread_cpu() - cpu0) * 1e3 << " ms of CPU";
     ASSERT_EQ(sprofil_stop(p.s), 0);
     EXPECT_GT(before, 0u);
   }
