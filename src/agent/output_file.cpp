@@ -163,6 +163,17 @@ int reopen_output() {
   return -1;
 }
 
+int read_output() {
+  if (g_detached) return -1;
+  const int fd = open(g_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == g_dev &&
+      st.st_ino == g_ino)
+    return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
 // Removes the profile, if it still is ours.
 void remove_output() {
   struct stat st;
