@@ -3,6 +3,7 @@
 // a module closed and loaded again keeps one record and both loads' samples, a module loaded
 // by another module's constructor is counted from its first instruction, scans racing from two
 // threads lose nothing, and the churn adds no records.
+#include <sstream>
 #include <string>
 
 #include "helpers.hpp"
@@ -49,15 +50,26 @@ TEST_P(Dlcycle, SharesAndRecordsSurviveTheChurn) {
   // out 3.4-4.3 points over their CPU share in three CI runs. A record lost or not revived
   // would cost a function its whole share (a: 2 x 0.3 s of ~1.7 s, one load's samples missing
   // is 17 points).
+  // Above, in the churn, dlcycle_a and dlcycle_b get 7.5: the user-only event's periods that
+  // end in the kernel are credited to the next user-space sample, and each of their churn
+  // burns (0.3 ms, under one period) starts right after a loader call whose last part is kernel
+  // time (dlopen(b)'s, with the agent's reservation and mapping of b's records, before a's
+  // burn; dlclose(a)'s, with the agent's drain request (kDrainSync), before b's). Drain mode
+  // on the AMD EPYC VM: a 4.1-4.3 points over when idle, 3.7-6.3 beside two busy loops and
+  // 5.1-5.3 in CI; before kDrainSync part of a's samples were drained after b took a's
+  // address and counted as b's (a -2.3 to +3.6, b up to +8.0 beside two busy loops).
   Json j = report_json(out);
   ASSERT_TRUE(j.is_object());
   const double total = j["total_samples"].get<double>();
   EXPECT_GT(total, 1000) << "expected ~3,400 samples";
-  for (const char* fn : {"dlcycle_a", "dlcycle_b", "dlcycle_inner", "dlcycle_main"}) {
-    const double want = 100.0 * truth[fn] / cpu;
-    EXPECT_NEAR(percent_of(j, fn), want, 5.0)
-        << fn << " (" << clock << " clock, " << mode << " mode, " << cycles
-        << " cycles): " << samples_of(j, fn) << " of " << total << " samples";
+  for (const std::string fn : {"dlcycle_a", "dlcycle_b", "dlcycle_inner", "dlcycle_main"}) {
+    const double want = 100.0 * truth[fn] / cpu, got = percent_of(j, fn);
+    const bool churned = cycles > 1 && (fn == "dlcycle_a" || fn == "dlcycle_b");
+    std::ostringstream what;
+    what << fn << " (" << clock << " clock, " << mode << " mode, " << cycles
+         << " cycles): " << samples_of(j, fn) << " of " << total << " samples";
+    EXPECT_GE(got, want - 5.0) << what.str();
+    EXPECT_LE(got, want + (churned ? 7.5 : 5.0)) << what.str();
   }
   // Everything burnt was inside a known object: only the loader's and start-up's stray
   // samples can be outside. In signal mode these include a library's own code run inside
