@@ -142,17 +142,28 @@ int create_output(bool first) {
   return fd;
 }
 
-// Re-opens the profile by its path, only if it is still the file this process created;
-// -1 otherwise (and from then on nothing is written to that path; said once).
-int reopen_output() {
-  if (g_detached) return -1;
-  const int fd = open(g_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+namespace {
+// Opens g_path with `mode` only if it is still the file this process created: the fd, or -1
+// with *err the open's errno (0 when the path names another file).
+int open_ours(int mode, int* err) {
+  const int fd = open(g_path, mode | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   struct stat st;
   if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == g_dev &&
       st.st_ino == g_ino)
     return fd;
-  const int err = fd >= 0 ? 0 : errno;
+  *err = fd >= 0 ? 0 : errno;
   if (fd >= 0) close(fd);
+  return -1;
+}
+}  // namespace
+
+// Re-opens the profile by its path, only if it is still the file this process created;
+// -1 otherwise (and from then on nothing is written to that path; said once).
+int reopen_output() {
+  if (g_detached) return -1;
+  int err = 0;
+  const int fd = open_ours(O_RDWR, &err);
+  if (fd >= 0) return fd;
   g_detached = true;
   // The name is gone or names another file (ENOENT, ELOOP for a link, or a mismatch); or the
   // process may not open it any more (it dropped privileges, say).
@@ -163,15 +174,10 @@ int reopen_output() {
   return -1;
 }
 
+// The same, read-only and quiet (a forked child reading its parent's records).
 int read_output() {
-  if (g_detached) return -1;
-  const int fd = open(g_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  struct stat st;
-  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == g_dev &&
-      st.st_ino == g_ino)
-    return fd;
-  if (fd >= 0) close(fd);
-  return -1;
+  int err = 0;
+  return g_detached ? -1 : open_ours(O_RDONLY, &err);
 }
 
 // Removes the profile, if it still is ours.
