@@ -95,7 +95,6 @@ struct Event {
   pid_t pid = 0, tid = 0;
   char* ring = nullptr;
   size_t ring_bytes = 0;
-  uint64_t tick_ms = kMinTickMs;  // tick_for(its ring)
   File* file = nullptr;
   uint64_t period = 1;      // P
   uint64_t phase = 0;       // P - first period: added to the counter
@@ -566,7 +565,6 @@ struct Drainer::State {
     e->tid = m.tid;
     e->ring = static_cast<char*>(r);
     e->ring_bytes = bytes;
-    e->tick_ms = tick_for(bytes - kPage, m.period_ns);
     e->file = f;
     ++f->users;
     e->period = m.period_ns;
@@ -612,7 +610,7 @@ struct Drainer::State {
   // The tick: the shortest of the open events' (tick_for), kMaxTickMs without any.
   uint64_t tick_ms() const {
     uint64_t t = kMaxTickMs;
-    for (const Event* e : events) t = std::min(t, e->tick_ms);
+    for (const Event* e : events) t = std::min(t, tick_for(e->ring_bytes - kPage, e->period));
     return t;
   }
 
