@@ -12,9 +12,11 @@
 // - The weight: si_overrun (timers), and their kernel part: getrusage(RUSAGE_THREAD) (a plain
 //   system call, not on POSIX's list but a raw syscall wrapper with no library state; errno is
 //   restored) against initial-exec TLS and two atomics; for perf, perf::signal_weight() (the
-//   weight and its kernel part, perf::credit): read(2) of the event's counter,
-//   clock_gettime(CLOCK_THREAD_CPUTIME_ID) (async-signal-safe) when the weight would exceed
-//   one period (perf::steal_free), and ioctl(PERF_EVENT_IOC_PERIOD) for jitter and, at a
+//   weight and its kernel part, perf::credit): clock_gettime(CLOCK_MONOTONIC_RAW) and, unless
+//   perf::overflow_without_read() shows the counter (plain arithmetic on initial-exec TLS),
+//   read(2) of the event's counter; clock_gettime(CLOCK_THREAD_CPUTIME_ID) (async-signal-safe)
+//   when the weight would exceed one period (perf::steal_free), and
+//   ioctl(PERF_EVENT_IOC_PERIOD) for jitter and, at a
 //   thread's first sample, to end its random first period, plain system calls with no
 //   library state (read is async-signal-safe by POSIX; ioctl is a raw syscall wrapper), with
 //   per-thread state in initial-exec TLS, the period and generation in atomics, and per fd

@@ -334,6 +334,8 @@ __attribute__((tls_model("initial-exec"))) thread_local Credit t_credit;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_rng;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_jitter_left;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_restart;
+// The read skip's anchor (Anchor, perf.hpp).
+__attribute__((tls_model("initial-exec"))) thread_local Anchor t_anchor;
 
 // Re-draws the period at the end of each block of samples (kJitterBlock; *left counts the
 // samples still to take at this one). `value` is the counter now, `cur` the period running.
@@ -417,12 +419,19 @@ void new_generation(uint64_t period_ns) {
 
 uint64_t signal_weight(int fd, uint64_t* system_w) {
   *system_w = 0;
-  uint64_t value = 0;
-  if (read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return 1;
+  const uint64_t now = util::clock_ns(CLOCK_MONOTONIC_RAW);
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
   const uint64_t period = g_period.load(std::memory_order_relaxed);
   const uint64_t phase = fd >= 0 && fd < kMaxFd ? g_phase[fd].load(std::memory_order_relaxed) : 0;
   const bool first = t_generation != gen;
+  const bool jitter_on = g_jitter.load(std::memory_order_relaxed);
+  // A re-draw is due at this signal: it needs the counter (jitter()).
+  const bool redraw = jitter_on && t_jitter_left <= 1;
+  uint64_t value = 0;
+  const bool read_it =
+      first || redraw ||
+      !overflow_without_read(&t_anchor, t_credit.next_ns ? t_credit.next_ns : period, now, &value);
+  if (read_it && read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return 1;
   if (first) {
     start_credit(fd, phase, gen);
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
@@ -438,11 +447,13 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
     t_credit.next_ns = 0;
     t_restart = value;
   }
-  if (g_jitter.load(std::memory_order_relaxed)) {
+  if (jitter_on) {
     const uint64_t cur = t_credit.next_ns ? t_credit.next_ns : period;
     if (const uint64_t next = jitter(fd, value, cur, period, &t_rng, &t_jitter_left))
       t_credit.next_ns = next;
   }
+  if (read_it)  // a new anchor, on the grid as it stands after any restart above
+    anchor_at(&t_anchor, now, value, t_restart, t_credit.next_ns ? t_credit.next_ns : period);
   return w;
 }
 
