@@ -3,7 +3,8 @@
 # (drain mode), the same with SPROFIL_JITTER=0 (no period re-draws) and under `perf record -e
 # task-clock --all-user`, at HZ, ROUNDS rounds in turn (bench/process_cpu.py: the program's
 # user + system time, not the tool's). Prints each configuration's median and the median of
-# the per-round differences against perf record.
+# the per-round differences against perf record, with a 95% confidence interval for it
+# (distribution-free: the sign test's order statistics).
 # Usage: bench/drain_vs_perf.sh [BUILD_DIR] [HZ] [ROUNDS] [ITERS]
 #        (defaults: build-compare, 10000, 12, 561600000: about 1 s of CPU here)
 set -euo pipefail
@@ -29,14 +30,34 @@ for ((r = 0; r < ROUNDS; r++)); do
 done 2>&1 | grep -E '^(drain|nojitter|perf) ' >"$dir/rows"
 echo "cmp-burn4 --iters $ITERS at $HZ Hz, $ROUNDS rounds in turn; process CPU, ms"
 python3 - "$dir/rows" <<'PY'
-import statistics, sys
+import math, statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
     label, ms = line.split()[:2]
     runs.setdefault(label, []).append(float(ms))
 for label in ("drain", "nojitter", "perf"):
     print(f"{label:9s} median {statistics.median(runs[label]):8.1f}")
+
+
+def median_ci(d, level=0.95):
+    """A distribution-free confidence interval for the median of d (the sign test's order
+    statistics: the widest k with P(Binomial(n, 1/2) < k) <= (1 - level) / 2)."""
+    d, n = sorted(d), len(d)
+    k, tail = 0, 0.0
+    while True:
+        p = math.comb(n, k) / 2**n
+        if tail + p > (1 - level) / 2:
+            break
+        tail += p
+        k += 1
+    return (d[k - 1], d[n - k]) if k > 0 else (None, None)
+
+
 for label in ("drain", "nojitter"):
     d = [a - b for a, b in zip(runs[label], runs["perf"])]
-    print(f"{label} - perf: median of the per-round differences {statistics.median(d):+.1f}")
+    lo, hi = median_ci(d)
+    ci = f"95% CI [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "too few rounds for a 95% CI"
+    base = statistics.median(runs["perf"])
+    print(f"{label} - perf: median of the per-round differences {statistics.median(d):+.1f} "
+          f"({100 * statistics.median(d) / base:+.2f}% of perf's median), {ci}")
 PY

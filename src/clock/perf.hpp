@@ -23,22 +23,22 @@
 
 namespace sprofil::rt::perf {
 
-// Against lockstep with periodic code, each event's period is re-drawn uniformly in
-// [3P/4, 5P/4] (PERF_EVENT_IOC_PERIOD, which restarts the period) after a block of
-// kJitterBlock / 2 to 3 * kJitterBlock / 2 of its samples, drawn anew for each block: the
-// phase against a periodic workload is random from one block to the next (tests/clock's
-// aliasing test), and the weights come from the counter, so the restarts leave count x P
-// unbiased. One schedule for the signal handler (perf.cpp) and the record parent (drain.cpp).
-// Without jitter a workload in step with the period got 1460:0 samples instead of about 1:1;
-// a re-draw costs an ioctl and ends a partial period (docs/benchmarks.md, cmp-perf-signal-floor).
-// Within a block the sampling instants drift against a workload of period about P by up to a
-// quarter period per sample, and across a block of 16 by up to 4 P, so the next block's phase
-// is about uniform. Measured on the 2-core VM of docs/benchmarks.md, signal mode at 10 kHz,
-// where one overflow costs about 50 us (the timer's exits, signal delivery):
-// - the spread was [P/2, 3P/2]: a period of 50 us is no longer than that cost, the next
-//   overflow fell in the kernel and was dropped: 9.5% fewer signals per CPU-second than the
-//   empty-handler floor, 4.5% with this spread (the rest was the restart, see perf.cpp's
-//   jitter());
+// Against lockstep with periodic code, each event's period is re-drawn in [4P/5, 4P/3]
+// (jittered_period: its rate uniform in [3/(4P), 5/(4P)]; PERF_EVENT_IOC_PERIOD, which
+// restarts the period) after a block of kJitterBlock / 2 to 3 * kJitterBlock / 2 of its
+// samples, drawn anew for each block: the phase against a periodic workload is random from
+// one block to the next (tests/clock's aliasing test), and the weights come from the counter,
+// so the restarts leave count x P unbiased. One schedule for the signal handler (perf.cpp) and
+// the record parent (drain.cpp). Without jitter a workload in step with the period got 1460:0
+// samples instead of about 1:1; a re-draw costs an ioctl and ends a partial period
+// (docs/benchmarks.md, cmp-perf-signal-floor). Within a block the sampling instants drift
+// against a workload of period about P by up to a third of a period per sample, and across a
+// block of 16 by up to 5 P, so the next block's phase is about uniform. Measured on the 2-core
+// VM of docs/benchmarks.md, signal mode at 10 kHz, where one overflow costs about 50 us (the
+// timer's exits, signal delivery), with periods drawn uniformly then:
+// - from [P/2, 3P/2]: a period of 50 us is no longer than that cost, the next overflow fell in
+//   the kernel and was dropped: 9.5% fewer signals per CPU-second than the empty-handler
+//   floor; from [3P/4, 5P/4] 4.5% fewer (the rest was the restart, see perf.cpp's jitter());
 // - blocks of 8 to 24 samples: 1.08x the floor (three runs: 1.08, 1.08, 1.27); 16 to 48:
 //   1.03, 1.04, 1.11 (the same run's no-jitter row 1.12).
 constexpr uint64_t kJitterBlock = 32;
@@ -63,9 +63,15 @@ inline uint64_t jitter_block(uint64_t* rng, uint64_t scale = 1) {
   return scale * (kJitterBlock / 2 + (util::xorshift(rng) >> 8) % (kJitterBlock + 1));
 }
 
-// A period drawn uniformly from [3P/4, 5P/4] (never 0). Signal-safe.
+// A period of P / f, f drawn uniformly from [3/4, 5/4] in steps of 1/1024: the periods span
+// [4P/5, 4P/3] and the rate is on average exactly the one asked, 1/P. (Periods drawn uniformly
+// from [3P/4, 5P/4] average P, but their rate is 1/P times (2 ln (5/3)) = 1.022: 2.2% more
+// overflows, each about 50 us of the thread's time at 10 kHz on the AMD EPYC VM of
+// docs/benchmarks.md, than perf record's fixed period; the weights were unbiased either way.)
+// Never 0. Signal-safe.
 inline uint64_t jittered_period(uint64_t period, uint64_t* rng) {
-  const uint64_t next = period - period / 4 + (util::xorshift(rng) >> 8) % (period / 2 + 1);
+  const uint64_t f = 768 + (util::xorshift(rng) >> 8) % 513;  // 1024 f
+  const uint64_t next = period * 1024 / f;
   return next ? next : 1;
 }
 

@@ -378,7 +378,7 @@ struct Drainer::State {
     }
   }
 
-  // A new period for e, uniform in [3P/4, 5P/4] (or P without jitter). The ioctl restarts the
+  // A new period for e, rt::perf::jittered_period() (or P without jitter). The ioctl restarts the
   // period: the part of the running one that elapsed is neither a user-space period nor a
   // kernel one; perf::credit would take all of it for kernel time, so its user share is added
   // to the user periods (restarted()). Where the restart fell is inferred from the next record

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "clock/perf.hpp"
+#include "util/xorshift.hpp"
 
 namespace sprofil::clock_test {
 namespace {
@@ -83,6 +84,29 @@ TEST(Credit, StealBeforeTheFirstOverflowIsLeftOutWithTheBaseAtOpen) {
   EXPECT_LE(t.credited, 301u);
   EXPECT_GE(t.credited, 299u);
   EXPECT_LE(t.system, 1u);
+}
+
+// The jittered periods keep the rate asked on average (so a jittered event takes as many
+// overflows as perf record's fixed period) and stay within [4P/5, 4P/3].
+TEST(JitteredPeriod, AverageRateIsTheOneAskedAndTheSpreadIsKept) {
+  uint64_t rng = 0x2545f4914f6cdd1dull;
+  for (const uint64_t p : {kP, uint64_t{1000000}, uint64_t{52631}}) {
+    double rate = 0;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    constexpr int kDraws = 200000;
+    for (int i = 0; i < kDraws; ++i) {
+      const uint64_t d = rt::perf::jittered_period(p, &rng);
+      rate += 1.0 / static_cast<double>(d);
+      lo = d < lo ? d : lo;
+      hi = d > hi ? d : hi;
+    }
+    // 200,000 draws of a rate uniform in [0.75, 1.25]/P: sd of the mean 0.0003/P.
+    EXPECT_NEAR(rate / kDraws * static_cast<double>(p), 1.0, 0.002) << "P = " << p;
+    EXPECT_GE(lo, p * 4 / 5) << "P = " << p;
+    EXPECT_LE(hi, p * 4 / 3 + 1) << "P = " << p;
+    EXPECT_LT(lo, p * 81 / 100) << "P = " << p;  // the whole spread is drawn
+    EXPECT_GT(hi, p * 132 / 100) << "P = " << p;
+  }
 }
 
 }  // namespace

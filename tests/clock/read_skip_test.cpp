@@ -84,7 +84,7 @@ struct Thread {
     credit.next_ns = 0;
     if (redraw) {  // as the handler's jitter(): a new period from the ioctl on
       block_left = draw(16, 48);
-      cur = draw(3 * kP / 4, 5 * kP / 4);
+      cur = rt::perf::jittered_period(kP, &rng);
       credit.next_ns = cur;
       kernel(kIoctlNs);
       len = cur;
