@@ -206,8 +206,10 @@ void refresh(File* f) {
   if (size != f->len) {
     engine::Table::destroy(f->table);
     f->table = nullptr;
-    if (f->map) munmap(f->map, f->len);
-    void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+    // A file that grew keeps its mapped pages (mremap moves their page-table entries): a new
+    // mapping took a page fault on every record's header again at each rebuild.
+    void* m = f->map ? mremap(f->map, f->len, size, MREMAP_MAYMOVE)
+                     : mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
     f->map = m == MAP_FAILED ? nullptr : static_cast<char*>(m);
     f->len = f->map ? size : 0;
     if (!f->map) return;
