@@ -429,8 +429,7 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
   const bool redraw = jitter_on && t_jitter_left <= 1;
   uint64_t value = 0;
   const bool read_it =
-      first || redraw ||
-      !overflow_without_read(&t_anchor, t_credit.next_ns ? t_credit.next_ns : period, now, &value);
+      first || redraw || !overflow_without_read(&t_anchor, t_credit.running(period), now, &value);
   if (read_it && read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return 1;
   if (first) {
     start_credit(fd, phase, gen);
@@ -448,12 +447,12 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
     t_restart = value;
   }
   if (jitter_on) {
-    const uint64_t cur = t_credit.next_ns ? t_credit.next_ns : period;
-    if (const uint64_t next = jitter(fd, value, cur, period, &t_rng, &t_jitter_left))
+    if (const uint64_t next =
+            jitter(fd, value, t_credit.running(period), period, &t_rng, &t_jitter_left))
       t_credit.next_ns = next;
   }
   if (read_it)  // a new anchor, on the grid as it stands after any restart above
-    anchor_at(&t_anchor, now, value, t_restart, t_credit.next_ns ? t_credit.next_ns : period);
+    anchor_at(&t_anchor, now, value, t_restart, t_credit.running(period));
   return w;
 }
 

@@ -159,6 +159,9 @@ struct Credit {
   uint64_t stolen = 0;    // counter ns that were not the thread's CPU time (without_steal)
   uint64_t cpu_base = 0;  // the thread's CPU clock minus the counter (+ phase), at the first look
   bool based = false;     // cpu_base is set
+
+  // The length of the period running now, for an event of nominal period P. Signal-safe.
+  uint64_t running(uint64_t period) const { return next_ns ? next_ns : period; }
 };
 
 struct Event {
@@ -198,7 +201,7 @@ constexpr int kNoFdRoom = -1;
 // to throttling (perf_event_max_sample_rate) count as kernel time. Signal-safe.
 inline uint64_t credit(uint64_t value, uint64_t period, Credit* c, uint64_t* system_w) {
   *system_w = 0;
-  c->user_ns += c->next_ns ? c->next_ns : period;
+  c->user_ns += c->running(period);
   const uint64_t elapsed = value / period;
   if (elapsed <= c->periods) return 0;
   const uint64_t w = elapsed - c->periods;

@@ -28,7 +28,7 @@ struct Thread {
   bool skip = true;
   uint64_t rng = 0x2545f4914f6cdd1dull;
   // The kernel: the counter, the monotonic clock, the overflows' grid.
-  uint64_t counter = 0, wall = 1000000000, start = 0, len = kP, next = kP;
+  uint64_t counter = 0, wall = 1000000000, len = kP, next = kP;
   uint64_t dropped_since = 0;  // overflows dropped in the kernel since the last signal
   uint64_t dropped_total = 0;
   // The handler's state.
@@ -128,10 +128,6 @@ TEST(ReadSkip, KernelAndOffCpuTimeAreNeverSkippedOver) {
   EXPECT_EQ(with.wrong, 0u);
   EXPECT_EQ(with.far, 0u);
   EXPECT_GT(with.skipped, with.signals / 4) << with.skipped << " of " << with.signals;
-  std::printf(
-      "with the skip: %lu signals, %lu skipped, system %lu, dropped %lu; without: %lu, %lu, %lu\n",
-      with.signals, with.skipped, with.system, with.dropped_total, without.signals, without.system,
-      without.dropped_total);
   // The same program with and without the skip (the reads themselves are kernel time, so the
   // two runs drift apart): every period is credited (to within the time after the last
   // signal), and the kernel part is as with a read at every signal. (Both credit more kernel
