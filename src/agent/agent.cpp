@@ -62,6 +62,7 @@ Settings g_settings;  // large (a path): not on the constructor's stack
 void agent_exit() {
   Lock lock;
   if (!g_on) return;
+  rt::perf::release_at_flush();  // drain mode: the parent gives the unused space back
   stop_sampling();
   complete_file(true);
   g_on = false;

@@ -194,8 +194,28 @@ int ask(uint32_t kind) {
 }
 }  // namespace
 
+namespace {
+bool g_release_at_flush = false;  // (g_mu)
+bool g_released = false;          // a flush with kFlushRelease was answered (g_mu)
+}  // namespace
+
 int flush_drained() {
-  return ask(drain::kDrainFlush);
+  if (!g_sock[0]) return 0;
+  drain::DrainMsg m;
+  m.kind = drain::kDrainFlush;
+  m.pid = getpid();
+  m.flags = g_release_at_flush ? drain::kFlushRelease : 0;
+  const int e = send_msg(m, nullptr, 0);
+  g_released = g_release_at_flush && e == 0;
+  return e;
+}
+
+void release_at_flush() {
+  g_release_at_flush = true;
+}
+
+bool released_by_parent() {
+  return g_released;
 }
 
 int sync_drained() {

@@ -322,7 +322,10 @@ void reset_after_fork();
 // signal-mode event). flush_drained() asks the parent to drain and close every event of
 // this process, and waits for it (bounded): called when sampling stops. sync_drained() asks
 // it to drain them (kDrainSync) and waits: called before regions are marked unloaded; a no-op
-// outside drain mode.
+// outside drain mode. After release_at_flush() (the agent's exit), the flush also asks the
+// parent to give back the file's reserved space that no sample wrote, once it has answered
+// (kFlushRelease); released_by_parent() says whether a flush so asked was answered, so that
+// the agent need not do it in the program's time.
 void set_drain_file(int (*open_file)());
 bool drain_configure();
 int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter, uintptr_t start_pc);
@@ -333,6 +336,8 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter, 
 void set_thread_start(uintptr_t pc);
 uintptr_t thread_start();
 int flush_drained();
+void release_at_flush();
+bool released_by_parent();
 int sync_drained();
 
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal

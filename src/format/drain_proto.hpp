@@ -12,7 +12,9 @@
 //   perf fd, no ring and receives no signal.
 // - kDrainFlush: the process is about to stop sampling (exit, exec): the parent disables,
 //   drains and closes every event of that pid before it answers, so the file is complete
-//   when the agent writes its end fields.
+//   when the agent writes its end fields. With kFlushRelease in flags (the process exits),
+//   the parent then, after its answer, gives back the file's reserved space that no sample
+//   wrote (the region records' arrays), the agent's last job at an exit outside drain mode.
 // - kDrainSync: objects of the process are about to be marked unloaded (a dlclose): the
 //   parent drains every event of that pid, by the regions as they still are, before it
 //   answers. Their samples were taken before the unmapping; drained after the change, those
@@ -27,7 +29,8 @@ constexpr uint32_t kDrainMagic = 0x53504452;  // "SPDR"
 constexpr uint32_t kDrainAdd = 1;
 constexpr uint32_t kDrainFlush = 2;
 constexpr uint32_t kDrainSync = 3;
-constexpr int kDrainAckMs = 2000;  // the agent's bound on waiting for the parent's answer
+constexpr uint32_t kFlushRelease = 1;  // DrainMsg::flags of a kDrainFlush
+constexpr int kDrainAckMs = 2000;      // the agent's bound on waiting for the parent's answer
 
 struct DrainMsg {
   uint32_t magic = kDrainMagic;
@@ -38,9 +41,9 @@ struct DrainMsg {
   uint64_t first_ns = 0;    // the event's first period (random in (0, P]); later ones are set
   uint64_t ring_bytes = 0;  // the ring asked for: meta page + data (a power of two pages)
   uint32_t jitter = 1;      // 0: SPROFIL_JITTER=0, keep the period at P
-  uint32_t reserved = 0;
-  uint64_t start_pc = 0;  // the thread's start routine, if known: the pc of its kernel time
-                          // when it never had a user-space sample
+  uint32_t flags = 0;       // kDrainFlush: kFlushRelease
+  uint64_t start_pc = 0;    // the thread's start routine, if known: the pc of its kernel time
+                            // when it never had a user-space sample
   // The thread's and the process's CPU clocks when the event was opened (0: unknown): the
   // bases the parent holds the credits to (perf::base_at_open, the steal check).
   uint64_t thread_cpu_ns = 0;

@@ -28,6 +28,7 @@
 #include "format/drain_proto.hpp"
 #include "format/sprof_format.h"
 #include "util/clock_ns.hpp"
+#include "util/release_space.hpp"
 #include "util/xorshift.hpp"
 
 namespace sprofil::record {
@@ -270,6 +271,25 @@ void refresh(File* f) {
     return;
   engine::Table::destroy(f->table);
   f->table = t;
+}
+
+// Gives back the reserved space of a finished process's file that no sample wrote: the
+// arrays of every region record, walked by pread (the agent's exit asked for it with its last
+// flush, kFlushRelease; the agent no longer writes them, and no event counts into them).
+void release_space(int fd) {
+  sprof_header h;
+  if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
+      memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) != 0)
+    return;
+  uint64_t off = SPROF_PAGE;
+  for (uint32_t i = 0; i < h.region_count && off < h.regions_end; ++i) {
+    sprof_region r;
+    if (pread(fd, &r, sizeof r, static_cast<off_t>(off)) != static_cast<ssize_t>(sizeof r) ||
+        r.magic != SPROF_REGION_MAGIC || r.record_size < SPROF_PAGE)
+      return;
+    util::release_unwritten(fd, off + SPROF_PAGE, off + r.record_size);
+    off += r.record_size;
+  }
 }
 
 }  // namespace
@@ -516,11 +536,18 @@ struct Drainer::State {
         for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && nfds < 4; ++i)
           memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
     char ack = 1;
+    int release_fd = -1;  // kFlushRelease: the process's file, worked on after the answer
     if (n == static_cast<ssize_t>(sizeof m) && m.magic == drain::kDrainMagic) {
       if (m.kind == drain::kDrainAdd && nfds == 2) {
         ack = add(m, fds[0], fds[1]) ? 0 : 1;
         nfds = 0;  // add() took them
       } else if (m.kind == drain::kDrainFlush) {
+        if (m.flags & drain::kFlushRelease)
+          for (const Event* e : events)
+            if (e->pid == m.pid) {
+              release_fd = fcntl(e->file->fd, F_DUPFD_CLOEXEC, 0);
+              break;
+            }
         flush(m.pid);
         ack = 0;
       } else if (m.kind == drain::kDrainSync) {
@@ -532,6 +559,10 @@ struct Drainer::State {
     for (int i = 0; i < nfds; ++i) close(fds[i]);
     (void)!send(conn, &ack, 1, MSG_NOSIGNAL);
     close(conn);
+    if (release_fd >= 0) {
+      release_space(release_fd);
+      close(release_fd);
+    }
   }
 
   bool add(const drain::DrainMsg& m, int fd, int file_fd) {
@@ -597,6 +628,7 @@ struct Drainer::State {
     ++stats.events;
     return true;
   }
+
 
   void flush(pid_t pid) {
     for (size_t i = 0; i < events.size();) {

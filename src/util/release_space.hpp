@@ -1,0 +1,32 @@
+// Giving back the disk space reserved (fallocate) for a profile file's arrays that no sample
+// wrote: the agent at a clean exit outside drain mode (agent/finish.cpp), the `sprofil record`
+// parent after a drain-mode process's last flush (record/drain.cpp). Header only; libc only.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+namespace sprofil::util {
+
+// Punches every hole of [lo, hi) in fd: to SEEK_HOLE, reserved space that was never written
+// is a hole (ext4's unwritten extents with no page in the page cache), and so it is given
+// back to the file system; data (counters a sample touched) is left as it is. Stops at the
+// first error (a file system without SEEK_HOLE or PUNCH_HOLE keeps its reservation).
+inline void release_unwritten(int fd, uint64_t lo, uint64_t hi) {
+  uint64_t off = lo;
+  while (off < hi) {
+    const off_t h = lseek(fd, static_cast<off_t>(off), SEEK_HOLE);
+    if (h < 0 || static_cast<uint64_t>(h) >= hi) return;
+    const off_t d = lseek(fd, h, SEEK_DATA);
+    const uint64_t end = d < 0 || static_cast<uint64_t>(d) > hi ? hi : static_cast<uint64_t>(d);
+    if (end > static_cast<uint64_t>(h) &&
+        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, h,
+                  static_cast<off_t>(end - static_cast<uint64_t>(h))) != 0)
+      return;
+    off = end;
+  }
+}
+
+}  // namespace sprofil::util
