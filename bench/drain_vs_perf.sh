@@ -5,7 +5,9 @@
 # user + system time, not the tool's). Prints each configuration's median and the median of
 # the per-round differences against perf record, with a 95% confidence interval for it
 # (distribution-free: the sign test's order statistics).
-# Usage: bench/drain_vs_perf.sh [BUILD_DIR] [HZ] [ROUNDS] [ITERS]
+# With BASE_BUILD=DIR (another build of sprofil, e.g. of an earlier commit), each round also
+# runs that build's `sprofil record` ("base"): an A/B of a change within the same rounds.
+# Usage: [BASE_BUILD=DIR] bench/drain_vs_perf.sh [BUILD_DIR] [HZ] [ROUNDS] [ITERS]
 #        (defaults: build-compare, 10000, 12, 561600000: about 1 s of CPU here)
 set -euo pipefail
 BUILD=${1:-build-compare}
@@ -27,7 +29,10 @@ for ((r = 0; r < ROUNDS; r++)); do
   "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" drain 1 "${run[@]}"
   SPROFIL_JITTER=0 "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" nojitter 1 "${run[@]}"
   perf record -q -e task-clock --all-user -F "$HZ" -o "$dir/p.data" -- "${pc[@]}" perf 1 "${run[@]}"
-done 2>&1 | grep -E '^(drain|nojitter|perf) ' >"$dir/rows"
+  if [ -n "${BASE_BUILD:-}" ]; then
+    "$BASE_BUILD/bin/sprofil" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" base 1 "${run[@]}"
+  fi
+done 2>&1 | grep -E '^(drain|nojitter|perf|base) ' >"$dir/rows"
 echo "cmp-burn4 --iters $ITERS at $HZ Hz, $ROUNDS rounds in turn; process CPU, ms"
 python3 - "$dir/rows" <<'PY'
 import math, statistics, sys
@@ -35,7 +40,8 @@ runs = {}
 for line in open(sys.argv[1]):
     label, ms = line.split()[:2]
     runs.setdefault(label, []).append(float(ms))
-for label in ("drain", "nojitter", "perf"):
+labels = [x for x in ("drain", "nojitter", "perf", "base") if x in runs]
+for label in labels:
     print(f"{label:9s} median {statistics.median(runs[label]):8.1f}")
 
 
@@ -53,11 +59,12 @@ def median_ci(d, level=0.95):
     return (d[k - 1], d[n - k]) if k > 0 else (None, None)
 
 
-for label in ("drain", "nojitter"):
-    d = [a - b for a, b in zip(runs[label], runs["perf"])]
+for label, ref in [(x, "perf") for x in labels if x != "perf"] + (
+        [("drain", "base")] if "base" in runs else []):
+    d = [a - b for a, b in zip(runs[label], runs[ref])]
     lo, hi = median_ci(d)
     ci = f"95% CI [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "too few rounds for a 95% CI"
-    base = statistics.median(runs["perf"])
-    print(f"{label} - perf: median of the per-round differences {statistics.median(d):+.1f} "
-          f"({100 * statistics.median(d) / base:+.2f}% of perf's median), {ci}")
+    base = statistics.median(runs[ref])
+    print(f"{label} - {ref}: median of the per-round differences {statistics.median(d):+.1f} "
+          f"({100 * statistics.median(d) / base:+.2f}% of {ref}'s median), {ci}")
 PY
