@@ -24,7 +24,9 @@
 //   clock_gettime(2) (async-signal-safe) and a CAS on an atomic; for the sampler clock,
 //   clock_gettime(2) of the thread's CPU time and CLOCK_MONOTONIC (async-signal-safe),
 //   timer_settime(2) to re-arm the thread's one-shot timer (a plain system call), atomics in
-//   the thread's record, and the timers' getrusage above.
+//   the thread's record, and the timers' getrusage above; when it parks an idle thread, an
+//   atomic increment and a FUTEX_WAKE (a raw system call that never waits) for the sampler
+//   thread.
 // - Then engine::global().sample(), whose own audit is at the top of engine/engine.cpp
 //   (atomics and immutable, safely published tables only).
 // - It saves and restores errno. It takes no lock, allocates nothing, and reads no runtime

@@ -143,5 +143,22 @@ TEST(SamplerClock, SleepingCallsSeeNoEintr) {
   EXPECT_NE(wall.out, "eintr 0\n");
 }
 
+// A thread that waits (here on a condition variable: a futex wait, which no interposer
+// covers) is parked by the sampler clock after two idle samples; the sampler thread re-arms
+// it when its CPU time advances again, and it waits on a futex while no thread is parked
+// (a handler that parks one wakes it). The worker's 0.3 s burn after its 0.3 s wait is
+// sampled in full: park_burn's samples x 1 ms are its CPU time within 10% (the weights count
+// every whole period since the last credited sample, so a re-arm a nap late still credits
+// the burn; a parked thread never re-armed gets none).
+TEST(SamplerClock, ParkedThreadIsSampledWhenItRunsAgain) {
+  TempDir dir;
+  Result r = record(dir / "p.sprof", {"--clock", "sampler", "-F", "1000"}, {kSleeper, "park"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  double burnt = -1;
+  ASSERT_EQ(sscanf(r.out.c_str(), "park_burn %lf", &burnt), 1) << r.out;
+  const double sampled = samples_of(report_json(dir / "p.sprof"), "park_burn") / 1000.0;
+  EXPECT_NEAR(sampled, burnt, 0.1 * burnt) << "sampled " << sampled << " s of " << burnt;
+}
+
 }  // namespace
 }  // namespace sprofil::clock_test

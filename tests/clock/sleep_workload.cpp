@@ -1,11 +1,16 @@
 // sleep_workload: 300 rounds of 2 ms of CPU then a 1 ms wait (nanosleep, poll or usleep in
 // turn); prints how many waits ended with EINTR ("eintr N"). Natively: 0.
+// sleep_workload park: a worker waits 0.3 s on a condition variable (a futex wait, which the
+// sampler clock parks as idle), then burns 0.3 s of its CPU in park_burn; prints
+// "park_burn SECONDS" (its thread CPU time in the burn).
 #include <poll.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace {
 double thread_cpu() {
@@ -15,7 +20,44 @@ double thread_cpu() {
 }
 }  // namespace
 
-int main() {
+pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+bool g_go = false;
+double g_burnt = 0;
+
+extern "C" __attribute__((noinline)) double park_burn(double seconds) {
+  volatile double x = 1;
+  const double t0 = thread_cpu();
+  do {  // the clock read every 100,000 steps: the samples are in this function, not in it
+    for (int i = 0; i < 100000; ++i) x = x * 1.0000001;
+  } while (thread_cpu() - t0 < seconds);
+  return thread_cpu() - t0;
+}
+
+void* parked_worker(void*) {
+  pthread_mutex_lock(&g_mu);
+  while (!g_go) pthread_cond_wait(&g_cv, &g_mu);
+  pthread_mutex_unlock(&g_mu);
+  g_burnt = park_burn(0.3);
+  return nullptr;
+}
+
+int park() {
+  pthread_t t;
+  if (pthread_create(&t, nullptr, parked_worker, nullptr) != 0) return 1;
+  const timespec wait{0, 300000000};
+  nanosleep(&wait, nullptr);
+  pthread_mutex_lock(&g_mu);
+  g_go = true;
+  pthread_cond_signal(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+  pthread_join(t, nullptr);
+  printf("park_burn %.6f\n", g_burnt);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "park") == 0) return park();
   int eintr = 0;
   volatile double x = 1;
   for (int i = 0; i < 300; ++i) {
