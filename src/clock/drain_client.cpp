@@ -185,28 +185,24 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
 }
 
 namespace {
-int ask(uint32_t kind) {
+bool g_release_at_flush = false;  // (g_mu)
+bool g_released = false;          // a flush with kFlushRelease was answered (g_mu)
+
+// One message of `kind` for this process, answered: 0 or an errno value; 0 (nothing sent)
+// outside drain mode.
+int ask(uint32_t kind, uint32_t flags = 0) {
   if (!g_sock[0]) return 0;
   drain::DrainMsg m;
   m.kind = kind;
   m.pid = getpid();
+  m.flags = flags;
   return send_msg(m, nullptr, 0);
 }
 }  // namespace
 
-namespace {
-bool g_release_at_flush = false;  // (g_mu)
-bool g_released = false;          // a flush with kFlushRelease was answered (g_mu)
-}  // namespace
-
 int flush_drained() {
-  if (!g_sock[0]) return 0;
-  drain::DrainMsg m;
-  m.kind = drain::kDrainFlush;
-  m.pid = getpid();
-  m.flags = g_release_at_flush ? drain::kFlushRelease : 0;
-  const int e = send_msg(m, nullptr, 0);
-  g_released = g_release_at_flush && e == 0;
+  const int e = ask(drain::kDrainFlush, g_release_at_flush ? drain::kFlushRelease : 0);
+  g_released = g_release_at_flush && g_sock[0] && e == 0;
   return e;
 }
 

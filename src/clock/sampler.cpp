@@ -26,7 +26,7 @@
 // telling that an idle thread runs again) every nap while any thread is parked, and waits on a
 // futex while none is (a handler that parks one wakes it): a 2 ms nap in a program whose
 // threads all run was a wake-up of the sampler, and on a 2-core machine whose cores the program
-// keeps busy a preemption of one of its threads, 500 times a second: about 25 ms of CPU in 2 s
+// keeps busy a preemption of one of its threads, 500 times a second: about 27 ms of CPU in 2 s
 // of cmp-contend on the 2-core VM, more than the samples themselves at 1 kHz
 // (docs/benchmarks.md). The per-thread records live in chunks that are never freed, so that
 // neither the sampler nor a late handler can touch freed memory.

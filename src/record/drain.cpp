@@ -542,13 +542,7 @@ struct Drainer::State {
         ack = add(m, fds[0], fds[1]) ? 0 : 1;
         nfds = 0;  // add() took them
       } else if (m.kind == drain::kDrainFlush) {
-        if (m.flags & drain::kFlushRelease)
-          for (const Event* e : events)
-            if (e->pid == m.pid) {
-              release_fd = fcntl(e->file->fd, F_DUPFD_CLOEXEC, 0);
-              break;
-            }
-        flush(m.pid);
+        release_fd = flush(m.pid, (m.flags & drain::kFlushRelease) != 0);
         ack = 0;
       } else if (m.kind == drain::kDrainSync) {
         for (Event* e : events)
@@ -641,16 +635,21 @@ struct Drainer::State {
     e->jitter_after = rt::perf::jitter_block(&e->rng, rt::perf::drain_blocks(e->period));
   }
 
-  void flush(pid_t pid) {
+  // Drains and closes every event of pid. With `keep_file`, returns a new fd of the file they
+  // counted into (-1 if none), for release_space() after the answer.
+  int flush(pid_t pid, bool keep_file) {
+    int file_fd = -1;
     for (size_t i = 0; i < events.size();) {
       if (events[i]->pid != pid) {
         ++i;
         continue;
       }
+      if (keep_file && file_fd < 0) file_fd = fcntl(events[i]->file->fd, F_DUPFD_CLOEXEC, 0);
       close_event(events[i]);
       events[i] = events.back();
       events.pop_back();
     }
+    return file_fd;
   }
 
   // The tick: the shortest of the open events' (tick_for), kMaxTickMs without any.
