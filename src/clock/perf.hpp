@@ -50,15 +50,16 @@ constexpr uint64_t kJitterBlock = 32;
 // 10 kHz took 1.775 s of CPU with the parent's re-draws every 16-48 records against 1.734 s
 // without jitter and 1.759 s under perf record (12 rounds interleaved). Within a block of n
 // records the instants drift against a workload of period about P by up to n/4 periods, so
-// longer blocks still leave the phase about uniform (tests/clock's AliasDefault); a block
-// aliases only if its period falls within about P/n of a multiple of the workload's, which
-// longer blocks make rarer. Blocks of 48 ms and more (about 10 re-draws per second of CPU at
-// any rate) cost cmp-burn4 1.1 ms per second more than SPROFIL_JITTER=0 at 1 kHz (30
-// interleaved rounds, docs/benchmarks.md); 160 ms and more cut the re-draws to about 3 a
-// second. The parent draws each thread's first period when it takes the event (drain.cpp's
-// add), while the thread waits off its CPU: no IPI, and no first block at an undrawn period.
+// longer blocks still leave the phase about uniform (tests/clock's AliasDefault). But a block
+// runs at one period: a short run is few blocks, and if one block's period falls near a
+// multiple of the workload's, that block's samples pile onto one phase. Blocks of 160 to 480
+// ms (about 3 re-draws a second instead of 10, 1 ms of cmp-burn4's CPU a second less at 1 kHz)
+// made a 0.4 s run of tests/report's diff_prog, three functions in 2 ms rounds, give one of
+// them 18% instead of 33% (Diff.SameProgramTwiceFlagsAlmostNothing), so blocks stay at 48 ms.
+// The parent draws each thread's first period when it takes the event (drain.cpp's add),
+// while the thread waits off its CPU: no IPI, and no first block at an undrawn period.
 constexpr uint64_t kDrainBlocks = 3;
-constexpr uint64_t kDrainBlockNs = 160000000;
+constexpr uint64_t kDrainBlockNs = 48000000;
 inline uint64_t drain_blocks(uint64_t period) {
   const uint64_t by_time = period ? kDrainBlockNs / (period * (kJitterBlock / 2)) : 0;
   return by_time > kDrainBlocks ? by_time : kDrainBlocks;
