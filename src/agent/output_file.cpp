@@ -1,13 +1,10 @@
-// The profile file of this process image: created as a private temporary in the target
-// directory (O_EXCL, mode 0600, never through a link) and renamed into place under the name
-// profile_name.hpp defines: the first image's name replaces whatever was there (rename never
-// follows a link nor truncates the old file), the others never replace anything
-// (RENAME_NOREPLACE). The agent holds no file descriptor after start-up: when the file must
-// grow (dlopen) or be completed (exit, exec) it re-opens it by its absolute path and uses it
-// only if it is still the file it created (st_dev, st_ino).
+// The profile file of this process image, created as format/profile_file.hpp defines (a
+// private temporary in the target directory, renamed into place under its name), or, for a
+// forked child in drain mode, by the record parent. The agent holds no file descriptor after
+// start-up: when the file must grow (dlopen) or be completed (exit, exec) it re-opens it by
+// its absolute path and uses it only if it is still the file it created (st_dev, st_ino).
 #include <fcntl.h>
 #include <stdio.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,7 +14,8 @@
 #include <cstring>
 
 #include "agent/state.hpp"
-#include "format/profile_name.hpp"
+#include "clock/perf.hpp"
+#include "format/profile_file.hpp"
 
 namespace sprofil::agent {
 namespace {
@@ -28,27 +26,6 @@ dev_t g_dev = 0;          // the file the agent created
 ino_t g_ino = 0;
 char g_path[PATH_MAX];  // the profile's absolute path
 char g_base[PATH_MAX];  // SPROFIL_OUTPUT, made absolute at start
-
-void random_name(char* out, size_t n) {
-  static std::atomic<unsigned> seq{0};
-  uint64_t r = 0;
-  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r))
-    r = now_ns() ^ (static_cast<uint64_t>(getpid()) << 32) ^ seq.fetch_add(1) * 0x9e3779b9u;
-  snprintf(out, n, ".sprofil-tmp-%016llx", static_cast<unsigned long long>(r));
-}
-
-// Gives the temporary `tmp` in dirfd the name `name`: replacing an existing name if `replace`
-// (rename never follows a link nor touches the old file's data), else only if the name is
-// free. Returns 0 or an errno value (EEXIST: the name is taken).
-int publish_name(int dirfd, const char* tmp, const char* name, bool replace) {
-  if (replace) return renameat(dirfd, tmp, dirfd, name) == 0 ? 0 : errno;
-  if (renameat2(dirfd, tmp, dirfd, name, RENAME_NOREPLACE) == 0) return 0;
-  if (errno != EINVAL && errno != ENOSYS) return errno;
-  // A filesystem without RENAME_NOREPLACE: link fails on an existing name too.
-  if (linkat(dirfd, tmp, dirfd, name, 0) != 0) return errno;
-  unlinkat(dirfd, tmp, 0);
-  return 0;
-}
 
 }  // namespace
 
@@ -88,39 +65,56 @@ int reserve(int fd, uint64_t off, uint64_t len) {
   return e;
 }
 
-// Creates the profile file for this image and returns its fd (or -1 with errno set), with the
-// header's page reserved: a private temporary in the target directory (O_CREAT | O_EXCL |
-// O_NOFOLLOW, mode 0600, so the umask can only make it stricter), renamed into place. The
-// first image takes the base name itself; a forked child or a later image takes base.PID, or
-// .PID.N, never replacing a file. Sets g_path, g_dev and g_ino.
-int create_output(bool first) {
-  const char* slash = strrchr(g_base, '/');  // g_base is absolute
+namespace {
+
+// g_base split: its directory (dir[0, dlen)) and its file name.
+struct BaseParts {
   char dir[PATH_MAX];
-  const size_t dlen = slash == g_base ? 1 : static_cast<size_t>(slash - g_base);
-  memcpy(dir, g_base, dlen);
-  dir[dlen] = '\0';
-  const char* name = slash + 1;
-  const int dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  size_t dlen = 0;
+  const char* name = nullptr;
+};
+
+void split_base(BaseParts* b) {
+  const char* slash = strrchr(g_base, '/');  // g_base is absolute
+  b->dlen = slash == g_base ? 1 : static_cast<size_t>(slash - g_base);
+  memcpy(b->dir, g_base, b->dlen);
+  b->dir[b->dlen] = '\0';
+  b->name = slash + 1;
+}
+
+// The file `fd` (st), named final_name in b's directory, is this image's profile from now on.
+void set_output(const BaseParts& b, const char* final_name, const struct stat& st) {
+  // g_path has room for a directory path, a slash and a name.
+  size_t at = b.dlen;
+  memcpy(g_path, b.dir, b.dlen);
+  if (b.dlen > 1) g_path[at++] = '/';
+  memcpy(g_path + at, final_name, strlen(final_name) + 1);
+  g_dev = st.st_dev;
+  g_ino = st.st_ino;
+  g_detached = false;
+}
+
+}  // namespace
+
+// Creates the profile file for this image and returns its fd (or -1 with errno set), with the
+// header's page reserved (format/profile_file.hpp). The first image takes the base name
+// itself; a forked child or a later image takes base.PID, or .PID.N, never replacing a file.
+// Sets g_path, g_dev and g_ino.
+int create_output(bool first) {
+  BaseParts b;
+  split_base(&b);
+  const int dirfd = open(b.dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return -1;
   char tmp[64];
-  int fd = -1;
-  for (int k = 0; k < 100 && fd < 0; ++k) {
-    random_name(tmp, sizeof tmp);
-    fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
-    if (fd < 0 && errno != EEXIST) break;
-  }
+  const int fd = naming::create_temp(dirfd, tmp, sizeof tmp);
   int err = fd < 0 ? errno : reserve(fd, 0, SPROF_PAGE);
   struct stat st;
   if (err == 0 && fstat(fd, &st) != 0) err = errno;
   char final_name[NAME_MAX + 1];
-  if (err == 0) {
-    err = EEXIST;
-    const int pid = first ? 0 : static_cast<int>(getpid());
-    for (int k = 0; k < (first ? 1 : naming::kMaxNameTries) && err == EEXIST; ++k)
-      err = naming::profile_name(final_name, sizeof final_name, name, pid, k)
-                ? publish_name(dirfd, tmp, final_name, first)
-                : ENAMETOOLONG;
-  }
+  int k = 0;
+  if (err == 0)
+    err = naming::publish_profile(dirfd, tmp, b.name, first ? 0 : static_cast<int>(getpid()),
+                                  final_name, sizeof final_name, &k);
   if (err != 0) {
     if (fd >= 0) {
       unlinkat(dirfd, tmp, 0);
@@ -131,15 +125,32 @@ int create_output(bool first) {
     return -1;
   }
   close(dirfd);
-  // g_path has room for a directory path, a slash and a name.
-  size_t at = dlen;
-  memcpy(g_path, dir, dlen);
-  if (dlen > 1) g_path[at++] = '/';
-  memcpy(g_path + at, final_name, strlen(final_name) + 1);
-  g_dev = st.st_dev;
-  g_ino = st.st_ino;
-  g_detached = false;
+  set_output(b, final_name, st);
   return fd;
+}
+
+// A forked child's file made by the record parent (drain mode) from the parent process's file
+// `from`: the first g_nfile records copied, their space reserved up to g_file_end. Its fd, or -1
+// (the child then makes it with create_output).
+int drained_child_output(int from) {
+  BaseParts b;
+  split_base(&b);
+  const int dirfd = open(b.dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return -1;
+  int k = 0;
+  const int fd = rt::perf::drained_child_file(from, dirfd, b.name, static_cast<uint32_t>(g_nfile),
+                                              g_file_end, &k);
+  close(dirfd);
+  char final_name[NAME_MAX + 1];
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size >= static_cast<off_t>(g_file_end) &&
+      naming::profile_name(final_name, sizeof final_name, b.name, static_cast<int>(getpid()), k)) {
+    set_output(b, final_name, st);
+    return fd;
+  }
+  if (fd >= 0) close(fd);
+  return -1;
 }
 
 namespace {

@@ -83,9 +83,10 @@ void say(const char* fmt, const char* a, const char* b);
 void set_output_base(const char* absolute_base);
 bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
-int create_output(bool first);  // the fd, or -1 with errno set
-int reopen_output();            // -1 when the file is not ours any more (said once)
-int read_output();              // read-only, -1 (quietly) when it is not ours any more
+int create_output(bool first);       // the fd, or -1 with errno set
+int drained_child_output(int from);  // drain mode, a forked child: made by the record parent
+int reopen_output();                 // -1 when the file is not ours any more (said once)
+int read_output();                   // read-only, -1 (quietly) when it is not ours any more
 void remove_output();
 const char* output_path();
 void say_spilled(int err);

@@ -45,10 +45,11 @@ size_t data_pages(uint64_t period_ns) {
   return p;
 }
 
-int send_msg(const drain::DrainMsg& m, const int* fds, int nfds) {
-  // Every fd the hand-over holds, even for a moment, is kept out of the program's range
-  // (place_out_of_reach): a thread of the program opening files meanwhile gets the same fds
-  // as without sprofil (tests/harm NofileBudgetKeptByTheClock).
+// Sends m with fds and waits (bounded) for the answer: `len` bytes into `answer`, and the fd
+// that comes with them, if any, into *fd_in (-1 if none; close-on-exec). 0 or an errno value.
+int exchange(const drain::DrainMsg& m, const int* fds, int nfds, void* answer, size_t len,
+             int* fd_in) {
+  if (fd_in) *fd_in = -1;
   const int s0 = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (s0 < 0) return errno;
   const int s = place_out_of_reach(s0);
@@ -86,17 +87,37 @@ int send_msg(const drain::DrainMsg& m, const int* fds, int nfds) {
   while ((n = sendmsg(s, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
   }
   if (n != static_cast<ssize_t>(sizeof m)) err = n < 0 ? errno : EIO;
-  char ack = 1;
   if (err == 0) {
-    while ((n = recv(s, &ack, 1, 0)) < 0 && errno == EINTR) {
+    iovec in{answer, len};
+    alignas(cmsghdr) char back[CMSG_SPACE(sizeof(int))];
+    msghdr rh;
+    memset(&rh, 0, sizeof rh);
+    rh.msg_iov = &in;
+    rh.msg_iovlen = 1;
+    rh.msg_control = back;
+    rh.msg_controllen = sizeof back;
+    while ((n = recvmsg(s, &rh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
     }
-    if (n != 1)
-      err = n < 0 ? errno : EPIPE;
-    else if (ack != 0)
-      err = EPROTO;
+    for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&rh) : nullptr; c; c = CMSG_NXTHDR(&rh, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int fd = -1;
+      memcpy(&fd, CMSG_DATA(c), sizeof fd);  // one fd at most: the control buffer's room
+      if (fd_in && *fd_in < 0)
+        *fd_in = fd;
+      else
+        close(fd);
+    }
+    if (n != static_cast<ssize_t>(len)) err = n < 0 ? errno : EPIPE;
   }
   close(s);
   return err;
+}
+
+// Sends m with fds and waits for the one-byte answer (0: done).
+int send_msg(const drain::DrainMsg& m, const int* fds, int nfds) {
+  char ack = 1;
+  const int err = exchange(m, fds, nfds, &ack, 1, nullptr);
+  return err != 0 ? err : ack != 0 ? EPROTO : 0;
 }
 
 }  // namespace
@@ -216,6 +237,31 @@ bool released_by_parent() {
 
 int sync_drained() {
   return ask(drain::kDrainSync);
+}
+
+int drained_child_file(int from, int dirfd, const char* name, uint32_t region_count,
+                       uint64_t regions_end, int* k) {
+  if (!g_sock[0]) return -1;
+  drain::DrainMsg m;
+  m.kind = drain::kDrainChildFile;
+  m.pid = getpid();
+  m.tid = m.pid;
+  m.region_count = region_count;
+  m.regions_end = regions_end;
+  const size_t len = strlen(name);
+  if (len >= sizeof m.name) return -1;
+  memcpy(m.name, name, len + 1);
+  const int fds[2] = {from, dirfd};
+  drain::ChildFileAnswer a;
+  a.err = EPROTO;
+  int fd = -1;
+  const int err = exchange(m, fds, 2, &a, sizeof a, &fd);
+  if (err != 0 || a.err != 0 || fd < 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *k = a.k;
+  return fd;
 }
 
 }  // namespace sprofil::rt::perf

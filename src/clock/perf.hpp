@@ -346,6 +346,13 @@ int flush_drained();
 void release_at_flush();
 bool released_by_parent();
 int sync_drained();
+// A forked child's own profile file, made by the record parent (drain_proto.hpp's
+// kDrainChildFile) from its parent process's file `from`: in dirfd, named after `name` (the
+// k-th name for this pid, profile_name.hpp), the first region_count records copied and their
+// space, up to regions_end, reserved. The file's fd (close-on-exec), or -1: not in drain
+// mode, or the parent could not (the child then makes the file itself).
+int drained_child_file(int from, int dirfd, const char* name, uint32_t region_count,
+                       uint64_t regions_end, int* k);
 
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
 // (perf_clock.cpp, with the runtime mutex held).

@@ -19,7 +19,18 @@
 //   parent drains every event of that pid, by the regions as they still are, before it
 //   answers. Their samples were taken before the unmapping; drained after the change, those
 //   in an object unloaded where another is then loaded would count into the new one.
+// - kDrainChildFile, with two fds: the profile file of the process a forked child was forked
+//   from (read-only) and the directory of the run's files (O_PATH). The child asks the parent
+//   to make its own file there (format/profile_file.hpp: a private temporary, renamed to
+//   `name`.PID or .PID.k): the space of the first region_count records reserved (up to
+//   regions_end) and their record pages copied, the arrays zero. The answer is a
+//   ChildFileAnswer and, when err is 0, the new file's fd (SCM_RIGHTS); the child maps its
+//   records onto it and fills the header. Making the file costs the child nothing but the
+//   round trip, where making it itself cost a fork-then-exec child most of its time before
+//   the exec. Any error: the child makes the file itself.
 #pragma once
+
+#include <limits.h>
 
 #include <cstdint>
 
@@ -29,6 +40,7 @@ constexpr uint32_t kDrainMagic = 0x53504452;  // "SPDR"
 constexpr uint32_t kDrainAdd = 1;
 constexpr uint32_t kDrainFlush = 2;
 constexpr uint32_t kDrainSync = 3;
+constexpr uint32_t kDrainChildFile = 4;
 constexpr uint32_t kFlushRelease = 1;  // DrainMsg::flags of a kDrainFlush
 constexpr int kDrainAckMs = 2000;      // the agent's bound on waiting for the parent's answer
 
@@ -48,6 +60,17 @@ struct DrainMsg {
   // bases the parent holds the credits to (perf::base_at_open, the steal check).
   uint64_t thread_cpu_ns = 0;
   uint64_t process_cpu_ns = 0;
+  // kDrainChildFile: the records to copy (the child's, as at the fork) and the file's base
+  // name (NUL-terminated, no '/').
+  uint64_t regions_end = 0;
+  uint32_t region_count = 0;
+  char name[NAME_MAX + 1] = {};
+};
+
+// The answer to kDrainChildFile: 0 and the name's k (profile_name.hpp), or an errno value.
+struct ChildFileAnswer {
+  int32_t err = 0;
+  int32_t k = 0;
 };
 
 // What the agent asks of its events (perf_event_attr.sample_type): every record is the

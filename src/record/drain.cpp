@@ -26,6 +26,7 @@
 #include "clock/perf.hpp"
 #include "engine/engine.hpp"
 #include "format/drain_proto.hpp"
+#include "format/profile_file.hpp"
 #include "format/sprof_format.h"
 #include "util/clock_ns.hpp"
 #include "util/release_space.hpp"
@@ -292,6 +293,53 @@ void release_space(int fd) {
   }
 }
 
+// A forked child's profile file (drain_proto.hpp's kDrainChildFile), made in dirfd from its
+// parent process's file `from` as the child would have made it (agent/fork.cpp): a private
+// temporary with the space of the first m.region_count records reserved, up to m.regions_end,
+// their record pages copied (the arrays stay zero; the child fills the header), then renamed
+// to the first free name for the child's pid. The fd, or -1 with *err set.
+int make_child_file(int from, int dirfd, const drain::DrainMsg& m, int* k, int* err) {
+  const size_t nlen = strnlen(m.name, sizeof m.name);
+  struct stat st;
+  if (nlen == 0 || nlen == sizeof m.name || memchr(m.name, '/', nlen) || !strcmp(m.name, ".") ||
+      !strcmp(m.name, "..") || m.region_count == 0 || m.regions_end <= SPROF_PAGE ||
+      fstat(from, &st) != 0 || !S_ISREG(st.st_mode) ||
+      m.regions_end > static_cast<uint64_t>(st.st_size)) {
+    *err = EINVAL;
+    return -1;
+  }
+  char tmp[64];
+  const int fd = naming::create_temp(dirfd, tmp, sizeof tmp);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  *err = posix_fallocate(fd, 0, static_cast<off_t>(m.regions_end));
+  std::vector<char> page(SPROF_PAGE);
+  uint64_t off = SPROF_PAGE;
+  for (uint32_t i = 0; i < m.region_count && *err == 0; ++i) {
+    auto* r = reinterpret_cast<const sprof_region*>(page.data());
+    if (pread(from, page.data(), SPROF_PAGE, static_cast<off_t>(off)) != SPROF_PAGE ||
+        r->magic != SPROF_REGION_MAGIC || r->record_size < SPROF_PAGE ||
+        r->record_size > m.regions_end - off) {
+      *err = EINVAL;
+      break;
+    }
+    if (pwrite(fd, page.data(), SPROF_PAGE, static_cast<off_t>(off)) != SPROF_PAGE)
+      *err = errno ? errno : EIO;
+    off += r->record_size;
+  }
+  if (*err == 0 && off != m.regions_end) *err = EINVAL;
+  char name[NAME_MAX + 1];
+  if (*err == 0) *err = naming::publish_profile(dirfd, tmp, m.name, m.pid, name, sizeof name, k);
+  if (*err != 0) {
+    unlinkat(dirfd, tmp, 0);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
 
 struct Drainer::State {
@@ -305,6 +353,7 @@ struct Drainer::State {
   std::vector<File*> files;
   std::vector<Event*> events;
   std::unordered_map<pid_t, Proc> procs;  // node-based: Event::proc stays valid
+  std::atomic<uint64_t> redraws{0};       // PERF_EVENT_IOC_PERIOD calls
   rlimit saved_nofile{};
   bool nofile_raised = false;
   mutable std::mutex stats_mu;
@@ -415,6 +464,7 @@ struct Drainer::State {
     if (e->jitter) next = rt::perf::jittered_period(e->period, &e->rng);
     if (!e->jitter && e->cur_period == next) return;
     if (ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
+    redraws.fetch_add(1, std::memory_order_relaxed);
     // The ioctl returned after the restart ran on the thread's CPU: every record before the
     // ring's head now is of the old period, and the thread cannot have finished a new one.
     auto* meta = reinterpret_cast<const perf_event_mmap_page*>(e->ring);
@@ -513,6 +563,39 @@ struct Drainer::State {
     return f;
   }
 
+  // kDrainChildFile: makes the file and answers with it. Only for the peer's own pid (the
+  // name is the pid's): where the peer is in another pid namespace, the child makes its file.
+  void child_file(int conn, const drain::DrainMsg& m, int from, int dirfd) {
+    drain::ChildFileAnswer a;
+    ucred cred{};
+    socklen_t cl = sizeof cred;
+    int fd = -1;
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.pid != m.pid)
+      a.err = EPERM;
+    else
+      fd = make_child_file(from, dirfd, m, &a.k, &a.err);
+    iovec iov{&a, sizeof a};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+    memset(ctl, 0, sizeof ctl);
+    msghdr mh;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (fd >= 0) {
+      mh.msg_control = ctl;
+      mh.msg_controllen = sizeof ctl;
+      cmsghdr* c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    (void)!sendmsg(conn, &mh, MSG_NOSIGNAL);
+    if (fd >= 0) close(fd);
+    std::lock_guard<std::mutex> l(stats_mu);
+    ++(a.err == 0 ? stats.child_files : stats.child_files_refused);
+  }
+
   // One connection: one message, then the answer.
   void serve(int conn) {
     const timeval tv{1, 0};
@@ -548,6 +631,11 @@ struct Drainer::State {
         for (Event* e : events)
           if (e->pid == m.pid) drain(e);
         ack = 0;
+      } else if (m.kind == drain::kDrainChildFile && nfds == 2) {
+        child_file(conn, m, fds[0], fds[1]);
+        for (int i = 0; i < nfds; ++i) close(fds[i]);
+        close(conn);
+        return;
       }
     }
     for (int i = 0; i < nfds; ++i) close(fds[i]);
@@ -793,7 +881,9 @@ void Drainer::finish() {
 
 Drainer::Stats Drainer::stats() const {
   std::lock_guard<std::mutex> l(s_->stats_mu);
-  return s_->stats;
+  Stats st = s_->stats;
+  st.redraws = s_->redraws.load(std::memory_order_relaxed);
+  return st;
 }
 
 }  // namespace sprofil::record

@@ -35,13 +35,16 @@ class Drainer : util::NoCopy {
   void finish();
 
   struct Stats {
-    uint64_t events = 0;         // events received
-    uint64_t samples = 0;        // sample records read
-    uint64_t lost_records = 0;   // records the kernel dropped (ring full): counted as lost
-                                 // samples in the file's header (perf::drop_lost)
-    uint64_t unplaced = 0;       // samples of a process whose file could not be mapped
-    uint64_t exit_credited = 0;  // whole periods credited when their event ended
-    uint64_t exit_unplaced = 0;  // the same for events that never had a record (no pc)
+    uint64_t events = 0;               // events received
+    uint64_t samples = 0;              // sample records read
+    uint64_t lost_records = 0;         // records the kernel dropped (ring full): counted as lost
+                                       // samples in the file's header (perf::drop_lost)
+    uint64_t unplaced = 0;             // samples of a process whose file could not be mapped
+    uint64_t exit_credited = 0;        // whole periods credited when their event ended
+    uint64_t exit_unplaced = 0;        // the same for events that never had a record (no pc)
+    uint64_t redraws = 0;              // periods re-drawn (PERF_EVENT_IOC_PERIOD, an IPI each)
+    uint64_t child_files = 0;          // forked children's files made for them (kDrainChildFile)
+    uint64_t child_files_refused = 0;  // asked for and not made (the child made its own)
   };
   Stats stats() const;
 

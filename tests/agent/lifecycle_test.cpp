@@ -197,6 +197,45 @@ TEST_P(Fork, KernelTimeBeforeAnExecIsKept) {
   EXPECT_GT(static_cast<double>(c.system_samples()), 0.7 * child["child_cpu"] * 2000);
 }
 
+// In drain mode the record parent makes a forked child's file (drain_proto.hpp's
+// kDrainChildFile): the child only maps it. The file is the one the child made itself before:
+// its name, flags and pid, the parent's regions at the same offsets (the parent's records as
+// they were at the fork), and the child's burn in it, the parent's not.
+TEST(ForkDrain, RecordParentMakesTheChildsFile) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "fork.sprof", truth = dir / "truth";
+  Result r =
+      record(out, {"--clock", "perf", "-F", "2000"},
+             {kProg, "--truth", truth, "fork", "0.2", "0.3"}, {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find(" 1 forked children's files made, 0 refused"), std::string::npos) << r.err;
+  auto parent = read_truth(truth);
+  auto child = read_truth(truth + ".child");
+  const int child_pid = static_cast<int>(child["child_pid"]);
+  explode_run(out);
+  const std::string cf = out + "." + std::to_string(child_pid);
+  ASSERT_TRUE(std::filesystem::exists(cf)) << ::testing::PrintToString(list_dir(dir.path()));
+  profile::Profile c = read(cf), p = read(out);
+  EXPECT_TRUE(c.flags & SPROF_F_CHILD);
+  EXPECT_TRUE(c.finished());
+  EXPECT_EQ(c.pid, child_pid);
+  EXPECT_EQ(c.ppid, static_cast<int>(parent["parent_pid"]));
+  ASSERT_EQ(c.regions.size(), p.regions.size());
+  for (size_t i = 0; i < c.regions.size(); ++i) {
+    EXPECT_EQ(c.regions[i].start, p.regions[i].start) << i;
+    EXPECT_EQ(c.regions[i].end, p.regions[i].end) << i;
+    EXPECT_EQ(c.regions[i].path, p.regions[i].path) << i;
+  }
+  expect_consistent(c, "child");
+  // 0.3 s at 2000 Hz: within 10% of the child's CPU (and its steal), as the Fork tests.
+  const double got = samples_of(report_json(cf), "burn_child");
+  EXPECT_GE(got, 0.9 * child["child_cpu"] * 2000);
+  EXPECT_LE(got, 1.1 * (child["child_cpu"] + steal_of(child, "child_cpu")) * 2000);
+  EXPECT_EQ(samples_of(report_json(cf), "burn_parent"), 0);
+  EXPECT_EQ(samples_of(report_json(out), "burn_child"), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Clocks, Fork, ::testing::Values("cpu", "perf"),
                          [](const auto& pi) { return std::string(pi.param); });
 
