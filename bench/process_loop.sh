@@ -4,8 +4,10 @@
 # `sprofil record` (its default clock) and under `perf record -F 1000` when perf events are
 # allowed, ROUNDS times in turn. Prints the medians of wall time and of the whole tree's CPU
 # (user + system of the tool and every child, /usr/bin/time), and each profiler's extra CPU
-# per process over native.
-# Usage: bench/process_loop.sh [BUILD_DIR] [N] [ROUNDS]   (defaults: build, 500, 5)
+# per process over native. With BASE_BUILD=DIR (another build, e.g. of an earlier commit), each
+# round also runs that build's `sprofil record` ("base"): an A/B of a change within the rounds.
+# Usage: [BASE_BUILD=DIR] bench/process_loop.sh [BUILD_DIR] [N] [ROUNDS]
+#        (defaults: build, 500, 5)
 set -euo pipefail
 BUILD=${1:-build}
 N=${2:-500}
@@ -15,6 +17,7 @@ TOOL=$BUILD/bin/sprofil
 source "$(dirname "$0")/common.sh"
 printf 'for i in $(seq %d); do /bin/true; done\n' "$N" >"$dir/loop.sh"
 runs=(native sprofil)
+[ -n "${BASE_BUILD:-}" ] && runs+=(base)
 perf_cmd=()
 if command -v perf >/dev/null && perf record -q -F 1000 -o "$dir/probe.data" -- true 2>/dev/null; then
   runs+=(perf)
@@ -26,6 +29,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     case $run in
       native) cmd=(bash "$dir/loop.sh") ;;
       sprofil) cmd=("$TOOL" record -o "$dir/p.sprof" -- bash "$dir/loop.sh") ;;
+      base) cmd=("$BASE_BUILD/bin/sprofil" record -o "$dir/p.sprof" -- bash "$dir/loop.sh") ;;
       perf) cmd=("${perf_cmd[@]}" bash "$dir/loop.sh") ;;
     esac
     /usr/bin/time -f '%e %U %S' -o "$dir/t" "${cmd[@]}" >/dev/null 2>&1
