@@ -50,6 +50,11 @@ Snapshot* g_snap = nullptr;
 rt::ClockRequest g_clock;
 uint32_t g_bin_bytes = 4;
 char g_exe[SPROF_PATH_MAX];
+std::atomic<bool> g_pending{false};
+uint64_t g_fork_ns = 0;
+int g_fork_ppid = 0;
+uint32_t g_fork_nfile = 0;
+uint64_t g_fork_end = 0;
 
 uint64_t now_ns() {
   return util::clock_ns(CLOCK_REALTIME);
@@ -114,6 +119,7 @@ __attribute__((constructor(200))) void agent_start() {
   // Under `sprofil record` the perf clock hands each thread's event, with a new fd of this
   // file, to the record parent (drain mode, clock/drain_client.cpp).
   rt::perf::set_drain_file(reopen_output);
+  rt::perf::set_drain_child(pending_child);
   if (int e = publish()) {
     say("sprofil: not profiling: cannot start the clock: %s%s\n", strerror(e),
         e == EBUSY ? " (the program has its own handler on the profiling signal; "

@@ -142,6 +142,7 @@ void stop_sampling() {
 // counters kept in memory and the end fields, and at an exit releases untouched space. One
 // re-open of the file, only when it is needed.
 void complete_file(bool at_exit) {
+  if (g_pending) return;  // no file of its own: the flush finished the one made, if any
   if (drop_empty_child_file()) return;
   const bool spilled = g_nfile < g_nregs;
   // In drain mode the record parent gives the space back after its last flush of this

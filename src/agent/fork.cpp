@@ -58,8 +58,11 @@ void take_own_file() {
   // In drain mode the record parent makes the file, every record in it (none kept in memory):
   // the child only maps it.
   const bool ask = from >= 0 && nfrom == g_nregs && rt::perf::drain_mode();
+  g_fork_nfile = static_cast<uint32_t>(g_nfile);
+  g_fork_end = g_file_end;
   int fd = ask ? drained_child_output(from) : -1;
   const bool by_parent = fd >= 0;
+  g_pending.store(false, std::memory_order_release);
   if (fd < 0) fd = create_output(false);
   if (fd < 0) {
     const int e = errno;
@@ -127,28 +130,56 @@ void take_own_file() {
   if (from >= 0) close(from);
   free(saved);
   if (g_spilled) say_spilled(err);
-  fill_header(g_hdr, SPROF_F_CHILD);
+  if (!by_parent) fill_header(g_hdr, SPROF_F_CHILD);  // the parent's has its tallies
   g_hdr->clock = clock;
   g_hdr->regions_end = g_file_end;
   g_hdr->region_count = static_cast<uint32_t>(g_nfile);
 }
 
-// In the forked child, before its timers are armed.
+// In the forked child, before its timers are armed. In drain mode, with every record in the
+// file, the child takes no file yet: the record parent makes one at its first sample (most
+// fork-then-exec children get none and leave none), and the child takes it when it must write
+// into it (a dlopen or dlclose, a failed exec). Making a file and removing it again at the
+// exec was most of what profiling cost a fork-then-exec child, and the churn made ext4's
+// inode allocation slow (recently_deleted): bench/process_loop.sh, docs/benchmarks.md.
 void after_fork_child() {
-  if (g_on) take_own_file();
+  if (!g_on) return;
+  g_fork_ns = now_ns();
+  g_fork_ppid = static_cast<int>(getppid());
+  if (rt::perf::drain_mode() && g_nfile == g_nregs && g_nfile > 0) {
+    g_fork_nfile = static_cast<uint32_t>(g_nfile);
+    g_fork_end = g_file_end;
+    g_pending.store(true, std::memory_order_release);
+    return;
+  }
+  take_own_file();
 }
+
+}  // namespace
+
+// A pending child (drain mode) takes its own file before it writes into one.
+void take_file_if_pending() {
+  if (g_pending.load(std::memory_order_acquire)) take_own_file();
+}
+
+namespace {
 
 // With the clock stopped and its samples in the file (drain mode's parent has added the
 // time the process spent in the kernel since its last sample).
 void before_exec() {
-  if (!g_on) return;
-  complete_file(false);  // no release: a failed exec resumes sampling into the same pages
+  if (!g_on || g_pending) return;  // a pending child's file, if any, the flush finished
+  complete_file(false);            // no release: a failed exec resumes sampling into the same pages
 }
 
 // Before the clock starts again (nothing was counted since before_exec). An empty child's
 // file was removed at the exec: a new one is the same file under its name again.
 void after_failed_exec() {
   if (!g_on) return;
+  if (g_pending) {  // the file made for its samples (finished at the flush), or a new one
+    take_own_file();
+    if (g_on) std::atomic_ref<uint32_t>(g_hdr->flags).fetch_and(~SPROF_F_FINISHED);
+    return;
+  }
   if (empty_child_file())
     take_own_file();
   else

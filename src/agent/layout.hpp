@@ -23,8 +23,4 @@ static_assert(std::endian::native == std::endian::little,
 void* counters_array(sprof_region* r);
 void* system_array(sprof_region* r);
 
-// The end fields: process CPU time, end time, and the effective rate from the delivered
-// tally (read atomically: the handler may still count). Does not set SPROF_F_FINISHED.
-void finish_header(sprof_header* h, uint64_t cpu_ns, uint64_t end_ns);
-
 }  // namespace sprofil::layout

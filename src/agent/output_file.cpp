@@ -129,18 +129,39 @@ int create_output(bool first) {
   return fd;
 }
 
-// A forked child's file made by the record parent (drain mode) from the parent process's file
-// `from`: the first g_nfile records copied, their space reserved up to g_file_end. Its fd, or -1
-// (the child then makes it with create_output).
+// A forked child's kDrainChildFile / kAddPending fields (drain_proto.hpp): the records it has,
+// the fork, and (with a new O_PATH fd of the directory) where the files of the run are.
+bool drain_child(rt::perf::DrainChild* c, BaseParts* b) {
+  split_base(b);
+  c->dirfd = open(b->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  c->region_count = g_fork_nfile;
+  c->regions_end = g_fork_end;
+  c->start_ns = g_fork_ns;
+  c->ppid = g_fork_ppid;
+  c->name = b->name;
+  return c->dirfd >= 0;
+}
+
+// Drain mode's: whether this process is a forked child without its own file yet (g_pending),
+// and with c, its fields. c->name points into a static buffer (g_mu is held).
+bool pending_child(rt::perf::DrainChild* c) {
+  if (!g_pending.load(std::memory_order_acquire)) return false;
+  static BaseParts b;
+  if (c && !drain_child(c, &b)) c->dirfd = -1;
+  return true;
+}
+
+// A forked child's file from the record parent (drain mode), made from the parent process's
+// file `from`: the one made for its samples already, or a new one, the first g_nfile records
+// copied, their space reserved up to g_file_end, the header filled. Its fd, or -1 (the child
+// then makes it with create_output).
 int drained_child_output(int from) {
   BaseParts b;
-  split_base(&b);
-  const int dirfd = open(b.dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dirfd < 0) return -1;
+  rt::perf::DrainChild c;
+  if (!drain_child(&c, &b)) return -1;
   int k = 0;
-  const int fd = rt::perf::drained_child_file(from, dirfd, b.name, static_cast<uint32_t>(g_nfile),
-                                              g_file_end, &k);
-  close(dirfd);
+  const int fd = rt::perf::drained_child_file(from, c, &k);
+  close(c.dirfd);
   char final_name[NAME_MAX + 1];
   struct stat st;
   if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&

@@ -279,6 +279,7 @@ int merge(const FoundList& list, bool dlopened, int fd) {
     free(skip);
     return 0;
   }
+  take_file_if_pending();  // a forked child writes only into a file of its own
   // Everything that can fail on memory first, so that a failure changes nothing.
   const size_t yregs = y ? y->nregs : 0;
   const size_t nz = nseen + nnew;

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "clock/perf.hpp"
 #include "clock/runtime.hpp"
 #include "format/sprof_format.h"
 #include "util/mutex.hpp"
@@ -64,6 +65,14 @@ extern size_t g_nunloaded, g_capunloaded;
 extern rt::ClockRequest g_clock;
 extern uint32_t g_bin_bytes;
 extern char g_exe[SPROF_PATH_MAX];  // the main program's path (read once: rescans run often)
+// Drain mode, a forked child: true until it takes a file of its own (fork.cpp); its records
+// are still the parent process's file's mappings, into which it must write nothing. The
+// fork's time and parent, and the records it had (read by the hand-over without g_mu).
+extern std::atomic<bool> g_pending;
+extern uint64_t g_fork_ns;
+extern int g_fork_ppid;
+extern uint32_t g_fork_nfile;
+extern uint64_t g_fork_end;
 
 struct Lock : util::MutexGuard {
   Lock() : MutexGuard(&g_mu) {}
@@ -85,8 +94,10 @@ bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
 int create_output(bool first);       // the fd, or -1 with errno set
 int drained_child_output(int from);  // drain mode, a forked child: made by the record parent
-int reopen_output();                 // -1 when the file is not ours any more (said once)
-int read_output();                   // read-only, -1 (quietly) when it is not ours any more
+bool pending_child(rt::perf::DrainChild* c);  // perf::set_drain_child's
+void take_file_if_pending();                  // fork.cpp: before a write into the file
+int reopen_output();                          // -1 when the file is not ours any more (said once)
+int read_output();  // read-only, -1 (quietly) when it is not ours any more
 void remove_output();
 const char* output_path();
 void say_spilled(int err);

@@ -6,6 +6,7 @@
 // runtime mutex held, never from the signal handler.
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -28,6 +29,19 @@ static_assert(drain::kDrainSampleType == (PERF_SAMPLE_IP | PERF_SAMPLE_READ),
 
 char g_sock[sizeof(sockaddr_un::sun_path)];  // SPROFIL_DRAIN, read at prepare (g_mu)
 int (*g_open_file)() = nullptr;              // the agent's: a new fd of its profile file
+bool (*g_child)(DrainChild*) = nullptr;      // the agent's (set once, at start)
+
+// m's kAddPending / kDrainChildFile fields from c; false if the name does not fit.
+bool child_fields(const DrainChild& c, drain::DrainMsg* m) {
+  const size_t len = c.name ? strlen(c.name) : sizeof m->name;
+  if (len >= sizeof m->name) return false;
+  memcpy(m->name, c.name, len + 1);
+  m->region_count = c.region_count;
+  m->regions_end = c.regions_end;
+  m->start_ns = c.start_ns;
+  m->ppid = c.ppid;
+  return true;
+}
 
 constexpr size_t kPage = 4096;
 
@@ -68,7 +82,7 @@ int exchange(const drain::DrainMsg& m, const int* fds, int nfds, void* answer, s
     return err;
   }
   iovec iov{const_cast<drain::DrainMsg*>(&m), sizeof m};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(2 * sizeof(int))];
+  alignas(cmsghdr) char ctl[CMSG_SPACE(3 * sizeof(int))];
   memset(ctl, 0, sizeof ctl);
   msghdr mh;
   memset(&mh, 0, sizeof mh);
@@ -196,8 +210,19 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
     m.start_pc = start_pc;
     m.thread_cpu_ns = thread_cpu;
     m.process_cpu_ns = process_cpu;
-    const int fds[2] = {fd, file};
-    err = send_msg(m, fds, 2);
+    // A forked child without its own file: its samples go to the one the parent makes at
+    // the first of them.
+    DrainChild c;
+    const bool pending = g_child && g_child(&c);
+    const int dirfd = pending && c.dirfd >= 0 ? place_out_of_reach(c.dirfd) : -1;
+    if (pending && (dirfd < 0 || !child_fields(c, &m))) {
+      err = dirfd < 0 ? EMFILE : ENAMETOOLONG;
+    } else {
+      if (pending) m.flags = drain::kAddPending;
+      const int fds[3] = {fd, file, dirfd};
+      err = send_msg(m, fds, pending ? 3 : 2);
+    }
+    if (dirfd >= 0) close(dirfd);
     close(file);
   }
   // The parent holds the event and its ring now (or it failed: the event goes with our fd).
@@ -217,12 +242,21 @@ int ask(uint32_t kind, uint32_t flags = 0) {
   m.kind = kind;
   m.pid = getpid();
   m.flags = flags;
+  if (flags & drain::kFlushFinish) {  // the end fields the agent would have written
+    rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    m.cpu_ns = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
+               static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
+    m.end_ns = util::clock_ns(CLOCK_REALTIME);
+  }
   return send_msg(m, nullptr, 0);
 }
 }  // namespace
 
 int flush_drained() {
-  const int e = ask(drain::kDrainFlush, g_release_at_flush ? drain::kFlushRelease : 0);
+  uint32_t flags = g_release_at_flush ? drain::kFlushRelease : 0;
+  if (g_child && g_child(nullptr)) flags |= drain::kFlushFinish;
+  const int e = ask(drain::kDrainFlush, flags);
   g_released = g_release_at_flush && g_sock[0] && e == 0;
   return e;
 }
@@ -239,19 +273,18 @@ int sync_drained() {
   return ask(drain::kDrainSync);
 }
 
-int drained_child_file(int from, int dirfd, const char* name, uint32_t region_count,
-                       uint64_t regions_end, int* k) {
+void set_drain_child(bool (*pending)(DrainChild*)) {
+  g_child = pending;
+}
+
+int drained_child_file(int from, const DrainChild& c, int* k) {
   if (!g_sock[0]) return -1;
   drain::DrainMsg m;
   m.kind = drain::kDrainChildFile;
   m.pid = getpid();
   m.tid = m.pid;
-  m.region_count = region_count;
-  m.regions_end = regions_end;
-  const size_t len = strlen(name);
-  if (len >= sizeof m.name) return -1;
-  memcpy(m.name, name, len + 1);
-  const int fds[2] = {from, dirfd};
+  if (!child_fields(c, &m)) return -1;
+  const int fds[2] = {from, c.dirfd};
   drain::ChildFileAnswer a;
   a.err = EPROTO;
   int fd = -1;

@@ -346,13 +346,27 @@ int flush_drained();
 void release_at_flush();
 bool released_by_parent();
 int sync_drained();
-// A forked child's own profile file, made by the record parent (drain_proto.hpp's
-// kDrainChildFile) from its parent process's file `from`: in dirfd, named after `name` (the
-// k-th name for this pid, profile_name.hpp), the first region_count records copied and their
-// space, up to regions_end, reserved. The file's fd (close-on-exec), or -1: not in drain
-// mode, or the parent could not (the child then makes the file itself).
-int drained_child_file(int from, int dirfd, const char* name, uint32_t region_count,
-                       uint64_t regions_end, int* k);
+// A forked child under drain mode (drain_proto.hpp's kAddPending, kDrainChildFile): where its
+// own file is to be made, by the record parent. dirfd: an O_PATH fd of the run's directory.
+struct DrainChild {
+  int dirfd = -1;
+  uint32_t region_count = 0;  // the records it has (the parent process's, as at the fork)
+  uint64_t regions_end = 0;
+  uint64_t start_ns = 0;  // the fork's time (CLOCK_REALTIME)
+  int ppid = 0;
+  const char* name = nullptr;  // the files' base name
+};
+// The agent registers whether this process is a forked child without its own file yet: with
+// `out`, it fills it (opening out->dirfd, which the caller closes); events are then handed
+// over pending (the parent makes the file at the first sample) and flushes carry the end
+// fields (kFlushFinish).
+void set_drain_child(bool (*pending)(DrainChild* out));
+// The child's own file from the record parent (kDrainChildFile): the one it made for the
+// child's samples, or a new one made from `from` (the parent process's file), its first
+// c.region_count records copied and their space reserved. The fd (close-on-exec) and *k (its
+// name, profile_name.hpp), or -1: not in drain mode, or the parent could not (the child then
+// makes the file itself).
+int drained_child_file(int from, const DrainChild& c, int* k);
 
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
 // (perf_clock.cpp, with the runtime mutex held).

@@ -20,14 +20,20 @@
 //   answers. Their samples were taken before the unmapping; drained after the change, those
 //   in an object unloaded where another is then loaded would count into the new one.
 // - kDrainChildFile, with two fds: the profile file of the process a forked child was forked
-//   from (read-only) and the directory of the run's files (O_PATH). The child asks the parent
-//   to make its own file there (format/profile_file.hpp: a private temporary, renamed to
-//   `name`.PID or .PID.k): the space of the first region_count records reserved (up to
-//   regions_end) and their record pages copied, the arrays zero. The answer is a
-//   ChildFileAnswer and, when err is 0, the new file's fd (SCM_RIGHTS); the child maps its
-//   records onto it and fills the header. Making the file costs the child nothing but the
-//   round trip, where making it itself cost a fork-then-exec child most of its time before
-//   the exec. Any error: the child makes the file itself.
+//   from (read-only) and the directory of the run's files (O_PATH). The child takes its own
+//   file (it must write into it: a dlopen, a failed exec). The answer is a ChildFileAnswer
+//   and, when err is 0, the file's fd (SCM_RIGHTS), which the child maps its records onto:
+//   the file the parent made for the child's samples already (kAddPending), else a new one
+//   (format/profile_file.hpp: a private temporary, renamed to `name`.PID or .PID.k; the
+//   space of the first region_count records reserved, up to regions_end, their record pages
+//   copied, the arrays zero, the header filled from the parent process's: CHILD, pid, ppid,
+//   start_ns). Any error: the child makes the file itself.
+// A forked child under drain mode has no file of its own until it needs one: its events come
+// with kAddPending and three fds (the event, the parent process's file, the run's directory;
+// the kDrainChildFile fields), and the parent makes the child's file at the first sample it
+// counts (most fork-then-exec children never get one, and leave no file behind). Its flushes
+// carry kFlushFinish with its CPU time and the time (cpu_ns, end_ns): the parent writes the
+// end fields of the file it made, if any (the agent's own job at an exit or exec).
 #pragma once
 
 #include <limits.h>
@@ -42,6 +48,8 @@ constexpr uint32_t kDrainFlush = 2;
 constexpr uint32_t kDrainSync = 3;
 constexpr uint32_t kDrainChildFile = 4;
 constexpr uint32_t kFlushRelease = 1;  // DrainMsg::flags of a kDrainFlush
+constexpr uint32_t kFlushFinish = 2;   // of a kDrainFlush: a forked child without its file
+constexpr uint32_t kAddPending = 1;    // of a kDrainAdd: a forked child without its file
 constexpr int kDrainAckMs = 2000;      // the agent's bound on waiting for the parent's answer
 
 struct DrainMsg {
@@ -53,18 +61,23 @@ struct DrainMsg {
   uint64_t first_ns = 0;    // the event's first period (random in (0, P]); later ones are set
   uint64_t ring_bytes = 0;  // the ring asked for: meta page + data (a power of two pages)
   uint32_t jitter = 1;      // 0: SPROFIL_JITTER=0, keep the period at P
-  uint32_t flags = 0;       // kDrainFlush: kFlushRelease
+  uint32_t flags = 0;       // kDrainFlush: kFlushRelease, kFlushFinish; kDrainAdd: kAddPending
   uint64_t start_pc = 0;    // the thread's start routine, if known: the pc of its kernel time
                             // when it never had a user-space sample
   // The thread's and the process's CPU clocks when the event was opened (0: unknown): the
   // bases the parent holds the credits to (perf::base_at_open, the steal check).
   uint64_t thread_cpu_ns = 0;
   uint64_t process_cpu_ns = 0;
-  // kDrainChildFile: the records to copy (the child's, as at the fork) and the file's base
-  // name (NUL-terminated, no '/').
+  // kDrainChildFile and kAddPending: the records to copy (the child's, as at the fork), the
+  // file's base name (NUL-terminated, no '/'), the fork's time and the child's parent.
   uint64_t regions_end = 0;
   uint32_t region_count = 0;
+  int32_t ppid = 0;
+  uint64_t start_ns = 0;
   char name[NAME_MAX + 1] = {};
+  // kFlushFinish: the process's CPU time and the time now (the header's end fields).
+  uint64_t cpu_ns = 0;
+  uint64_t end_ns = 0;
 };
 
 // The answer to kDrainChildFile: 0 and the name's k (profile_name.hpp), or an errno value.

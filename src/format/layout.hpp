@@ -12,6 +12,7 @@
 // machine (static_assert in agent/layout.hpp).
 #pragma once
 
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -146,6 +147,20 @@ inline void fill_header(sprof_header* h, const HeaderInfo& i) {
   h->regions_end = SPROF_PAGE;
   h->cmdline_len = i.cmdline_len < SPROF_CMDLINE_MAX ? i.cmdline_len : SPROF_CMDLINE_MAX;
   if (h->cmdline_len) memcpy(h->cmdline, i.cmdline, h->cmdline_len);
+}
+
+// The end fields: process CPU time, end time, and the effective rate from the delivered
+// tally (read atomically: a handler or the record parent may still count). Does not set
+// SPROF_F_FINISHED. The agent's at an exit or exec; the record parent's for a forked child's
+// file it made and the child never took (drain_proto.hpp, kFlushFinish).
+inline void finish_header(sprof_header* h, uint64_t cpu_ns, uint64_t end_ns) {
+  h->cpu_ns = cpu_ns;
+  const uint64_t delivered = std::atomic_ref<uint64_t>(h->delivered).load();
+  __extension__ using u128 = unsigned __int128;
+  if (cpu_ns > 0)
+    h->effective_hz_milli =
+        static_cast<uint64_t>(static_cast<u128>(delivered) * 1000000000000ull / cpu_ns);
+  h->end_ns = end_ns;
 }
 
 // ---- byte order: each function turns a struct between the machine's order and the file's

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -26,6 +28,7 @@
 #include "clock/perf.hpp"
 #include "engine/engine.hpp"
 #include "format/drain_proto.hpp"
+#include "format/layout.hpp"
 #include "format/profile_file.hpp"
 #include "format/sprof_format.h"
 #include "util/clock_ns.hpp"
@@ -83,12 +86,32 @@ struct File {
   uint32_t seen_changes = 0;  // header.regions_changes when the table was built
 };
 
+// A forked child without its own file yet (drain_proto.hpp's kAddPending): where to make it.
+struct Pending {
+  int from = -1;        // the file of the process it was forked from (read-only)
+  int dirfd = -1;       // the run's directory (O_PATH)
+  drain::DrainMsg msg;  // name, region_count, regions_end, start_ns, ppid
+  bool failed = false;  // could not be made: its samples are unplaced
+  int k = 0;            // the made file's name (profile_name.hpp)
+  Pending(int f, int d, const drain::DrainMsg& m) : from(f), dirfd(d), msg(m) {}
+  Pending(const Pending&) = delete;
+  Pending& operator=(const Pending&) = delete;
+  ~Pending() {
+    close(from);
+    close(dirfd);
+  }
+};
+
+struct File;
+
 // A process's credits against its CPU clock (steal_free's fallback when a thread is gone).
 struct Proc {
   uint64_t cpu_base = 0;  // its CPU clock minus its first event's counter (+ phase), if based
   bool based = false;
-  uint64_t credited = 0;  // ns: the periods credited to all its events
-  int events = 0;         // open events of this pid (the entry goes with the last)
+  uint64_t credited = 0;             // ns: the periods credited to all its events
+  int events = 0;                    // open events of this pid (the entry goes with the last)
+  std::unique_ptr<Pending> pending;  // a forked child that has no file of its own yet
+  File* made = nullptr;              // the file made for a pending child's samples
 };
 
 struct Event {
@@ -316,6 +339,31 @@ int make_child_file(int from, int dirfd, const drain::DrainMsg& m, int* k, int* 
   }
   *err = posix_fallocate(fd, 0, static_cast<off_t>(m.regions_end));
   std::vector<char> page(SPROF_PAGE);
+  // The header: the forked-from process's clock, rate and command line (a fork keeps them),
+  // the child's pid, parent and fork time; the records the child has.
+  if (*err == 0) {
+    if (pread(from, page.data(), SPROF_PAGE, 0) != SPROF_PAGE ||
+        memcmp(page.data(), SPROF_MAGIC, 8) != 0) {
+      *err = EINVAL;
+    } else {
+      sprof_header from_h;
+      memcpy(&from_h, page.data(), sizeof from_h);
+      layout::HeaderInfo i;
+      i.flags = SPROF_F_CHILD;
+      i.clock = from_h.clock;
+      i.tick_ns = from_h.tick_ns;
+      i.start_ns = m.start_ns;
+      i.pid = m.pid;
+      i.ppid = m.ppid;
+      i.cmdline = from_h.cmdline;
+      i.cmdline_len = std::min<uint32_t>(from_h.cmdline_len, SPROF_CMDLINE_MAX);
+      auto* h = reinterpret_cast<sprof_header*>(page.data());
+      layout::fill_header(h, i);
+      h->regions_end = m.regions_end;
+      h->region_count = m.region_count;
+      if (pwrite(fd, page.data(), SPROF_PAGE, 0) != SPROF_PAGE) *err = errno ? errno : EIO;
+    }
+  }
   uint64_t off = SPROF_PAGE;
   for (uint32_t i = 0; i < m.region_count && *err == 0; ++i) {
     auto* r = reinterpret_cast<const sprof_region*>(page.data());
@@ -359,8 +407,85 @@ struct Drainer::State {
   mutable std::mutex stats_mu;
   Stats stats;
 
+  // A forked child's made file: when it has to be made (its first sample), or found again
+  // (the child re-added its events after a failed exec: made_files).
+  struct Made {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    int k = 0;
+    uint64_t start_ns = 0;
+  };
+  std::unordered_map<pid_t, Made> made_files;
+
+  // The file a pending child made earlier (same pid and fork time), re-opened by its name in
+  // dirfd; -1 if none.
+  int made_before(const drain::DrainMsg& m, int dirfd, int* k) {
+    const auto it = made_files.find(m.pid);
+    if (it == made_files.end() || it->second.start_ns != m.start_ns) return -1;
+    char name[NAME_MAX + 1];
+    if (!naming::profile_name(name, sizeof name, m.name, m.pid, it->second.k)) return -1;
+    const int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == it->second.dev &&
+        st.st_ino == it->second.ino) {
+      *k = it->second.k;
+      return fd;
+    }
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+
+  // Makes (or finds again) a file for m's pid from `from` in dirfd; the fd or -1 (*err).
+  int child_file_for(const drain::DrainMsg& m, int from, int dirfd, int* k, int* err) {
+    int fd = made_before(m, dirfd, k);
+    if (fd >= 0) return fd;
+    fd = make_child_file(from, dirfd, m, k, err);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+      if (made_files.size() >= 4096)  // forget the children that are gone
+        for (auto it = made_files.begin(); it != made_files.end();)
+          it = kill(it->first, 0) != 0 && errno == ESRCH ? made_files.erase(it) : std::next(it);
+      made_files[m.pid] = Made{st.st_dev, st.st_ino, *k, m.start_ns};
+    }
+    std::lock_guard<std::mutex> l(stats_mu);
+    ++(fd >= 0 ? stats.child_files : stats.child_files_refused);
+    return fd;
+  }
+
+  // e's file: a pending child's is made at its first sample (for every event of its pid).
+  // Null if it could not be.
+  File* file_of(Event* e) {
+    if (e->file) return e->file;
+    Proc* p = e->proc;
+    if (!p || !p->pending || p->pending->failed) return nullptr;
+    Pending& pd = *p->pending;
+    int err = 0;
+    const int fd = child_file_for(pd.msg, pd.from, pd.dirfd, &pd.k, &err);
+    File* f = fd >= 0 ? file_for(fd) : nullptr;
+    if (!f) {
+      pd.failed = true;
+      return nullptr;
+    }
+    p->made = f;
+    for (Event* x : events)
+      if (x->proc == p && !x->file) {
+        x->file = f;
+        ++f->users;
+      }
+    if (!e->file) {  // not in events yet (its add)
+      e->file = f;
+      ++f->users;
+    }
+    return f;
+  }
+
   void add_sample(Event* e, uintptr_t pc, uint64_t w, uint64_t system_w) {
-    File* f = e->file;
+    File* f = file_of(e);
+    if (!f) {
+      std::lock_guard<std::mutex> l(stats_mu);
+      stats.unplaced += w;
+      return;
+    }
     // A table over records the agent has changed since (one unloaded, reloaded elsewhere, or
     // added where an unloaded one was) would count into the wrong object: it is rebuilt when
     // regions_changes moves. Samples drained after such a change that were taken before it
@@ -377,9 +502,9 @@ struct Drainer::State {
 
   // n samples the kernel dropped: delivered and lost in the file's tallies (the header's).
   void add_lost(Event* e, uint64_t n) {
-    File* f = e->file;
-    if (!f->table && !f->refreshed) refresh(f);
-    if (f->table) {
+    File* f = file_of(e);
+    if (f && !f->table && !f->refreshed) refresh(f);
+    if (f && f->table) {
       f->table->record_lost(n);
       return;
     }
@@ -506,6 +631,12 @@ struct Drainer::State {
   // Drains e to the end and closes it; its file too once no event counts into it (a run of
   // many processes holds only the files of those that sample now).
   void close_event(Event* e) {
+    finalize(e);
+    release(e);
+  }
+
+  // Disables e and counts all it has: its records, and the periods since the last one.
+  void finalize(Event* e) {
     ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
     const bool full = ring_full(e);
     drain(e);
@@ -530,6 +661,11 @@ struct Drainer::State {
         (full ? stats.lost_records : e->last_pc ? stats.exit_credited : stats.exit_unplaced) += w;
       }
     }
+  }
+
+  // Frees a finalized e: its ring, fds, its process's entry with the last, its file with the
+  // last user.
+  void release(Event* e) {
     munmap(e->ring, e->ring_bytes);
     close(e->fd);
     if (e->sched_fd >= 0) close(e->sched_fd);
@@ -537,7 +673,7 @@ struct Drainer::State {
       procs.erase(p);
     File* f = e->file;
     delete e;
-    if (--f->users == 0) {
+    if (f && --f->users == 0) {
       close_file(f);
       files.erase(std::find(files.begin(), files.end(), f));
       delete f;
@@ -570,10 +706,32 @@ struct Drainer::State {
     ucred cred{};
     socklen_t cl = sizeof cred;
     int fd = -1;
-    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.pid != m.pid)
+    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.pid != m.pid) {
       a.err = EPERM;
-    else
-      fd = make_child_file(from, dirfd, m, &a.k, &a.err);
+    } else if (auto p = procs.find(m.pid); p != procs.end() && p->second.pending) {
+      // Pending: the file made for its samples (made now if it had none), then it is the
+      // child's own and its events are no longer pending.
+      Proc& pr = p->second;
+      File* f = pr.made;
+      if (!f && !pr.pending->failed) {
+        int err = 0;
+        const int nfd = child_file_for(pr.pending->msg, pr.pending->from, pr.pending->dirfd,
+                                       &pr.pending->k, &err);
+        f = nfd >= 0 ? file_for(nfd) : nullptr;
+        for (Event* x : events)
+          if (f && x->proc == &pr && !x->file) {
+            x->file = f;
+            ++f->users;
+          }
+      }
+      fd = f ? fcntl(f->fd, F_DUPFD_CLOEXEC, 0) : -1;
+      a.err = fd >= 0 ? 0 : EIO;
+      a.k = pr.pending->k;
+      pr.pending.reset();
+      pr.made = nullptr;
+    } else {
+      fd = child_file_for(m, from, dirfd, &a.k, &a.err);
+    }
     iovec iov{&a, sizeof a};
     alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
     memset(ctl, 0, sizeof ctl);
@@ -592,8 +750,6 @@ struct Drainer::State {
     }
     (void)!sendmsg(conn, &mh, MSG_NOSIGNAL);
     if (fd >= 0) close(fd);
-    std::lock_guard<std::mutex> l(stats_mu);
-    ++(a.err == 0 ? stats.child_files : stats.child_files_refused);
   }
 
   // One connection: one message, then the answer.
@@ -621,11 +777,11 @@ struct Drainer::State {
     char ack = 1;
     int release_fd = -1;  // kFlushRelease: the process's file, worked on after the answer
     if (n == static_cast<ssize_t>(sizeof m) && m.magic == drain::kDrainMagic) {
-      if (m.kind == drain::kDrainAdd && nfds == 2) {
-        ack = add(m, fds[0], fds[1]) ? 0 : 1;
+      if (m.kind == drain::kDrainAdd && (nfds == 2 || nfds == 3)) {
+        ack = add(m, fds[0], fds[1], nfds == 3 ? fds[2] : -1) ? 0 : 1;
         nfds = 0;  // add() took them
       } else if (m.kind == drain::kDrainFlush) {
-        release_fd = flush(m.pid, (m.flags & drain::kFlushRelease) != 0);
+        release_fd = flush(m);
         ack = 0;
       } else if (m.kind == drain::kDrainSync) {
         for (Event* e : events)
@@ -647,11 +803,16 @@ struct Drainer::State {
     }
   }
 
-  bool add(const drain::DrainMsg& m, int fd, int file_fd) {
+  // A thread's event (kDrainAdd), counting into the file file_fd names, or, for a forked child
+  // without its own file (kAddPending, with dirfd), into the one made at its first sample.
+  bool add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd) {
     const uint64_t data = m.ring_bytes > kPage ? m.ring_bytes - kPage : 0;
-    if (data == 0 || data > 64 * kPage || (data & (data - 1)) != 0 || m.period_ns == 0) {
+    const bool pending = (m.flags & drain::kAddPending) != 0;
+    if (data == 0 || data > 64 * kPage || (data & (data - 1)) != 0 || m.period_ns == 0 ||
+        pending != (dirfd >= 0)) {
       close(fd);
       close(file_fd);
+      if (dirfd >= 0) close(dirfd);
       return false;
     }
     // The ring is made here, by the first mapping, not in the program: its pages are
@@ -666,12 +827,26 @@ struct Drainer::State {
       bytes = kPage + (bytes - kPage) / 2;
       r = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
-    File* f = r == MAP_FAILED ? nullptr : file_for(file_fd);
-    if (!f) {
+    File* f = nullptr;
+    if (r != MAP_FAILED && pending) {
+      // Its process's first pending event keeps the fds to make the file with.
+      Proc& p = procs[m.pid];
+      if (!p.pending && !p.made) {
+        p.pending = std::make_unique<Pending>(file_fd, dirfd, m);
+      } else {
+        close(file_fd);
+        close(dirfd);
+      }
+      f = p.made;  // null until its first sample
+    } else if (r != MAP_FAILED) {
+      f = file_for(file_fd);
+    }
+    if (!f && !(pending && r != MAP_FAILED)) {
       if (r != MAP_FAILED)
         munmap(r, bytes);
       else
         close(file_fd);
+      if (dirfd >= 0 && r == MAP_FAILED) close(dirfd);
       close(fd);
       return false;
     }
@@ -682,7 +857,7 @@ struct Drainer::State {
     e->ring = static_cast<char*>(r);
     e->ring_bytes = bytes;
     e->file = f;
-    ++f->users;
+    if (f) ++f->users;
     e->period = m.period_ns;
     const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
     e->phase = m.period_ns - first;
@@ -725,17 +900,35 @@ struct Drainer::State {
 
   // Drains and closes every event of pid. With `keep_file`, returns a new fd of the file they
   // counted into (-1 if none), for release_space() after the answer.
-  int flush(pid_t pid, bool keep_file) {
-    int file_fd = -1;
+  // kDrainFlush: counts and closes every event of m.pid. With kFlushFinish (a forked child
+  // without its own file), writes the end fields of the file made for its samples, if any.
+  // With kFlushRelease, returns a new fd of the file they counted into (-1 if none), for
+  // release_space() after the answer.
+  int flush(const drain::DrainMsg& m) {
+    for (Event* e : events)
+      if (e->pid == m.pid) finalize(e);  // a pending child's file may be made here
+    File* f = nullptr;
+    for (Event* e : events)
+      if (e->pid == m.pid && e->file) f = e->file;
+    if (f && (m.flags & drain::kFlushFinish)) {
+      sprof_header h;
+      if (pread(f->fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h)) {
+        layout::finish_header(&h, m.cpu_ns, m.end_ns);
+        h.flags |= SPROF_F_FINISHED;
+        (void)!pwrite(f->fd, &h, sizeof h, 0);
+      }
+    }
+    const int file_fd =
+        f && (m.flags & drain::kFlushRelease) ? fcntl(f->fd, F_DUPFD_CLOEXEC, 0) : -1;
     for (size_t i = 0; i < events.size();) {
-      if (events[i]->pid != pid) {
+      if (events[i]->pid != m.pid) {
         ++i;
         continue;
       }
-      if (keep_file && file_fd < 0) file_fd = fcntl(events[i]->file->fd, F_DUPFD_CLOEXEC, 0);
-      close_event(events[i]);
+      Event* e = events[i];
       events[i] = events.back();
       events.pop_back();
+      release(e);
     }
     return file_fd;
   }

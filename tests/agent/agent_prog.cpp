@@ -12,6 +12,9 @@
 //                       waits, then burns SP s in burn_parent (truth: child_pid, child_cpu,
 //                       child_cpu_task_clock, ...); with failexec the child first tries to exec a
 //                       program that does not exist
+//   forkdl SO FN S      fork; the child burns 0.1 s in burn_child, dlopens SO and burns S s in
+//                       its FN (double FN(double s)), then exits (truth .child: child_pid,
+//                       child_cpu, dl_cpu); the parent waits
 //   forkexec SC CMD...  fork; the child spends SC s of CPU in the kernel (reading /dev/zero,
 //                       nearly no user time), writes its truth (.child: child_pid, child_cpu,
 //                       child_cpu_task_clock) and execs CMD; the parent waits
@@ -22,6 +25,7 @@
 //                       wall time in clock_nanosleep
 //   anonexec S          runs a spin loop copied into an anonymous executable mapping for S s
 //                       of CPU (x86-64 only; exit 77 elsewhere)
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -218,6 +222,30 @@ int fork_mode(double sp, double sc, bool failexec) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
+int forkdl(const char* so, const char* fn, double seconds) {
+  const pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    burn_noting("child_cpu", burn_child, 0.1);
+    void* h = dlopen(so, RTLD_NOW);
+    auto* f = h ? reinterpret_cast<double (*)(double)>(dlsym(h, fn)) : nullptr;
+    if (!f) {
+      fprintf(stderr, "agent_prog: %s\n", dlerror());
+      _exit(2);
+    }
+    note("dl_cpu", f(seconds));
+    note("child_pid", getpid());
+    write_truth(".child");
+    exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  note("child_pid", pid);
+  note("parent_pid", getpid());
+  write_truth();
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
 // The child's kernel burn: reads of 16 MB from /dev/zero (the kernel clears the buffer, a
 // few ms a read) until this process has used `seconds` of CPU. Its user time, a vDSO clock
 // read between reads, is a few microseconds in all.
@@ -296,6 +324,9 @@ int main(int argc, char** argv) {
   } else if (mode == "fork") {
     return fork_mode(s, i + 2 < argc ? atof(argv[i + 2]) : 0,
                      i + 3 < argc && !strcmp(argv[i + 3], "failexec"));
+  } else if (mode == "forkdl") {
+    if (i + 3 >= argc) return 2;
+    return forkdl(argv[i + 1], argv[i + 2], atof(argv[i + 3]));
   } else if (mode == "forkexec") {
     if (i + 2 >= argc) return 2;
     return forkexec(s, argv + i + 2);

@@ -18,13 +18,6 @@ namespace {
 
 const std::string kBlocked = DRAIN_BLOCKED;
 
-// Every count in the file, overflow included, is a sample delivered and not lost.
-void expect_consistent(const profile::Profile& p, const std::string& what) {
-  EXPECT_GT(p.delivered, 0u) << what;
-  EXPECT_EQ(p.total_samples(), p.delivered - p.lost)
-      << what << ": overflow " << p.overflow << ", lost " << p.lost;
-}
-
 // "key N" in a program's output; -1 if absent.
 double value_of(const std::string& out, const std::string& key) {
   std::istringstream in(out);

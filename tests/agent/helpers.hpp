@@ -135,6 +135,13 @@ inline std::map<std::string, double> read_truth(const std::string& path) {
 // it out. The steal during agent_prog's burn `name` (NAME_task_clock - NAME, burn_noting), 0
 // where perf events are denied. Tests hold lower bounds against the CPU time and upper ones
 // against the CPU time plus this steal.
+// Every count in the file, overflow included, is a sample delivered and not lost.
+inline void expect_consistent(const profile::Profile& p, const std::string& what) {
+  EXPECT_GT(p.delivered, 0u) << what;
+  EXPECT_EQ(p.total_samples(), p.delivered - p.lost)
+      << what << ": overflow " << p.overflow << ", lost " << p.lost;
+}
+
 inline double steal_of(const std::map<std::string, double>& truth, const std::string& name) {
   const auto tc = truth.find(name + "_task_clock"), cpu = truth.find(name);
   if (tc == truth.end() || cpu == truth.end()) return 0;

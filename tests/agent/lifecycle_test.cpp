@@ -11,13 +11,6 @@
 namespace sprofil::agent_test {
 namespace {
 
-// Every count in the file, overflow included, is a sample delivered and not lost.
-void expect_consistent(const profile::Profile& p, const std::string& what) {
-  EXPECT_GT(p.delivered, 0u) << what;
-  EXPECT_EQ(p.total_samples(), p.delivered - p.lost)
-      << what << ": overflow " << p.overflow << ", lost " << p.lost;
-}
-
 TEST(Exit, StatusPassesThrough) {
   TempDir dir;
   Result r = record(dir / "sh.sprof", {}, {"sh", "-c", "exit 7"});
