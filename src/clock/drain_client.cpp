@@ -242,7 +242,9 @@ int ask(uint32_t kind, uint32_t flags = 0) {
   m.kind = kind;
   m.pid = getpid();
   m.flags = flags;
-  if (flags & drain::kFlushFinish) {  // the end fields the agent would have written
+  // The end fields the agent would write (kFlushFinish), or the CPU time of a process that
+  // exits (kFlushRelease: the parent removes the file of one that took no sample).
+  if (flags & (drain::kFlushFinish | drain::kFlushRelease)) {
     rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     m.cpu_ns = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +

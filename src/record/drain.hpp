@@ -23,8 +23,9 @@ class Drainer : util::NoCopy {
   ~Drainer();
 
   // Listens on a Unix socket (in `dir` if its path fits, else in a private directory under
-  // TMPDIR) and starts the draining thread. False, with *why, if it cannot.
-  bool start(const std::string& dir, std::string* why);
+  // TMPDIR) and starts the draining thread. `dir` is the run's directory, where the agent's
+  // files are named after `base` (profile_name.hpp). False, with *why, if it cannot.
+  bool start(const std::string& dir, const std::string& base, std::string* why);
   // The socket's path: the agent's SPROFIL_DRAIN.
   const std::string& path() const;
   // In the forked child, before the exec: the RLIMIT_NOFILE that start() raised for the
@@ -45,6 +46,8 @@ class Drainer : util::NoCopy {
     uint64_t redraws = 0;              // periods re-drawn (PERF_EVENT_IOC_PERIOD, an IPI each)
     uint64_t child_files = 0;          // forked children's files made for them (kDrainChildFile)
     uint64_t child_files_refused = 0;  // asked for and not made (the child made its own)
+    uint64_t dropped = 0;              // processes that exited without a sample: file removed then
+    uint64_t dropped_cpu_ns = 0;       // their CPU time
   };
   Stats stats() const;
 

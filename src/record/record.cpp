@@ -282,7 +282,7 @@ int record(const Options& o, FILE* log) {
   // Only a clock that may be perf's: asked for, or "auto" (which the agent resolves).
   const bool may_be_perf =
       o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
-  const bool drain = may_be_perf && drainer.start(rundir.path, &drain_why);
+  const bool drain = may_be_perf && drainer.start(rundir.path, kFileName, &drain_why);
   fflush(log);
   const uint64_t start_ns = now_ns();
   const pid_t pid = fork();
@@ -338,18 +338,21 @@ int record(const Options& o, FILE* log) {
   drainer.finish();
   if (drain && getenv("SPROFIL_DRAIN_STATS")) {
     const Drainer::Stats ds = drainer.stats();
-    fprintf(log,
-            "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
-            "the kernel, %llu samples unplaced, %llu periods credited at an event's end, %llu "
-            "not (no pc), %llu periods re-drawn, %llu forked children's files made, %llu refused\n",
-            static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
-            static_cast<unsigned long long>(ds.lost_records),
-            static_cast<unsigned long long>(ds.unplaced),
-            static_cast<unsigned long long>(ds.exit_credited),
-            static_cast<unsigned long long>(ds.exit_unplaced),
-            static_cast<unsigned long long>(ds.redraws),
-            static_cast<unsigned long long>(ds.child_files),
-            static_cast<unsigned long long>(ds.child_files_refused));
+    fprintf(
+        log,
+        "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
+        "the kernel, %llu samples unplaced, %llu periods credited at an event's end, %llu "
+        "not (no pc), %llu periods re-drawn, %llu forked children's files made, %llu refused, %llu "
+        "empty files removed at their process's exit\n",
+        static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
+        static_cast<unsigned long long>(ds.lost_records),
+        static_cast<unsigned long long>(ds.unplaced),
+        static_cast<unsigned long long>(ds.exit_credited),
+        static_cast<unsigned long long>(ds.exit_unplaced),
+        static_cast<unsigned long long>(ds.redraws),
+        static_cast<unsigned long long>(ds.child_files),
+        static_cast<unsigned long long>(ds.child_files_refused),
+        static_cast<unsigned long long>(ds.dropped));
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
@@ -377,6 +380,11 @@ int record(const Options& o, FILE* log) {
 
   // 4. One run, one profile.
   Collected c = collect(rundir.path);
+  if (drain) {  // the processes whose empty files the drainer removed at their exit
+    const Drainer::Stats ds = drainer.stats();
+    c.dropped += ds.dropped;
+    c.dropped_cpu_ns += ds.dropped_cpu_ns;
+  }
   for (const std::string& u : c.unreadable)
     fprintf(log, "sprofil record: warning: skipped %s\n", u.c_str());
   const int failed = code != 0 ? code : 1;

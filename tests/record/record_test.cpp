@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include <regex>
+
 #include "helpers.hpp"
 
 namespace sprofil::record_test {
@@ -112,6 +114,32 @@ TEST(Command, ExitStatusesFollowTheShell) {
   EXPECT_NE(r.err.find("command not found"), std::string::npos) << r.err;
   EXPECT_FALSE(exists(dir / "p.sprof"));
   EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"script.sh"})) << "leftovers";
+}
+
+// Drain mode: the record parent removes the file of a process that took no sample when the
+// process exits (sparing the file's release and a costlier removal at the end), and counts it
+// with its CPU time as collect() would: at 100 Hz most of 30 /bin/true take none.
+TEST(Run, DrainModeRemovesEmptyFilesAtTheirExitAndCountsThem) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "run.sprof";
+  const std::string script =
+      "for i in $(seq 30); do /bin/true; done; '" + kProg + "' burn 0.2; exit 0";
+  Result r = run({kTool, "record", "--clock", "perf", "-F", "100", "-o", out, "bash", "-c", script},
+                 {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"run.sprof"}));
+  const std::regex removed("([0-9]+) empty files removed at their process's exit");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, removed)) << r.err;
+  const uint64_t n = std::stoull(m[1]);
+  EXPECT_GE(n, 15u) << r.err;
+  profile::Profile p = read(out);
+  EXPECT_GE(p.dropped_processes, n);
+  EXPECT_GE(p.dropped_processes + p.processes.size(), 32u);  // bash, 30 /bin/true, the burner
+  const std::regex unsampled("\\(([0-9.]+) s of it in the processes without samples");
+  ASSERT_TRUE(std::regex_search(r.err, m, unsampled)) << r.err;
+  EXPECT_GT(std::stod(m[1]), 0.0) << r.err;
 }
 
 // One run, one profile: a shell with 50 short children that take no sample (dropped and
