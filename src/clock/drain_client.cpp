@@ -20,6 +20,7 @@
 #include "clock/perf.hpp"
 #include "format/drain_proto.hpp"
 #include "util/clock_ns.hpp"
+#include "util/fd_passing.hpp"
 
 namespace sprofil::rt::perf {
 namespace {
@@ -81,45 +82,16 @@ int exchange(const drain::DrainMsg& m, const int* fds, int nfds, void* answer, s
     close(s);
     return err;
   }
-  iovec iov{const_cast<drain::DrainMsg*>(&m), sizeof m};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(3 * sizeof(int))];
-  memset(ctl, 0, sizeof ctl);
-  msghdr mh;
-  memset(&mh, 0, sizeof mh);
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  if (nfds > 0) {
-    mh.msg_control = ctl;
-    mh.msg_controllen = CMSG_SPACE(static_cast<size_t>(nfds) * sizeof(int));
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(static_cast<size_t>(nfds) * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, static_cast<size_t>(nfds) * sizeof(int));
-  }
-  ssize_t n;
-  while ((n = sendmsg(s, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
+  ssize_t n = util::send_with_fds(s, &m, sizeof m, fds, nfds);
   if (n != static_cast<ssize_t>(sizeof m)) err = n < 0 ? errno : EIO;
   if (err == 0) {
-    iovec in{answer, len};
-    alignas(cmsghdr) char back[CMSG_SPACE(sizeof(int))];
-    msghdr rh;
-    memset(&rh, 0, sizeof rh);
-    rh.msg_iov = &in;
-    rh.msg_iovlen = 1;
-    rh.msg_control = back;
-    rh.msg_controllen = sizeof back;
-    while ((n = recvmsg(s, &rh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-    }
-    for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&rh) : nullptr; c; c = CMSG_NXTHDR(&rh, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      int fd = -1;
-      memcpy(&fd, CMSG_DATA(c), sizeof fd);  // one fd at most: the control buffer's room
-      if (fd_in && *fd_in < 0)
-        *fd_in = fd;
+    int back = -1, nback = 0;
+    n = util::recv_with_fds(s, answer, len, &back, 1, &nback);
+    if (nback == 1) {
+      if (fd_in)
+        *fd_in = back;
       else
-        close(fd);
+        close(back);
     }
     if (n != static_cast<ssize_t>(len)) err = n < 0 ? errno : EPIPE;
   }

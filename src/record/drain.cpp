@@ -32,6 +32,7 @@
 #include "format/profile_file.hpp"
 #include "format/sprof_format.h"
 #include "util/clock_ns.hpp"
+#include "util/fd_passing.hpp"
 #include "util/release_space.hpp"
 #include "util/xorshift.hpp"
 
@@ -737,23 +738,7 @@ struct Drainer::State {
     } else {
       fd = child_file_for(m, from, dirfd, &a.k, &a.err);
     }
-    iovec iov{&a, sizeof a};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-    memset(ctl, 0, sizeof ctl);
-    msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    if (fd >= 0) {
-      mh.msg_control = ctl;
-      mh.msg_controllen = sizeof ctl;
-      cmsghdr* c = CMSG_FIRSTHDR(&mh);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    }
-    (void)!sendmsg(conn, &mh, MSG_NOSIGNAL);
+    (void)util::send_with_fds(conn, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
     if (fd >= 0) close(fd);
   }
 
@@ -794,23 +779,9 @@ struct Drainer::State {
     const timeval tv{1, 0};
     setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     drain::DrainMsg m;
-    iovec iov{&m, sizeof m};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(4 * sizeof(int))];
-    msghdr mh;
-    memset(&mh, 0, sizeof mh);
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof ctl;
-    ssize_t n;
-    while ((n = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-    }
-    int fds[4];
+    int fds[util::kMaxPassedFds];
     int nfds = 0;
-    for (cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&mh) : nullptr; c; c = CMSG_NXTHDR(&mh, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) && nfds < 4; ++i)
-          memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    const ssize_t n = util::recv_with_fds(conn, &m, sizeof m, fds, util::kMaxPassedFds, &nfds);
     char ack = 1;
     int release_fd = -1;  // kFlushRelease: the process's file, worked on after the answer
     if (n == static_cast<ssize_t>(sizeof m) && m.magic == drain::kDrainMagic) {
