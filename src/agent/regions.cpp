@@ -333,7 +333,9 @@ int merge(const FoundList& list, bool dlopened, int fd) {
     ++n;
   }
   // The new objects, in the loader's order, their records' space reserved at once (one
-  // fallocate was about 10 us each: 18 objects of a python3 start-up, 5,000 of goal 5's).
+  // fallocate was about 10 us each: 18 objects of a python3 start-up, 5,000 of goal 5's). An
+  // object loaded again keeps its record and needs none: a dlopen/dlclose churn of one object
+  // must not open, reserve and cut the file each time (tests/harm AgentDlopen).
   bool opened = fd >= 0;
   int own_fd = -1;
   size_t nfresh = 0;
@@ -343,6 +345,7 @@ int merge(const FoundList& list, bool dlopened, int fd) {
     const NewObj& no = list.objs[i];
     for (uint32_t s = 0; s < no.found_n; ++s) {
       const Found& f = list.v[no.found_first + s];
+      if (unloaded_match(f, list.path(f)) >= 0) continue;  // loaded again: its record is kept
       want += layout::region_shape(f.end - f.start, g_bin_bytes, kCounterWidth, g_with_system)
                   .record_size;
     }
