@@ -456,29 +456,28 @@ struct Drainer::State {
 
   // e's file: a pending child's is made at its first sample (for every event of its pid).
   // Null if it could not be.
-  File* file_of(Event* e) {
-    if (e->file) return e->file;
-    Proc* p = e->proc;
-    if (!p || !p->pending || p->pending->failed) return nullptr;
+  // A pending child's file: the one made for it, or made now (at its first sample, or when it
+  // asks for it) and given to every event of its process. Null if it could not be.
+  File* pending_file(Proc* p) {
     Pending& pd = *p->pending;
+    if (p->made || pd.failed) return p->made;
     int err = 0;
     const int fd = child_file_for(pd.msg, pd.from, pd.dirfd, &pd.k, &err);
     File* f = fd >= 0 ? file_for(fd) : nullptr;
-    if (!f) {
-      pd.failed = true;
-      return nullptr;
-    }
+    pd.failed = f == nullptr;
     p->made = f;
     for (Event* x : events)
-      if (x->proc == p && !x->file) {
+      if (f && x->proc == p && !x->file) {
         x->file = f;
         ++f->users;
       }
-    if (!e->file) {  // not in events yet (its add)
-      e->file = f;
-      ++f->users;
-    }
     return f;
+  }
+
+  // e's file; a pending child's is made at its first sample. Null if it could not be.
+  File* file_of(Event* e) {
+    if (e->file) return e->file;
+    return e->proc && e->proc->pending ? pending_file(e->proc) : nullptr;
   }
 
   void add_sample(Event* e, uintptr_t pc, uint64_t w, uint64_t system_w) {
@@ -718,18 +717,7 @@ struct Drainer::State {
       // Pending: the file made for its samples (made now if it had none), then it is the
       // child's own and its events are no longer pending.
       Proc& pr = p->second;
-      File* f = pr.made;
-      if (!f && !pr.pending->failed) {
-        int err = 0;
-        const int nfd = child_file_for(pr.pending->msg, pr.pending->from, pr.pending->dirfd,
-                                       &pr.pending->k, &err);
-        f = nfd >= 0 ? file_for(nfd) : nullptr;
-        for (Event* x : events)
-          if (f && x->proc == &pr && !x->file) {
-            x->file = f;
-            ++f->users;
-          }
-      }
+      File* f = pending_file(&pr);
       fd = f ? fcntl(f->fd, F_DUPFD_CLOEXEC, 0) : -1;
       a.err = fd >= 0 ? 0 : EIO;
       a.k = pr.pending->k;
