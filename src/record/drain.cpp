@@ -734,7 +734,7 @@ struct Drainer::State {
   // process without samples (with its CPU time), as record's collect() would at the end, but
   // not the run's first image (always stored). Giving its space back first (release_space)
   // left the file in as many extents as it has records, and removing such a file then cost
-  // ext4 about 0.7 ms, against 0.15 ms for the file as reserved (docs/benchmarks.md).
+  // ext4 0.41 ms a file at the end of a run (docs/benchmarks.md, "After 54574a1").
   bool drop_if_empty(int fd, uint64_t cpu_ns) {
     sprof_header h;
     if (run_dir.empty() || pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
