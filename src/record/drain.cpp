@@ -43,11 +43,12 @@ constexpr size_t kPage = 4096;
 // Room for two records (a sample is 24 bytes: header, ip, value): less is a full ring.
 constexpr uint64_t kMaxRecord = 48;
 // Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block, in blocks
-// perf::drain_blocks() times longer than signal mode's) and at most every pass: fewer restarts
-// leave fewer partial periods, whose kernel share is estimated (jitter()). Counted in records, not
-// wall time: a thread that waits or shares its core with many others is re-drawn no more often per
-// period than one running alone, and costs no read, ioctl (each an interrupt of the thread's CPU)
-// while it waits.
+// perf::drain_blocks() times longer than signal mode's) at a pass: fewer restarts leave fewer
+// partial periods, whose kernel share is estimated (jitter()). Counted in records, not wall time:
+// a thread that waits or shares its core with many others is re-drawn no more often per period
+// than one running alone, and costs no read, ioctl (each an interrupt of the thread's CPU) while
+// it waits. A pass comes when a block is due (redraw_due), or the blocks would be the tick's
+// length: at 1 kHz a tick is about 170 ms, and a 0.4 s run was 3 blocks, not 3 to 8 of 48 ms.
 //
 // The parent passes over the rings at a tick of a quarter of the smallest ring's time at the
 // nominal rate (so a ring is drained by a third full even at the shortest jittered period, and a
@@ -133,10 +134,13 @@ struct Event {
   uint64_t old_period = 1;
   bool jitter = true;
   uint64_t rng = 1;
-  uint64_t records = 0;       // drained since the last re-draw
-  uint64_t jitter_after = 0;  // records before the next re-draw
-  uintptr_t last_pc = 0;      // of the last sample record; before the first, the thread's start
-                              // routine (0 if unknown)
+  uint64_t records = 0;        // drained since the last re-draw
+  uint64_t jitter_after = 0;   // records before the next re-draw
+  uint64_t drawn_ns = 0;       // monotonic time of the last re-draw
+  uint64_t ns_per_record = 0;  // of wall time, in the last block (P before one)
+  uint64_t samples = 0;        // sample records drained, in all
+  uintptr_t last_pc = 0;       // of the last sample record; before the first, the thread's start
+                               // routine (0 if unknown)
   rt::perf::Credit credit;
   int sched_fd = -1;  // /proc/PID/task/TID/schedstat, opened at the first look (cpu_ns)
 };
@@ -549,6 +553,7 @@ struct Drainer::State {
       if (h.type == PERF_RECORD_SAMPLE) {
         ++samples;
         ++e->records;
+        ++e->samples;
         const uint64_t value = body[1] + e->phase;
         const bool before_restart = e->restart_pending && tail < e->restart_mark;
         if (e->restart_pending && !before_restart) restarted(e, value);
@@ -891,8 +896,27 @@ struct Drainer::State {
   // A new period for e and the length of its next block (perf.hpp's schedule).
   void redraw(Event* e) {
     jitter(e);
+    const uint64_t now = mono_ns();
+    e->ns_per_record = e->records && now > e->drawn_ns ? (now - e->drawn_ns) / e->records
+                       : e->ns_per_record              ? e->ns_per_record
+                                                       : e->period;
     e->records = 0;
-    e->jitter_after = rt::perf::jitter_block(&e->rng, rt::perf::drain_blocks(e->period));
+    e->drawn_ns = now;
+    e->jitter_after =
+        rt::perf::jitter_block(&e->rng, rt::perf::drain_blocks(e->period, e->samples));
+  }
+
+  // When the next pass is due for e's re-draw: when its block will have its records at the
+  // rate they came since the re-draw (before its first, the last block's), at least kMinTickMs
+  // from now. ~0 for a thread that has had no record since and is past that time: it waits,
+  // and the tick will do.
+  static uint64_t redraw_due(const Event* e, uint64_t now) {
+    if (e->records >= e->jitter_after || now <= e->drawn_ns) return ~0ull;
+    const double per_record =
+        e->records ? double(now - e->drawn_ns) / double(e->records) : double(e->ns_per_record);
+    const uint64_t due = e->drawn_ns + static_cast<uint64_t>(per_record * double(e->jitter_after));
+    if (!e->records && due <= now) return ~0ull;
+    return std::max(due, now + kMinTickMs * 1000000);
   }
 
   // Drains and closes every event of pid. With `keep_file`, returns a new fd of the file they
@@ -939,6 +963,7 @@ struct Drainer::State {
 
   void loop() {
     uint64_t next_tick = mono_ns() + tick_ms() * 1000000ull;
+    uint64_t wake_at = next_tick;  // the tick's, or a re-draw's if sooner (redraw_due)
     std::vector<pollfd> p;
     for (;;) {
       const bool stopping = stop.load(std::memory_order_acquire);
@@ -947,9 +972,9 @@ struct Drainer::State {
       p.push_back(pollfd{wake[0], POLLIN, 0});
       for (Event* e : events) p.push_back(pollfd{e->fd, POLLIN, 0});
       const uint64_t now = mono_ns();
-      const int timeout = stopping           ? 0
-                          : now >= next_tick ? 0
-                                             : static_cast<int>((next_tick - now) / 1000000 + 1);
+      const int timeout = stopping         ? 0
+                          : now >= wake_at ? 0
+                                           : static_cast<int>((wake_at - now) / 1000000 + 1);
       poll(p.data(), p.size(), timeout);
       if (p[1].revents & POLLIN) {
         char b[64];
@@ -980,6 +1005,8 @@ struct Drainer::State {
         if (e->records >= e->jitter_after) redraw(e);
       const uint64_t t = mono_ns(), tick = tick_ms() * 1000000ull;
       if (t >= next_tick || next_tick - t > tick) next_tick = t + tick;  // or a new event's
+      wake_at = next_tick;
+      for (const Event* e : events) wake_at = std::min(wake_at, redraw_due(e, t));
     }
     while (!events.empty()) {
       close_event(events.back());

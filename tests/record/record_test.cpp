@@ -142,6 +142,31 @@ TEST(Run, DrainModeRemovesEmptyFilesAtTheirExitAndCountsThem) {
   EXPECT_GT(std::stod(m[1]), 0.0) << r.err;
 }
 
+// Drain mode re-draws a young thread's period every 16 to 48 of its samples at 1 kHz
+// (perf::drain_blocks), when each block is due, not at the parent's tick (about 170 ms at
+// 1 kHz): a short run of periodic code is then many blocks, each at its own period, so one
+// block whose period falls in step with the code cannot move its shares by much. 0.4 s of CPU
+// is about 400 samples: 8 to 25 blocks plus the first draw (3 when the tick set the pace).
+TEST(Run, DrainModeReDrawsAShortRunInManyBlocks) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "run.sprof";
+  Result r =
+      run({kTool, "record", "--clock", "perf", "-F", "1000", "-o", out, kProg, "burn", "0.4"},
+          {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::regex redrawn("([0-9]+) periods re-drawn");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, redrawn)) << r.err;
+  const uint64_t n = std::stoull(m[1]);
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  const uint64_t samples = p.total_samples();
+  // Blocks average 32 samples and are at least 16; a pass up to a few ms late lengthens one.
+  EXPECT_GE(n, 1 + samples / 48) << samples << " samples\n" << r.err;
+  EXPECT_LE(n, 2 + samples / 16) << samples << " samples\n" << r.err;
+}
+
 // One run, one profile: a shell with 50 short children that take no sample (dropped and
 // counted) and one that burns (stored, with its command name for --comm).
 TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
