@@ -3,7 +3,8 @@
 and delivered rate with OBJECTS shared objects loaded against few, and the start-up and
 dlopen time the agent adds with OBJECTS objects. The small workloads (scale_*.c) are compiled
 with cc into WORK/scale. Environment (besides common.py's):
-  SCALE_RUNS    runs per configuration (default 3; QUICK 1); medians are reported
+  SCALE_RUNS    rounds, each a run of the native program and of every configuration in turn
+                (default 5; QUICK 1); medians are reported
   OBJECTS       shared objects linked in (DT_NEEDED) and dlopen'd (default 5000; QUICK 1000)
   SCALE_CLOCKS  comma-separated record clocks (default auto: record's default)
   SCALE_ITERS   loop iterations of each workload (default 400000000, about 1 s of CPU)
@@ -17,7 +18,7 @@ from common import QUICK, SPROFIL, WORK, goal, log, med, record_argv, rel, run, 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SWORK = os.path.join(WORK, "scale")
-RUNS = int(os.environ.get("SCALE_RUNS", "1" if QUICK else "3"))
+RUNS = int(os.environ.get("SCALE_RUNS", "1" if QUICK else "5"))
 OBJECTS = int(os.environ.get("OBJECTS", "1000" if QUICK else "5000"))
 CLOCKS = os.environ.get("SCALE_CLOCKS", "auto").split(",")
 RATES = [1000, 10000]
@@ -89,26 +90,34 @@ def row(title, label, used, hz, native, cpus, rates, costs):
 def overhead_table(title, cmd_native, cfgs, idle_arg):
     """The workload as given and with idle_arg replacing its last argument (no work: what
     start-up and the tool cost); the per-sample cost is the extra CPU of the work under the
-    profiler over its samples: ((rec - rec_idle) - (native - native_idle)) / samples. Returns
-    {(label, hz): (rate, cost us)}."""
+    profiler over its samples: ((rec - rec_idle) - (native - native_idle)) / samples, each
+    round's runs against the same round's native ones (round robin: the VM's drift over a
+    section does not pass for a cost). Returns {(label, hz): (rate, cost us)}."""
     print(f"### {title}\n")
     idle_native = cmd_native[:-1] + [idle_arg]
-    b = med([srun(cmd_native)[1] for _ in range(RUNS)])
-    b0 = med([srun(idle_native)[1] for _ in range(RUNS)])
-    print(f"Native: `{shown(cmd_native)}`, median process-tree CPU {b:.3f} s ({RUNS} runs); "
-          f"{b0:.3f} s with `{idle_arg}` as the last argument (no work).\n")
-    print(ROW_HEAD)
-    res = {}
-    for label, hz, make in cfgs:
-        r0 = med([srun(make(idle_native))[1] for _ in range(RUNS)])
-        cpus, rates, costs, used = [], [], [], ""
-        for _ in range(RUNS):
+    bs, b0s = [], []
+    got = {label: ([], [], [], "") for label, _, _ in cfgs}
+    for _ in range(RUNS):
+        b, b0 = srun(cmd_native)[1], srun(idle_native)[1]
+        bs.append(b)
+        b0s.append(b0)
+        for label, hz, make in cfgs:
+            r0 = srun(make(idle_native))[1]
             _, cpu, err, _ = srun(make(cmd_native))
             n, used = samples_of(err)
+            cpus, rates, costs, _ = got[label]
             cpus.append(cpu)
             rates.append(n / (cpu - r0) if cpu > r0 else 0)
             costs.append(((cpu - r0) - (b - b0)) / n * 1e6 if n else float("nan"))
-        res[(label, hz)] = row(title, label, used, hz, b, cpus, rates, costs)
+            got[label] = (cpus, rates, costs, used)
+    print(f"Native: `{shown(cmd_native)}`, median process-tree CPU {med(bs):.3f} s ({RUNS} "
+          f"runs, in turn with the rows'); {med(b0s):.3f} s with `{idle_arg}` as the last "
+          "argument (no work).\n")
+    print(ROW_HEAD)
+    res = {}
+    for label, hz, _ in cfgs:
+        cpus, rates, costs, used = got[label]
+        res[(label, hz)] = row(title, label, used, hz, med(bs), cpus, rates, costs)
     print()
     return res
 
@@ -119,16 +128,15 @@ WORK_CPU = re.compile(r"work_cpu_s ([0-9.]+)")
 def work_table(title, cmd_native, cfgs, out):
     """The work phase alone (the program measures its own CPU around it, so the loader's time
     with thousands of objects does not blur it): samples in scale_main_work per CPU second of
-    the phase, and the phase's extra CPU per sample. Returns {(label, hz): (rate, cost us)}."""
+    the phase, and the phase's extra CPU per sample against the same round's native run (round
+    robin). Returns {(label, hz): (rate, cost us)}."""
     print(f"### {title}\n")
-    b = med([float(WORK_CPU.search(srun(cmd_native)[2]).group(1)) for _ in range(RUNS)])
-    print(f"Native: `{shown(cmd_native)}`, work phase {b:.3f} s of process CPU (median of "
-          f"{RUNS}).\n")
-    print(ROW_HEAD.replace("CPU s (median)", "work CPU s (median)"))
-    res = {}
-    for label, hz, make in cfgs:
-        cpus, rates, costs, used = [], [], [], ""
-        for _ in range(RUNS):
+    bs = []
+    got = {label: ([], [], [], "") for label, _, _ in cfgs}
+    for _ in range(RUNS):
+        b = float(WORK_CPU.search(srun(cmd_native)[2]).group(1))
+        bs.append(b)
+        for label, hz, make in cfgs:
             _, _, err, _ = srun(make(cmd_native))
             cpu = float(WORK_CPU.search(err).group(1))
             _, used = samples_of(err)
@@ -136,10 +144,18 @@ def work_table(title, cmd_native, cfgs, out):
                                  capture_output=True, text=True).stdout
             n = sum(float(l.split(",")[0]) for l in csv.splitlines()[1:]
                     if "scale_main_work" in l)
+            cpus, rates, costs, _ = got[label]
             cpus.append(cpu)
             rates.append(n / cpu if cpu else 0)
             costs.append((cpu - b) / n * 1e6 if n else float("nan"))
-        res[(label, hz)] = row(title, label, used, hz, b, cpus, rates, costs)
+            got[label] = (cpus, rates, costs, used)
+    print(f"Native: `{shown(cmd_native)}`, work phase {med(bs):.3f} s of process CPU (median of "
+          f"{RUNS}, in turn with the rows').\n")
+    print(ROW_HEAD.replace("CPU s (median)", "work CPU s (median)"))
+    res = {}
+    for label, hz, _ in cfgs:
+        cpus, rates, costs, used = got[label]
+        res[(label, hz)] = row(title, label, used, hz, med(bs), cpus, rates, costs)
     print()
     return res
 

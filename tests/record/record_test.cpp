@@ -162,8 +162,10 @@ TEST(Run, DrainModeReDrawsAShortRunInManyBlocks) {
   const profile::Profile p = read(out);
   ASSERT_EQ(p.processes.size(), 1u);
   const uint64_t samples = p.total_samples();
-  // Blocks average 32 samples and are at least 16; a pass up to a few ms late lengthens one.
-  EXPECT_GE(n, 1 + samples / 48) << samples << " samples\n" << r.err;
+  // Blocks average 32 samples, are 16 to 48, and a pass that comes late lengthens one: at
+  // most 64 on average allows 16 ms of lateness a block (a loaded machine; the parent wakes at
+  // each block's end).
+  EXPECT_GE(n, 1 + samples / 64) << samples << " samples\n" << r.err;
   EXPECT_LE(n, 2 + samples / 16) << samples << " samples\n" << r.err;
 }
 
