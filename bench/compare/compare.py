@@ -433,7 +433,7 @@ def overhead(rates_out):
 
 
 def floor():
-    runs = 3 if QUICK else 7
+    runs = 3 if QUICK else 11  # 7 until 41f544a: its medians moved by +-0.08x from run to run
     print("## Side by side: the perf_event signal floor (cmp-perf-signal-floor)\n")
     cmd = [os.path.join(BIN, "cmp-perf-signal-floor"), str(runs)]
     print(f"Command: `{' '.join(rel(a) for a in cmd)}`\n")

@@ -173,6 +173,30 @@ int main(int argc, char** argv) {
     std::printf("| %s | %u Hz | %.1f | %.1f | %.0f | %.0f | %+.2f%% | %.0f | %s |\n", m.name, m.hz,
                 t / 1e6, p / 1e6, n, n / (t / 1e9), 100.0 * (p - pbase) / pbase, per, ratio);
   }
+  // The same ratio round by round: each run's cost per sample against the same round's floor
+  // and baseline (neighbours in the round robin), so a drift of the machine's speed over the
+  // runs cancels; the median and range over the rounds.
+  std::printf("\nPer round (each run against its round's floor and baseline):\n\n");
+  for (size_t i = 1; i < modes.size(); ++i) {
+    const Mode& m = modes[i];
+    if (m.kind == 0) continue;
+    const Mode* fl = nullptr;
+    for (const Mode& f : modes)
+      if (f.kind == 0 && f.hz == m.hz) fl = &f;
+    std::vector<double> r;
+    for (size_t k = 0; k < m.process.size(); ++k) {
+      const double base = static_cast<double>(modes[0].process[k]);
+      const double floor_per =
+          fl->samples[k] ? (static_cast<double>(fl->process[k]) - base) / fl->samples[k] : 0;
+      const double per =
+          m.samples[k] ? (static_cast<double>(m.process[k]) - base) / m.samples[k] : 0;
+      if (floor_per > 0) r.push_back(per / floor_per);
+    }
+    if (r.empty()) continue;
+    std::sort(r.begin(), r.end());
+    std::printf("- %s, %u Hz: %.2fx the floor (median of %zu rounds; %.2f to %.2f)\n", m.name, m.hz,
+                r[r.size() / 2], r.size(), r.front(), r.back());
+  }
   sprofil_destroy(s1k);
   sprofil_destroy(s10k);
   return 0;
