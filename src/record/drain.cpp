@@ -137,7 +137,7 @@ struct Event {
   uint64_t records = 0;        // drained since the last re-draw
   uint64_t jitter_after = 0;   // records before the next re-draw
   uint64_t drawn_ns = 0;       // monotonic time of the last re-draw
-  uint64_t ns_per_record = 0;  // of wall time, in the last block (P before one)
+  uint64_t ns_per_record = 1;  // of wall time, in the last block (P before one)
   uint64_t samples = 0;        // sample records drained, in all
   uintptr_t last_pc = 0;       // of the last sample record; before the first, the thread's start
                                // routine (0 if unknown)
@@ -458,8 +458,6 @@ struct Drainer::State {
     return fd;
   }
 
-  // e's file: a pending child's is made at its first sample (for every event of its pid).
-  // Null if it could not be.
   // A pending child's file: the one made for it, or made now (at its first sample, or when it
   // asks for it) and given to every event of its process. Null if it could not be.
   File* pending_file(Proc* p) {
@@ -860,7 +858,7 @@ struct Drainer::State {
     e->ring_bytes = bytes;
     e->file = f;
     if (f) ++f->users;
-    e->period = m.period_ns;
+    e->period = e->ns_per_record = m.period_ns;
     const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
     e->phase = m.period_ns - first;
     // The phase is added to the counter but is no time of the thread: it counts as user time,
@@ -897,9 +895,7 @@ struct Drainer::State {
   void redraw(Event* e) {
     jitter(e);
     const uint64_t now = mono_ns();
-    e->ns_per_record = e->records && now > e->drawn_ns ? (now - e->drawn_ns) / e->records
-                       : e->ns_per_record              ? e->ns_per_record
-                                                       : e->period;
+    if (e->records && now > e->drawn_ns) e->ns_per_record = (now - e->drawn_ns) / e->records;
     e->records = 0;
     e->drawn_ns = now;
     e->jitter_after =
@@ -919,12 +915,10 @@ struct Drainer::State {
     return std::max(due, now + kMinTickMs * 1000000);
   }
 
-  // Drains and closes every event of pid. With `keep_file`, returns a new fd of the file they
-  // counted into (-1 if none), for release_space() after the answer.
   // kDrainFlush: counts and closes every event of m.pid. With kFlushFinish (a forked child
   // without its own file), writes the end fields of the file made for its samples, if any.
   // With kFlushRelease, returns a new fd of the file they counted into (-1 if none), for
-  // release_space() after the answer.
+  // drop_if_empty() or release_space() after the answer.
   int flush(const drain::DrainMsg& m) {
     for (Event* e : events)
       if (e->pid == m.pid) finalize(e);  // a pending child's file may be made here

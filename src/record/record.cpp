@@ -336,8 +336,8 @@ int record(const Options& o, FILE* log) {
   const uint64_t end_ns = now_ns();
   // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
   drainer.finish();
+  const Drainer::Stats ds = drainer.stats();  // after finish(): all of the run
   if (drain && getenv("SPROFIL_DRAIN_STATS")) {
-    const Drainer::Stats ds = drainer.stats();
     fprintf(
         log,
         "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
@@ -381,7 +381,6 @@ int record(const Options& o, FILE* log) {
   // 4. One run, one profile.
   Collected c = collect(rundir.path);
   if (drain) {  // the processes whose empty files the drainer removed at their exit
-    const Drainer::Stats ds = drainer.stats();
     c.dropped += ds.dropped;
     c.dropped_cpu_ns += ds.dropped_cpu_ns;
   }
