@@ -337,8 +337,8 @@ __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_restart;
 // The read skip's anchor (Anchor, perf.hpp).
 __attribute__((tls_model("initial-exec"))) thread_local Anchor t_anchor;
 
-// Re-draws the period at the end of each block of samples (kJitterBlock; *left counts the
-// samples still to take at this one). `value` is the counter now, `cur` the period running.
+// Re-draws the period at the end of each block of samples (jitter_block, perf.hpp; *left
+// counts the samples still to take at this one). `value` is the counter now, `cur` the period running.
 // Returns the new period, or 0 if it stays.
 // The ioctl restarts the period from now, not from the overflow this handler serves: the
 // time since that overflow (its delivery and the handler so far) would lengthen the block's
@@ -355,7 +355,7 @@ uint64_t jitter(int fd, uint64_t value, uint64_t cur, uint64_t period, uint64_t*
     --*left;
     return 0;
   }
-  const uint64_t n = *left = jitter_block(rng);
+  const uint64_t n = *left = jitter_block(rng, period, t_credit.periods);
   uint64_t next = jittered_period(period, rng);
   const uint64_t since = into_period(value, t_restart, cur);
   if (since / n < next / 2) next -= since / n;
@@ -435,7 +435,7 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
     start_credit(fd, phase, gen);
     t_rng = (static_cast<uint64_t>(fd) + 1) * 0x9e3779b97f4a7c15ull ^ value;
     if (t_rng == 0) t_rng = 1;
-    t_jitter_left = jitter_block(&t_rng);
+    t_jitter_left = jitter_block(&t_rng, period, 0);
     t_credit.next_ns = first_user_ns(period, phase);
   }
   // Credited with the length of the period that just ended; then the next one is set.

@@ -26,7 +26,7 @@ namespace sprofil::rt::perf {
 // Against lockstep with periodic code, each event's period is re-drawn in [4P/5, 4P/3]
 // (jittered_period: its rate uniform in [3/(4P), 5/(4P)]; PERF_EVENT_IOC_PERIOD, which
 // restarts the period) after a block of kJitterBlock / 2 to 3 * kJitterBlock / 2 of its
-// samples, drawn anew for each block: the phase against a periodic workload is random from
+// samples times block_scale() (below), drawn anew for each block: the phase against a periodic workload is random from
 // one block to the next (tests/clock's aliasing test), and the weights come from the counter,
 // so the restarts leave count x P unbiased. One schedule for the signal handler (perf.cpp) and
 // the record parent (drain.cpp). Without jitter a workload in step with the period got 1460:0
@@ -40,46 +40,51 @@ namespace sprofil::rt::perf {
 //   the kernel and was dropped: 9.5% fewer signals per CPU-second than the empty-handler
 //   floor; from [3P/4, 5P/4] 4.5% fewer (the rest was the restart, see perf.cpp's jitter());
 // - blocks of 8 to 24 samples: 1.08x the floor (three runs: 1.08, 1.08, 1.27); 16 to 48:
-//   1.03, 1.04, 1.11 (the same run's no-jitter row 1.12).
+//   1.03, 1.04, 1.11 (the same run's no-jitter row 1.12); 16 to 48 scaled (block_scale): see
+//   docs/benchmarks.md.
 constexpr uint64_t kJitterBlock = 32;
 
-// The record parent's blocks are drain_blocks() times longer: at least 3, and at least
-// kDrainBlockNs of task clock at the block's shortest (16 periods). A re-draw is the
-// handler's own ioctl in signal mode, but from the parent it interrupts the thread's CPU (the
-// ioctl runs there by IPI, about 70 us of the thread's time on the AMD EPYC VM): cmp-burn4 at
-// 10 kHz took 1.775 s of CPU with the parent's re-draws every 16-48 records against 1.734 s
-// without jitter and 1.759 s under perf record (12 rounds interleaved). Within a block of n
-// records the instants drift against a workload of period about P by up to n/4 periods, so
-// longer blocks still leave the phase about uniform (tests/clock's AliasDefault). But a block
-// runs at one period: a short run is few blocks, and if one block's period falls near a
-// multiple of the workload's, that block's samples pile onto one phase. Blocks of 160 to 480
-// ms (about 3 re-draws a second instead of 10, 1 ms of cmp-burn4's CPU a second less at 1 kHz)
-// made a 0.4 s run of tests/report's diff_prog, three functions in 2 ms rounds, give one of
-// them 18% instead of 33% (Diff.SameProgramTwiceFlagsAlmostNothing), so blocks stay at 48 ms.
-// The parent draws each thread's first period when it takes the event (drain.cpp's add),
-// while the thread waits off its CPU: no IPI, and no first block at an undrawn period.
-// A young thread, one with less than kDrainYoungNs of samples (at the nominal period), gets
-// blocks of kDrainYoungBlockNs instead (signal mode's at 1 kHz, 16 to 48 periods): while a
-// thread has few samples one block is a large part of them, and one that falls near a
-// multiple of a periodic workload's period moves its shares by many points. A run of 0.4 s
-// is 3 to 8 blocks of 48 ms, and 8 to 25 of 16 ms; the cost is about 10 more re-draws (IPIs)
-// a thread, once.
-constexpr uint64_t kDrainBlocks = 3;
-constexpr uint64_t kDrainBlockNs = 48000000;
-constexpr uint64_t kDrainYoungNs = 500000000;
-constexpr uint64_t kDrainYoungBlockNs = 16000000;
-inline uint64_t drain_blocks(uint64_t period, uint64_t samples) {
-  if (!period) return kDrainBlocks;
-  const bool young = samples < kDrainYoungNs / period;
-  const uint64_t by_time =
-      (young ? kDrainYoungBlockNs : kDrainBlockNs) / (period * (kJitterBlock / 2));
-  const uint64_t least = young ? 1 : kDrainBlocks;
+// Blocks are block_scale() times that long: at least kBlockNs of the thread's task clock at
+// their shortest (16 periods), and at least kMinBlockScale times 16 periods, in the signal
+// handler and in the record parent alike (jitter_block below: one schedule). A re-draw is the
+// handler's own ioctl in signal mode (a restart of the hrtimer, a timer exit on a VM) and from
+// the parent it interrupts the thread's CPU (the ioctl runs there by IPI, about 70 us of the
+// thread's time on the AMD EPYC VM): cmp-burn4 at 10 kHz took 1.775 s of CPU with the
+// parent's re-draws every 16-48 records against 1.734 s without jitter and 1.759 s under perf
+// record (12 rounds interleaved). Within a block of n samples the instants drift against a
+// workload of period about P by up to n/4 periods, so longer blocks still leave the phase
+// about uniform (tests/clock's Alias and AliasDefault). But a block runs at one period: a
+// short run is few blocks, and if one block's period falls near a multiple of the workload's,
+// that block's samples pile onto one phase. Blocks of 160 to 480 ms (about 3 re-draws a second
+// instead of 10, 1 ms of cmp-burn4's CPU a second less at 1 kHz) made a 0.4 s run of
+// tests/report's diff_prog, three functions in 2 ms rounds, give one of them 18% instead of
+// 33% (Diff.SameProgramTwiceFlagsAlmostNothing), so blocks stay at 48 ms.
+// A young thread, one with less than kYoungNs of samples (at the nominal period), gets blocks
+// of kYoungBlockNs instead (16 to 48 periods at 1 kHz): while a thread has few samples one
+// block is a large part of them, and one that falls near a multiple of a periodic workload's
+// period moves its shares by many points. A run of 0.4 s is 3 to 8 blocks of 48 ms, and 8 to
+// 25 of 16 ms; the cost is about 10 more re-draws a thread, once.
+// Signal mode used to re-draw after 16 to 48 samples at every rate: at 10 kHz an ioctl (and a
+// read of the counter) every 3.2 ms on average, ten times as often as the record parent.
+// The record parent draws each thread's first period when it takes the event (drain.cpp's
+// add), while the thread waits off its CPU: no IPI, and no first block at an undrawn period.
+constexpr uint64_t kMinBlockScale = 3;
+constexpr uint64_t kBlockNs = 48000000;
+constexpr uint64_t kYoungNs = 500000000;
+constexpr uint64_t kYoungBlockNs = 16000000;
+inline uint64_t block_scale(uint64_t period, uint64_t samples) {
+  if (!period) return kMinBlockScale;
+  const bool young = samples < kYoungNs / period;
+  const uint64_t by_time = (young ? kYoungBlockNs : kBlockNs) / (period * (kJitterBlock / 2));
+  const uint64_t least = young ? 1 : kMinBlockScale;
   return by_time > least ? by_time : least;
 }
 
-// The length, in samples, of the next block at one period (times `scale`). Signal-safe.
-inline uint64_t jitter_block(uint64_t* rng, uint64_t scale = 1) {
-  return scale * (kJitterBlock / 2 + (util::xorshift(rng) >> 8) % (kJitterBlock + 1));
+// The length, in samples, of a thread's next block, at the nominal period `period`, when it
+// has taken `samples` so far. Signal-safe.
+inline uint64_t jitter_block(uint64_t* rng, uint64_t period, uint64_t samples) {
+  return block_scale(period, samples) *
+         (kJitterBlock / 2 + (util::xorshift(rng) >> 8) % (kJitterBlock + 1));
 }
 
 // A period of P / f, f drawn uniformly from [3/4, 5/4] in steps of 1/1024: the periods span

@@ -42,8 +42,8 @@ namespace {
 constexpr size_t kPage = 4096;
 // Room for two records (a sample is 24 bytes: header, ip, value): less is a full ring.
 constexpr uint64_t kMaxRecord = 48;
-// Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block, in blocks
-// perf::drain_blocks() times longer than signal mode's) at a pass: fewer restarts leave fewer
+// Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block, the signal
+// handler's) at a pass: fewer restarts leave fewer
 // partial periods, whose kernel share is estimated (jitter()). Counted in records, not wall time:
 // a thread that waits or shares its core with many others is re-drawn no more often per period
 // than one running alone, and costs no read, ioctl (each an interrupt of the thread's CPU) while
@@ -898,8 +898,7 @@ struct Drainer::State {
     if (e->records && now > e->drawn_ns) e->ns_per_record = (now - e->drawn_ns) / e->records;
     e->records = 0;
     e->drawn_ns = now;
-    e->jitter_after =
-        rt::perf::jitter_block(&e->rng, rt::perf::drain_blocks(e->period, e->samples));
+    e->jitter_after = rt::perf::jitter_block(&e->rng, e->period, e->samples);
   }
 
   // When the next pass is due for e's re-draw: when its block will have its records at the
