@@ -11,6 +11,9 @@
 // Runs are round robin; medians. Per-sample cost = (median CPU - median baseline CPU) /
 // median samples, where CPU is the loop thread's CPU time (signal delivery and handler
 // included) and, for ring mode, the process CPU time (the drainer included).
+// Last, the two system calls of a period re-draw, timed alone on a running 10 kHz task-clock
+// event of this thread (no signal): PERF_EVENT_IOC_PERIOD (it restarts the event's timer)
+// and read(2) of the counter, each the median of 5 batches of 20,000 calls, thread CPU.
 //
 // Usage: cmp-perf-signal-floor [runs (default 7)] [work iterations (default: about 0.4 s)]
 #include <fcntl.h>
@@ -119,6 +122,40 @@ Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring, bool no_jitter
   return Result{r.thread_ns, r.process_ns, ring ? delivered(s) : r.signals};
 }
 
+// CPU ns per call of PERF_EVENT_IOC_PERIOD and of read(2) on a running task-clock sampling
+// event of this thread at 10 kHz (no O_ASYNC: its overflows raise no signal).
+void redraw_syscalls() {
+  perf_event_attr a = bench::task_clock_attr(100000);
+  a.disabled = 0;
+  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  if (fd < 0) {
+    perror("perf_event_open");
+    return;
+  }
+  constexpr int kCalls = 20000;
+  std::vector<uint64_t> ioc, rd;
+  for (int b = 0; b < 5; ++b) {
+    const uint64_t t0 = bench::now_ns(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < kCalls; ++i) {
+      uint64_t p = 80000 + static_cast<uint64_t>(i % 53) * 1000;  // within [4P/5, 4P/3]
+      ioctl(fd, PERF_EVENT_IOC_PERIOD, &p);
+    }
+    const uint64_t t1 = bench::now_ns(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < kCalls; ++i) {
+      uint64_t v = 0;
+      if (read(fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) break;
+    }
+    const uint64_t t2 = bench::now_ns(CLOCK_THREAD_CPUTIME_ID);
+    ioc.push_back((t1 - t0) / kCalls);
+    rd.push_back((t2 - t1) / kCalls);
+  }
+  close(fd);
+  std::printf("\nA re-draw's system calls on a running 10 kHz task-clock event (median of 5 x %d "
+              "calls, thread CPU): PERF_EVENT_IOC_PERIOD %.0f ns, read(2) of the counter %.0f "
+              "ns per call.\n",
+              kCalls, bench::median_d(ioc), bench::median_d(rd));
+}
+
 const char kTableHead[] =
     "| handler | perf task clock | thread CPU ms | process CPU ms | samples | samples/CPU s "
     "| overhead (process) | ns per sample (process) | vs floor |";
@@ -197,6 +234,7 @@ int main(int argc, char** argv) {
     std::printf("- %s, %u Hz: %.2fx the floor (median of %zu rounds; %.2f to %.2f)\n", m.name, m.hz,
                 r[r.size() / 2], r.size(), r.front(), r.back());
   }
+  redraw_syscalls();
   sprofil_destroy(s1k);
   sprofil_destroy(s10k);
   return 0;
