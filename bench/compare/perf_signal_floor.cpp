@@ -127,7 +127,8 @@ Result run_sprofil(uint64_t iters, sprofil_session* s, bool ring, bool no_jitter
 void redraw_syscalls() {
   perf_event_attr a = bench::task_clock_attr(100000);
   a.disabled = 0;
-  const int fd = static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  const int fd =
+      static_cast<int>(syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
   if (fd < 0) {
     perror("perf_event_open");
     return;
@@ -150,10 +151,11 @@ void redraw_syscalls() {
     rd.push_back((t2 - t1) / kCalls);
   }
   close(fd);
-  std::printf("\nA re-draw's system calls on a running 10 kHz task-clock event (median of 5 x %d "
-              "calls, thread CPU): PERF_EVENT_IOC_PERIOD %.0f ns, read(2) of the counter %.0f "
-              "ns per call.\n",
-              kCalls, bench::median_d(ioc), bench::median_d(rd));
+  std::printf(
+      "\nA re-draw's system calls on a running 10 kHz task-clock event (median of 5 x %d "
+      "calls, thread CPU): PERF_EVENT_IOC_PERIOD %.0f ns, read(2) of the counter %.0f "
+      "ns per call.\n",
+      kCalls, bench::median_d(ioc), bench::median_d(rd));
 }
 
 const char kTableHead[] =

@@ -338,15 +338,14 @@ __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_restart;
 __attribute__((tls_model("initial-exec"))) thread_local Anchor t_anchor;
 
 // Re-draws the period at the end of each block of samples (jitter_block, perf.hpp; *left
-// counts the samples still to take at this one). `value` is the counter now, `cur` the period running.
-// Returns the new period, or 0 if it stays.
-// The ioctl restarts the period from now, not from the overflow this handler serves: the
-// time since that overflow (its delivery and the handler so far) would lengthen the block's
-// first period. On the 2-core VM of docs/benchmarks.md that is about half a period at 10 kHz,
-// and the restarts alone cost 4.5% of the signals per CPU-second. The overflows fall at
-// the restart's counter plus whole periods, so that time is known; each of the block's n
-// periods is shortened by 1/n of it, and the block lasts n drawn periods from its first
-// overflow on, as it would without the restart. Measured with cmp-perf-signal-floor: a
+// counts the samples still to take at this one). `value` is the counter now, `cur` the period
+// running. Returns the new period, or 0 if it stays. The ioctl restarts the period from now, not
+// from the overflow this handler serves: the time since that overflow (its delivery and the handler
+// so far) would lengthen the block's first period. On the 2-core VM of docs/benchmarks.md that is
+// about half a period at 10 kHz, and the restarts alone cost 4.5% of the signals per CPU-second.
+// The overflows fall at the restart's counter plus whole periods, so that time is known; each of
+// the block's n periods is shortened by 1/n of it, and the block lasts n drawn periods from its
+// first overflow on, as it would without the restart. Measured with cmp-perf-signal-floor: a
 // re-draw at every sample cost 1.57x the empty-handler floor at 10 kHz and 29% fewer signals,
 // every fourth sample 1.15x and 9% fewer.
 uint64_t jitter(int fd, uint64_t value, uint64_t cur, uint64_t period, uint64_t* rng,

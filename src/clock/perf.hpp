@@ -26,11 +26,11 @@ namespace sprofil::rt::perf {
 // Against lockstep with periodic code, each event's period is re-drawn in [4P/5, 4P/3]
 // (jittered_period: its rate uniform in [3/(4P), 5/(4P)]; PERF_EVENT_IOC_PERIOD, which
 // restarts the period) after a block of kJitterBlock / 2 to 3 * kJitterBlock / 2 of its
-// samples times block_scale() (below), drawn anew for each block: the phase against a periodic workload is random from
-// one block to the next (tests/clock's aliasing test), and the weights come from the counter,
-// so the restarts leave count x P unbiased. One schedule for the signal handler (perf.cpp) and
-// the record parent (drain.cpp). Without jitter a workload in step with the period got 1460:0
-// samples instead of about 1:1; a re-draw costs an ioctl and ends a partial period
+// samples times block_scale() (below), drawn anew for each block: the phase against a periodic
+// workload is random from one block to the next (tests/clock's aliasing test), and the weights come
+// from the counter, so the restarts leave count x P unbiased. One schedule for the signal handler
+// (perf.cpp) and the record parent (drain.cpp). Without jitter a workload in step with the period
+// got 1460:0 samples instead of about 1:1; a re-draw costs an ioctl and ends a partial period
 // (docs/benchmarks.md, cmp-perf-signal-floor). Within a block the sampling instants drift
 // against a workload of period about P by up to a third of a period per sample, and across a
 // block of 16 by up to 5 P, so the next block's phase is about uniform. Measured on the 2-core
