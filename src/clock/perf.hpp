@@ -59,7 +59,8 @@ constexpr uint64_t kJitterBlock = 32;
 // instead of 10, 1 ms of cmp-burn4's CPU a second less at 1 kHz) made a 0.4 s run of
 // tests/report's diff_prog, three functions in 2 ms rounds, give one of them 18% instead of
 // 33% (Diff.SameProgramTwiceFlagsAlmostNothing), so blocks stay at 48 ms.
-// A young thread, one with less than kYoungNs of samples (at the nominal period), gets blocks
+// A young thread, one with less than kYoungNs of task clock credited (`credited` periods of
+// P: its samples and the periods credited without one, the same count in both modes), gets blocks
 // of kYoungBlockNs instead (16 to 48 periods at 1 kHz): while a thread has few samples one
 // block is a large part of them, and one that falls near a multiple of a periodic workload's
 // period moves its shares by many points. A run of 0.4 s is 3 to 8 blocks of 48 ms, and 8 to
@@ -72,18 +73,18 @@ constexpr uint64_t kMinBlockScale = 3;
 constexpr uint64_t kBlockNs = 48000000;
 constexpr uint64_t kYoungNs = 500000000;
 constexpr uint64_t kYoungBlockNs = 16000000;
-inline uint64_t block_scale(uint64_t period, uint64_t samples) {
+inline uint64_t block_scale(uint64_t period, uint64_t credited) {
   if (!period) return kMinBlockScale;
-  const bool young = samples < kYoungNs / period;
+  const bool young = credited < kYoungNs / period;
   const uint64_t by_time = (young ? kYoungBlockNs : kBlockNs) / (period * (kJitterBlock / 2));
   const uint64_t least = young ? 1 : kMinBlockScale;
   return by_time > least ? by_time : least;
 }
 
-// The length, in samples, of a thread's next block, at the nominal period `period`, when it
-// has taken `samples` so far. Signal-safe.
-inline uint64_t jitter_block(uint64_t* rng, uint64_t period, uint64_t samples) {
-  return block_scale(period, samples) *
+// The length, in samples, of a thread's next block, at the nominal period `period`, when
+// `credited` periods have been credited to it so far (Credit::periods). Signal-safe.
+inline uint64_t jitter_block(uint64_t* rng, uint64_t period, uint64_t credited) {
+  return block_scale(period, credited) *
          (kJitterBlock / 2 + (util::xorshift(rng) >> 8) % (kJitterBlock + 1));
 }
 

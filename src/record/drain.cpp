@@ -43,8 +43,8 @@ constexpr size_t kPage = 4096;
 // Room for two records (a sample is 24 bytes: header, ip, value): less is a full ring.
 constexpr uint64_t kMaxRecord = 48;
 // Each event's period is re-drawn on perf.hpp's schedule (rt::perf::jitter_block, the signal
-// handler's) at a pass: fewer restarts leave fewer
-// partial periods, whose kernel share is estimated (jitter()). Counted in records, not wall time:
+// handler's) at a pass: fewer restarts leave fewer partial periods, whose kernel share is
+// estimated (jitter()). Counted in records, not wall time:
 // a thread that waits or shares its core with many others is re-drawn no more often per period
 // than one running alone, and costs no read, ioctl (each an interrupt of the thread's CPU) while
 // it waits. A pass comes when a block is due (redraw_due), or the blocks would be the tick's
@@ -138,7 +138,6 @@ struct Event {
   uint64_t jitter_after = 0;   // records before the next re-draw
   uint64_t drawn_ns = 0;       // monotonic time of the last re-draw
   uint64_t ns_per_record = 1;  // of wall time, in the last block (P before one)
-  uint64_t samples = 0;        // sample records drained, in all
   uintptr_t last_pc = 0;       // of the last sample record; before the first, the thread's start
                                // routine (0 if unknown)
   rt::perf::Credit credit;
@@ -551,7 +550,6 @@ struct Drainer::State {
       if (h.type == PERF_RECORD_SAMPLE) {
         ++samples;
         ++e->records;
-        ++e->samples;
         const uint64_t value = body[1] + e->phase;
         const bool before_restart = e->restart_pending && tail < e->restart_mark;
         if (e->restart_pending && !before_restart) restarted(e, value);
@@ -898,7 +896,7 @@ struct Drainer::State {
     if (e->records && now > e->drawn_ns) e->ns_per_record = (now - e->drawn_ns) / e->records;
     e->records = 0;
     e->drawn_ns = now;
-    e->jitter_after = rt::perf::jitter_block(&e->rng, e->period, e->samples);
+    e->jitter_after = rt::perf::jitter_block(&e->rng, e->period, e->credit.periods);
   }
 
   // When the next pass is due for e's re-draw: when its block will have its records at the

@@ -143,7 +143,7 @@ TEST(Run, DrainModeRemovesEmptyFilesAtTheirExitAndCountsThem) {
 }
 
 // Drain mode re-draws a young thread's period every 16 to 48 of its samples at 1 kHz
-// (perf::drain_blocks), when each block is due, not at the parent's tick (about 170 ms at
+// (perf::jitter_block), when each block is due, not at the parent's tick (about 170 ms at
 // 1 kHz): a short run of periodic code is then many blocks, each at its own period, so one
 // block whose period falls in step with the code cannot move its shares by much. 0.4 s of CPU
 // is about 400 samples: 8 to 25 blocks plus the first draw (3 when the tick set the pace).
