@@ -79,47 +79,70 @@ ROW_HEAD = ("| record | clock used | Hz | CPU s (median) | x native | samples / 
             "per-sample cost (us) |\n|---|---|---|---|---|---|---|")
 
 
-def row(title, label, used, hz, native, cpus, rates, costs):
-    """Prints one configuration's medians; returns (rate, cost us)."""
-    print(f"| `{label}` | {used} | {hz} | {med(cpus):.3f} | {med(cpus) / native:.3f} | "
-          f"{med(rates):.0f} | {med(costs):.2f} |")
-    log(f"  {title}: {label}: {med(cpus):.3f} s")
-    return med(rates), med(costs)
+class Series:
+    """One configuration's runs, a value per round: CPU, samples per CPU second, per-sample
+    cost (us); and the clock it used."""
+
+    def __init__(self):
+        self.cpus, self.rates, self.costs, self.used = [], [], [], ""
+
+
+def round_robin(cfgs, native, measure):
+    """RUNS rounds, each a run of the native program (native(): its figures) and then of every
+    configuration in turn (measure(make, the round's native figures): cpu, rate, cost, clock
+    used), so that each run is against the same round's native one and the VM's drift over a
+    section does not pass for a cost. Returns ([native figures per round], {label: Series})."""
+    natives, got = [], {label: Series() for label, _, _ in cfgs}
+    for _ in range(RUNS):
+        nat = native()
+        natives.append(nat)
+        for label, _, make in cfgs:
+            s = got[label]
+            cpu, rate, cost, s.used = measure(make, nat)
+            s.cpus.append(cpu)
+            s.rates.append(rate)
+            s.costs.append(cost)
+    return natives, got
+
+
+def rows(title, head, cfgs, got, native):
+    """Prints the table of every configuration's medians (CPU also as a ratio to `native`);
+    returns {(label, hz): (rate, cost us)}."""
+    print(head)
+    res = {}
+    for label, hz, _ in cfgs:
+        s = got[label]
+        print(f"| `{label}` | {s.used} | {hz} | {med(s.cpus):.3f} | {med(s.cpus) / native:.3f} | "
+              f"{med(s.rates):.0f} | {med(s.costs):.2f} |")
+        log(f"  {title}: {label}: {med(s.cpus):.3f} s")
+        res[(label, hz)] = (med(s.rates), med(s.costs))
+    print()
+    return res
 
 
 def overhead_table(title, cmd_native, cfgs, idle_arg):
     """The workload as given and with idle_arg replacing its last argument (no work: what
     start-up and the tool cost); the per-sample cost is the extra CPU of the work under the
     profiler over its samples: ((rec - rec_idle) - (native - native_idle)) / samples, each
-    round's runs against the same round's native ones (round robin: the VM's drift over a
-    section does not pass for a cost). Returns {(label, hz): (rate, cost us)}."""
+    round's runs against the same round's native ones. Returns {(label, hz): (rate, cost us)}."""
     print(f"### {title}\n")
     idle_native = cmd_native[:-1] + [idle_arg]
-    bs, b0s = [], []
-    got = {label: ([], [], [], "") for label, _, _ in cfgs}
-    for _ in range(RUNS):
-        b, b0 = srun(cmd_native)[1], srun(idle_native)[1]
-        bs.append(b)
-        b0s.append(b0)
-        for label, hz, make in cfgs:
-            r0 = srun(make(idle_native))[1]
-            _, cpu, err, _ = srun(make(cmd_native))
-            n, used = samples_of(err)
-            cpus, rates, costs, _ = got[label]
-            cpus.append(cpu)
-            rates.append(n / (cpu - r0) if cpu > r0 else 0)
-            costs.append(((cpu - r0) - (b - b0)) / n * 1e6 if n else float("nan"))
-            got[label] = (cpus, rates, costs, used)
-    print(f"Native: `{shown(cmd_native)}`, median process-tree CPU {med(bs):.3f} s ({RUNS} "
-          f"runs, in turn with the rows'); {med(b0s):.3f} s with `{idle_arg}` as the last "
-          "argument (no work).\n")
-    print(ROW_HEAD)
-    res = {}
-    for label, hz, _ in cfgs:
-        cpus, rates, costs, used = got[label]
-        res[(label, hz)] = row(title, label, used, hz, med(bs), cpus, rates, costs)
-    print()
-    return res
+
+    def measure(make, nat):
+        b, b0 = nat
+        r0 = srun(make(idle_native))[1]
+        _, cpu, err, _ = srun(make(cmd_native))
+        n, used = samples_of(err)
+        return (cpu, n / (cpu - r0) if cpu > r0 else 0,
+                ((cpu - r0) - (b - b0)) / n * 1e6 if n else float("nan"), used)
+
+    natives, got = round_robin(cfgs, lambda: (srun(cmd_native)[1], srun(idle_native)[1]),
+                               measure)
+    b = med([x[0] for x in natives])
+    print(f"Native: `{shown(cmd_native)}`, median process-tree CPU {b:.3f} s ({RUNS} "
+          f"runs, in turn with the rows'); {med([x[1] for x in natives]):.3f} s with "
+          f"`{idle_arg}` as the last argument (no work).\n")
+    return rows(title, ROW_HEAD, cfgs, got, b)
 
 
 WORK_CPU = re.compile(r"work_cpu_s ([0-9.]+)")
@@ -128,36 +151,25 @@ WORK_CPU = re.compile(r"work_cpu_s ([0-9.]+)")
 def work_table(title, cmd_native, cfgs, out):
     """The work phase alone (the program measures its own CPU around it, so the loader's time
     with thousands of objects does not blur it): samples in scale_main_work per CPU second of
-    the phase, and the phase's extra CPU per sample against the same round's native run (round
-    robin). Returns {(label, hz): (rate, cost us)}."""
+    the phase, and the phase's extra CPU per sample against the same round's native run.
+    Returns {(label, hz): (rate, cost us)}."""
     print(f"### {title}\n")
-    bs = []
-    got = {label: ([], [], [], "") for label, _, _ in cfgs}
-    for _ in range(RUNS):
-        b = float(WORK_CPU.search(srun(cmd_native)[2]).group(1))
-        bs.append(b)
-        for label, hz, make in cfgs:
-            _, _, err, _ = srun(make(cmd_native))
-            cpu = float(WORK_CPU.search(err).group(1))
-            _, used = samples_of(err)
-            csv = subprocess.run([SPROFIL, "report", "--format", "csv", out], cwd=SWORK,
-                                 capture_output=True, text=True).stdout
-            n = sum(float(l.split(",")[0]) for l in csv.splitlines()[1:]
-                    if "scale_main_work" in l)
-            cpus, rates, costs, _ = got[label]
-            cpus.append(cpu)
-            rates.append(n / cpu if cpu else 0)
-            costs.append((cpu - b) / n * 1e6 if n else float("nan"))
-            got[label] = (cpus, rates, costs, used)
-    print(f"Native: `{shown(cmd_native)}`, work phase {med(bs):.3f} s of process CPU (median of "
-          f"{RUNS}, in turn with the rows').\n")
-    print(ROW_HEAD.replace("CPU s (median)", "work CPU s (median)"))
-    res = {}
-    for label, hz, _ in cfgs:
-        cpus, rates, costs, used = got[label]
-        res[(label, hz)] = row(title, label, used, hz, med(bs), cpus, rates, costs)
-    print()
-    return res
+
+    def measure(make, b):
+        _, _, err, _ = srun(make(cmd_native))
+        cpu = float(WORK_CPU.search(err).group(1))
+        _, used = samples_of(err)
+        csv = subprocess.run([SPROFIL, "report", "--format", "csv", out], cwd=SWORK,
+                             capture_output=True, text=True).stdout
+        n = sum(float(l.split(",")[0]) for l in csv.splitlines()[1:] if "scale_main_work" in l)
+        return cpu, n / cpu if cpu else 0, (cpu - b) / n * 1e6 if n else float("nan"), used
+
+    natives, got = round_robin(
+        cfgs, lambda: float(WORK_CPU.search(srun(cmd_native)[2]).group(1)), measure)
+    print(f"Native: `{shown(cmd_native)}`, work phase {med(natives):.3f} s of process CPU (median "
+          f"of {RUNS}, in turn with the rows').\n")
+    return rows(title, ROW_HEAD.replace("CPU s (median)", "work CPU s (median)"), cfgs, got,
+                med(natives))
 
 
 def wall_table(title, rows):
