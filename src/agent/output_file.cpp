@@ -99,32 +99,37 @@ void set_output(const BaseParts& b, const char* final_name, const struct stat& s
 // Creates the profile file for this image and returns its fd (or -1 with errno set), with the
 // header's page reserved (format/profile_file.hpp). The first image takes the base name
 // itself; a forked child or a later image takes base.PID, or .PID.N, never replacing a file.
-// Sets g_path, g_dev and g_ino.
+// Under `sprofil record` the record parent makes it (drain_proto.hpp's kDrainNewFile): the
+// file system's work of making a file is then its time, not the program's. Sets g_path,
+// g_dev and g_ino.
 int create_output(bool first) {
   BaseParts b;
   split_base(&b);
   const int dirfd = open(b.dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return -1;
-  char tmp[64];
-  const int fd = naming::create_temp(dirfd, tmp, sizeof tmp);
-  int err = fd < 0 ? errno : reserve(fd, 0, SPROF_PAGE);
-  struct stat st;
-  if (err == 0 && fstat(fd, &st) != 0) err = errno;
+  const int pid = first ? 0 : static_cast<int>(getpid());
   char final_name[NAME_MAX + 1];
   int k = 0;
-  if (err == 0)
-    err = naming::publish_profile(dirfd, tmp, b.name, first ? 0 : static_cast<int>(getpid()),
-                                  final_name, sizeof final_name, &k);
-  if (err != 0) {
-    if (fd >= 0) {
-      unlinkat(dirfd, tmp, 0);
-      close(fd);
-    }
-    close(dirfd);
+  struct stat st;
+  // (Where the header's page would not fit under RLIMIT_FSIZE, the agent finds out itself.)
+  int fd = fits_fsize(SPROF_PAGE) ? rt::perf::drained_new_file(dirfd, b.name, first, &k) : -1;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < SPROF_PAGE ||
+                  !naming::profile_name(final_name, sizeof final_name, b.name, pid, k))) {
+    close(fd);  // cannot happen with a file the parent made as asked
+    fd = -1;
+  }
+  int err = 0;
+  if (fd < 0)
+    fd = naming::make_profile(dirfd, b.name, pid, final_name, sizeof final_name, &k, &err,
+                              [&st](int f) {
+                                const int e = reserve(f, 0, SPROF_PAGE);
+                                return e == 0 && fstat(f, &st) != 0 ? errno : e;
+                              });
+  close(dirfd);
+  if (fd < 0) {
     errno = err;
     return -1;
   }
-  close(dirfd);
   set_output(b, final_name, st);
   return fd;
 }

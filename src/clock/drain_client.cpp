@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "clock/clock.hpp"
 #include "clock/perf.hpp"
@@ -29,8 +30,14 @@ static_assert(drain::kDrainSampleType == (PERF_SAMPLE_IP | PERF_SAMPLE_READ),
               "drain_proto.hpp's sample type, make_attr(kDrain)'s");
 
 char g_sock[sizeof(sockaddr_un::sun_path)];  // SPROFIL_DRAIN, read at prepare (g_mu)
-int (*g_open_file)() = nullptr;              // the agent's: a new fd of its profile file
-bool (*g_child)(DrainChild*) = nullptr;      // the agent's (set once, at start)
+// The record parent answered this image's kDrainNewFile: drain_configure() need not connect
+// once more to learn that it listens (taken by the first drain_configure after it). (g_mu)
+bool g_answered = false;
+// The process whose file the record parent made (kDrainNewFile), 0 if none: its events are
+// handed over alone, the parent counts them into that file. A forked child is another pid.
+pid_t g_file_by_parent = 0;
+int (*g_open_file)() = nullptr;          // the agent's: a new fd of its profile file
+bool (*g_child)(DrainChild*) = nullptr;  // the agent's (set once, at start)
 
 // m's kAddPending / kDrainChildFile fields from c; false if the name does not fit.
 bool child_fields(const DrainChild& c, drain::DrainMsg* m) {
@@ -60,10 +67,11 @@ size_t data_pages(uint64_t period_ns) {
   return p;
 }
 
-// Sends m with fds and waits (bounded) for the answer: `len` bytes into `answer`, and the fd
-// that comes with them, if any, into *fd_in (-1 if none; close-on-exec). 0 or an errno value.
-int exchange(const drain::DrainMsg& m, const int* fds, int nfds, void* answer, size_t len,
-             int* fd_in) {
+// Sends m with fds to the parent at `sock` and waits (bounded) for the answer: `len` bytes into
+// `answer`, and the fd that comes with them, if any, into *fd_in (-1 if none; close-on-exec).
+// 0 or an errno value.
+int exchange(const char* sock, const drain::DrainMsg& m, const int* fds, int nfds, void* answer,
+             size_t len, int* fd_in) {
   if (fd_in) *fd_in = -1;
   const int s0 = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (s0 < 0) return errno;
@@ -72,7 +80,7 @@ int exchange(const drain::DrainMsg& m, const int* fds, int nfds, void* answer, s
   sockaddr_un a;
   memset(&a, 0, sizeof a);
   a.sun_family = AF_UNIX;
-  memcpy(a.sun_path, g_sock, sizeof a.sun_path);
+  memcpy(a.sun_path, sock, sizeof a.sun_path);
   const timeval tv{drain::kDrainAckMs / 1000, (drain::kDrainAckMs % 1000) * 1000};
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -99,11 +107,12 @@ int exchange(const drain::DrainMsg& m, const int* fds, int nfds, void* answer, s
   return err;
 }
 
-// Sends m with fds and waits for the one-byte answer (0: done).
+// Sends m with fds and waits for the one-byte answer: 0 (kAckDone), an errno value, or
+// ENOENT for kAckNeedFile.
 int send_msg(const drain::DrainMsg& m, const int* fds, int nfds) {
-  char ack = 1;
-  const int err = exchange(m, fds, nfds, &ack, 1, nullptr);
-  return err != 0 ? err : ack != 0 ? EPROTO : 0;
+  char ack = drain::kAckRefused;
+  const int err = exchange(g_sock, m, fds, nfds, &ack, 1, nullptr);
+  return err != 0 ? err : ack == drain::kAckDone ? 0 : ack == drain::kAckNeedFile ? ENOENT : EPROTO;
 }
 
 }  // namespace
@@ -123,7 +132,9 @@ bool drain_configure() {
     return false;
   }
   // A program that outlives its `sprofil record` (a daemon) finds no one listening: signal
-  // mode then, as without the record parent.
+  // mode then, as without the record parent. The parent that just made this image's file
+  // listens.
+  if (std::exchange(g_answered, false)) return true;
   const int fd0 = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   const int fd = fd0 < 0 ? -1 : place_out_of_reach(fd0);
   sockaddr_un a;
@@ -165,37 +176,42 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   if (fd < 0) return EMFILE;
   // The parent maps the ring (and so makes it: src/record/drain.cpp add()) before it answers.
   const size_t bytes = (1 + data_pages(period_ns)) * kPage;
-  int err = 0;
-  const int file0 = g_open_file();
-  const int file = file0 < 0 ? -1 : place_out_of_reach(file0);
-  if (file < 0) {
-    err = errno ? errno : EBADF;
-  } else {
-    drain::DrainMsg m;
-    m.kind = drain::kDrainAdd;
-    m.pid = getpid();
-    m.tid = tid;
-    m.period_ns = period_ns;
-    m.first_ns = first_ns;
-    m.ring_bytes = bytes;
-    m.jitter = jitter ? 1 : 0;
-    m.start_pc = start_pc;
-    m.thread_cpu_ns = thread_cpu;
-    m.process_cpu_ns = process_cpu;
-    // A forked child without its own file: its samples go to the one the parent makes at
-    // the first of them.
-    DrainChild c;
-    const bool pending = g_child && g_child(&c);
-    const int dirfd = pending && c.dirfd >= 0 ? place_out_of_reach(c.dirfd) : -1;
-    if (pending && (dirfd < 0 || !child_fields(c, &m))) {
-      err = dirfd < 0 ? EMFILE : ENAMETOOLONG;
+  drain::DrainMsg m;
+  m.kind = drain::kDrainAdd;
+  m.pid = getpid();
+  m.tid = tid;
+  m.period_ns = period_ns;
+  m.first_ns = first_ns;
+  m.ring_bytes = bytes;
+  m.jitter = jitter ? 1 : 0;
+  m.start_pc = start_pc;
+  m.thread_cpu_ns = thread_cpu;
+  m.process_cpu_ns = process_cpu;
+  // The event alone where the parent made this process's file (it counts into that one): no
+  // re-open of the file by its path, no second fd. Else, or if the parent asks for it, with
+  // a new fd of the file.
+  int err = g_file_by_parent == m.pid ? send_msg(m, &fd, 1) : ENOENT;
+  if (err == ENOENT) {
+    const int file0 = g_open_file();
+    const int file = file0 < 0 ? -1 : place_out_of_reach(file0);
+    if (file < 0) {
+      err = errno ? errno : EBADF;
     } else {
-      if (pending) m.flags = drain::kAddPending;
-      const int fds[3] = {fd, file, dirfd};
-      err = send_msg(m, fds, pending ? 3 : 2);
+      // A forked child without its own file: its samples go to the one the parent makes at
+      // the first of them.
+      DrainChild c;
+      const bool pending = g_child && g_child(&c);
+      const int dirfd = pending && c.dirfd >= 0 ? place_out_of_reach(c.dirfd) : -1;
+      if (pending && (dirfd < 0 || !child_fields(c, &m))) {
+        err = dirfd < 0 ? EMFILE : ENAMETOOLONG;
+      } else {
+        if (pending) m.flags = drain::kAddPending;
+        const int fds[3] = {fd, file, dirfd};
+        err = send_msg(m, fds, pending ? 3 : 2);
+      }
+      if (dirfd >= 0) close(dirfd);
+      close(file);
     }
-    if (dirfd >= 0) close(dirfd);
-    close(file);
   }
   // The parent holds the event and its ring now (or it failed: the event goes with our fd).
   close(fd);
@@ -251,6 +267,33 @@ void set_drain_child(bool (*pending)(DrainChild*)) {
   g_child = pending;
 }
 
+int drained_new_file(int dirfd, const char* name, bool first, int* k) {
+  const char* sock = secure_getenv("SPROFIL_DRAIN");
+  const size_t len = strlen(name);
+  drain::DrainMsg m;
+  if (!sock || !*sock || strlen(sock) >= sizeof(sockaddr_un::sun_path) || len >= sizeof m.name)
+    return -1;
+  char path[sizeof(sockaddr_un::sun_path)] = {};
+  memcpy(path, sock, strlen(sock));
+  m.kind = drain::kDrainNewFile;
+  m.pid = getpid();
+  m.tid = m.pid;
+  m.flags = first ? drain::kNewFirst : 0;
+  memcpy(m.name, name, len + 1);
+  drain::FileAnswer a;
+  a.err = EPROTO;
+  int fd = -1;
+  const int err = exchange(path, m, &dirfd, 1, &a, sizeof a, &fd);
+  if (err != 0 || a.err != 0 || fd < 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  g_answered = true;
+  g_file_by_parent = m.pid;
+  *k = a.k;
+  return fd;
+}
+
 int drained_child_file(int from, const DrainChild& c, int* k) {
   if (!g_sock[0]) return -1;
   drain::DrainMsg m;
@@ -259,10 +302,10 @@ int drained_child_file(int from, const DrainChild& c, int* k) {
   m.tid = m.pid;
   if (!child_fields(c, &m)) return -1;
   const int fds[2] = {from, c.dirfd};
-  drain::ChildFileAnswer a;
+  drain::FileAnswer a;
   a.err = EPROTO;
   int fd = -1;
-  const int err = exchange(m, fds, 2, &a, sizeof a, &fd);
+  const int err = exchange(g_sock, m, fds, 2, &a, sizeof a, &fd);
   if (err != 0 || a.err != 0 || fd < 0) {
     if (fd >= 0) close(fd);
     return -1;

@@ -385,6 +385,12 @@ void set_drain_child(bool (*pending)(DrainChild* out));
 // name, profile_name.hpp), or -1: not in drain mode, or the parent could not (the child then
 // makes the file itself).
 int drained_child_file(int from, const DrainChild& c, int* k);
+// This process image's own file from the record parent listening on SPROFIL_DRAIN
+// (kDrainNewFile), made in dirfd (O_PATH, the run's directory) under `name` (first: the run's
+// first image) or name.PID[.k], its first page reserved. The fd (close-on-exec) and *k, or
+// -1: no record parent, or it could not (the agent then makes the file itself). Any clock:
+// the parent listens whenever the perf clock may run.
+int drained_new_file(int dirfd, const char* name, bool first, int* k);
 
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
 // (perf_clock.cpp, with the runtime mutex held).

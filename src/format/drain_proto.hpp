@@ -9,7 +9,10 @@
 //   agent, and the process's profile file. The parent maps the ring (its first mapping makes
 //   it: the pages are the parent's, halved if the locked-memory allowance refuses
 //   ring_bytes) before it answers, then the agent closes its own copies: the program holds no
-//   perf fd, no ring and receives no signal.
+//   perf fd, no ring and receives no signal. A process image whose file the parent made
+//   (kDrainNewFile) sends the event alone: it counts into that file, which the parent holds
+//   until the process's flush; kAckNeedFile answers one the parent holds no file for (after a
+//   flush, or another pid namespace), and the agent sends it again with the file.
 // - kDrainFlush: the process is about to stop sampling (exit, exec): the parent disables,
 //   drains and closes every event of that pid before it answers, so the file is complete
 //   when the agent writes its end fields. With kFlushRelease in flags (the process exits),
@@ -21,13 +24,22 @@
 //   in an object unloaded where another is then loaded would count into the new one.
 // - kDrainChildFile, with two fds: the profile file of the process a forked child was forked
 //   from (read-only) and the directory of the run's files (O_PATH). The child takes its own
-//   file (it must write into it: a dlopen, a failed exec). The answer is a ChildFileAnswer
+//   file (it must write into it: a dlopen, a failed exec). The answer is a FileAnswer
 //   and, when err is 0, the file's fd (SCM_RIGHTS), which the child maps its records onto:
 //   the file the parent made for the child's samples already (kAddPending), else a new one
 //   (format/profile_file.hpp: a private temporary, renamed to `name`.PID or .PID.k; the
 //   space of the first region_count records reserved, up to regions_end, their record pages
 //   copied, the arrays zero, the header filled from the parent process's: CHILD, pid, ppid,
 //   start_ns). Any error: the child makes the file itself.
+// - kDrainNewFile, with one fd: the directory of the run's files (O_PATH). A process image's
+//   own profile file (the agent's first job at start-up), made by the parent as
+//   format/profile_file.hpp defines (a private temporary, its first page reserved, renamed to
+//   `name` with kNewFirst in flags, else `name`.PID or .PID.k), so that the file system's
+//   work of making a file (the inode, the rename: about 0.4 ms of a short process's CPU on
+//   ext4) is the parent's, as perf record's own file is. Only for the peer's own pid. The
+//   answer is a FileAnswer and, when err is 0, the file's fd. Any error: the agent makes the
+//   file itself. The file is the parent's (its umask applies, not the program's): it lives in
+//   the run's private directory until `sprofil record` collects it.
 // A forked child under drain mode has no file of its own until it needs one: its events come
 // with kAddPending and three fds (the event, the parent process's file, the run's directory;
 // the kDrainChildFile fields), and the parent makes the child's file at the first sample it
@@ -47,10 +59,16 @@ constexpr uint32_t kDrainAdd = 1;
 constexpr uint32_t kDrainFlush = 2;
 constexpr uint32_t kDrainSync = 3;
 constexpr uint32_t kDrainChildFile = 4;
+constexpr uint32_t kDrainNewFile = 5;
 constexpr uint32_t kFlushRelease = 1;  // DrainMsg::flags of a kDrainFlush
 constexpr uint32_t kFlushFinish = 2;   // of a kDrainFlush: a forked child without its file
 constexpr uint32_t kAddPending = 1;    // of a kDrainAdd: a forked child without its file
+constexpr uint32_t kNewFirst = 1;      // of a kDrainNewFile: the run's first image (`name` itself)
 constexpr int kDrainAckMs = 2000;      // the agent's bound on waiting for the parent's answer
+// The one-byte answers (all but kDrainChildFile's and kDrainNewFile's).
+constexpr char kAckDone = 0;
+constexpr char kAckRefused = 1;
+constexpr char kAckNeedFile = 2;  // to a kDrainAdd without the file: send it with the file
 
 struct DrainMsg {
   uint32_t magic = kDrainMagic;
@@ -70,6 +88,7 @@ struct DrainMsg {
   uint64_t process_cpu_ns = 0;
   // kDrainChildFile and kAddPending: the records to copy (the child's, as at the fork), the
   // file's base name (NUL-terminated, no '/'), the fork's time and the child's parent.
+  // kDrainNewFile: the base name only.
   uint64_t regions_end = 0;
   uint32_t region_count = 0;
   int32_t ppid = 0;
@@ -80,8 +99,9 @@ struct DrainMsg {
   uint64_t end_ns = 0;
 };
 
-// The answer to kDrainChildFile: 0 and the name's k (profile_name.hpp), or an errno value.
-struct ChildFileAnswer {
+// The answer to kDrainChildFile and kDrainNewFile: 0 and the name's k (profile_name.hpp), or an
+// errno value.
+struct FileAnswer {
   int32_t err = 0;
   int32_t k = 0;
 };

@@ -3,8 +3,9 @@
 // never through a link), renamed into place under the name profile_name.hpp defines. The first
 // image's name replaces whatever was there (rename never follows a link nor truncates the old
 // file); the others never replace anything (RENAME_NOREPLACE). The agent makes its files this
-// way (agent/output_file.cpp), and so does the record parent when it makes a forked child's
-// file for it (record/drain.cpp, drain_proto.hpp's kDrainChildFile). Header-only and libc-only.
+// way (agent/output_file.cpp) where no record parent listens, and so does the record parent
+// when it makes a file for the agent (record/drain.cpp, drain_proto.hpp's kDrainNewFile and
+// kDrainChildFile). Header-only and libc-only.
 #pragma once
 
 #include <fcntl.h>
@@ -65,6 +66,29 @@ inline int publish_profile(int dirfd, const char* tmp, const char* base, int pid
     if (err == 0) *k = i;
   }
   return err;
+}
+
+// Makes a profile file in dirfd, the one sequence for it: a private temporary (create_temp),
+// fill(fd) (reserve its space, write what it starts with: 0 or an errno value), then named
+// after `base` for `pid` (publish_profile: base itself if pid <= 0), the name into out[0, n)
+// and its k into *k. The fd, or -1 with *err set; nothing is left behind when it fails.
+template <class Fill>
+int make_profile(int dirfd, const char* base, int pid, char* out, size_t n, int* k, int* err,
+                 Fill&& fill) {
+  char tmp[64];
+  const int fd = create_temp(dirfd, tmp, sizeof tmp);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  *err = fill(fd);
+  if (*err == 0) *err = publish_profile(dirfd, tmp, base, pid, out, n, k);
+  if (*err != 0) {
+    unlinkat(dirfd, tmp, 0);
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace sprofil::naming

@@ -84,7 +84,7 @@ struct File {
   uint64_t seen_end = 0;
   bool refreshed = false;  // in this pass
   uint64_t hint = 0;
-  int users = 0;              // events counting into it
+  int users = 0;              // events counting into it, and own_files' hold
   uint32_t seen_changes = 0;  // header.regions_changes when the table was built
 };
 
@@ -320,76 +320,87 @@ void release_space(int fd) {
   }
 }
 
+// Whether m.name is a file's base name: not empty, NUL-terminated, no '/', not "." or "..".
+bool valid_name(const drain::DrainMsg& m) {
+  const size_t nlen = strnlen(m.name, sizeof m.name);
+  return nlen != 0 && nlen != sizeof m.name && !memchr(m.name, '/', nlen) && strcmp(m.name, ".") &&
+         strcmp(m.name, "..");
+}
+
 // A forked child's profile file (drain_proto.hpp's kDrainChildFile), made in dirfd from its
 // parent process's file `from` as the child would have made it (agent/fork.cpp): a private
 // temporary with the space of the first m.region_count records reserved, up to m.regions_end,
 // their record pages copied (the arrays stay zero; the child fills the header), then renamed
 // to the first free name for the child's pid. The fd, or -1 with *err set.
 int make_child_file(int from, int dirfd, const drain::DrainMsg& m, int* k, int* err) {
-  const size_t nlen = strnlen(m.name, sizeof m.name);
   struct stat st;
-  if (nlen == 0 || nlen == sizeof m.name || memchr(m.name, '/', nlen) || !strcmp(m.name, ".") ||
-      !strcmp(m.name, "..") || m.region_count == 0 || m.regions_end <= SPROF_PAGE ||
+  if (!valid_name(m) || m.region_count == 0 || m.regions_end <= SPROF_PAGE ||
       fstat(from, &st) != 0 || !S_ISREG(st.st_mode) ||
       m.regions_end > static_cast<uint64_t>(st.st_size)) {
     *err = EINVAL;
     return -1;
   }
-  char tmp[64];
-  const int fd = naming::create_temp(dirfd, tmp, sizeof tmp);
-  if (fd < 0) {
-    *err = errno;
-    return -1;
-  }
-  *err = posix_fallocate(fd, 0, static_cast<off_t>(m.regions_end));
-  std::vector<char> page(SPROF_PAGE);
-  // The header: the forked-from process's clock, rate and command line (a fork keeps them),
-  // the child's pid, parent and fork time; the records the child has.
-  if (*err == 0) {
-    if (pread(from, page.data(), SPROF_PAGE, 0) != SPROF_PAGE ||
-        memcmp(page.data(), SPROF_MAGIC, 8) != 0) {
-      *err = EINVAL;
-    } else {
-      sprof_header from_h;
-      memcpy(&from_h, page.data(), sizeof from_h);
-      layout::HeaderInfo i;
-      i.flags = SPROF_F_CHILD;
-      i.clock = from_h.clock;
-      i.tick_ns = from_h.tick_ns;
-      i.start_ns = m.start_ns;
-      i.pid = m.pid;
-      i.ppid = m.ppid;
-      i.cmdline = from_h.cmdline;
-      i.cmdline_len = std::min<uint32_t>(from_h.cmdline_len, SPROF_CMDLINE_MAX);
-      auto* h = reinterpret_cast<sprof_header*>(page.data());
-      layout::fill_header(h, i);
-      h->regions_end = m.regions_end;
-      h->region_count = m.region_count;
-      if (pwrite(fd, page.data(), SPROF_PAGE, 0) != SPROF_PAGE) *err = errno ? errno : EIO;
-    }
-  }
-  uint64_t off = SPROF_PAGE;
-  for (uint32_t i = 0; i < m.region_count && *err == 0; ++i) {
-    auto* r = reinterpret_cast<const sprof_region*>(page.data());
-    if (pread(from, page.data(), SPROF_PAGE, static_cast<off_t>(off)) != SPROF_PAGE ||
-        r->magic != SPROF_REGION_MAGIC || r->record_size < SPROF_PAGE ||
-        r->record_size > m.regions_end - off) {
-      *err = EINVAL;
-      break;
-    }
-    if (pwrite(fd, page.data(), SPROF_PAGE, static_cast<off_t>(off)) != SPROF_PAGE)
-      *err = errno ? errno : EIO;
-    off += r->record_size;
-  }
-  if (*err == 0 && off != m.regions_end) *err = EINVAL;
   char name[NAME_MAX + 1];
-  if (*err == 0) *err = naming::publish_profile(dirfd, tmp, m.name, m.pid, name, sizeof name, k);
-  if (*err != 0) {
-    unlinkat(dirfd, tmp, 0);
-    close(fd);
+  return naming::make_profile(dirfd, m.name, m.pid, name, sizeof name, k, err, [&](int fd) {
+    int e = posix_fallocate(fd, 0, static_cast<off_t>(m.regions_end));
+    if (e != 0) return e;
+    std::vector<char> page(SPROF_PAGE);
+    // The header: the forked-from process's clock, rate and command line (a fork keeps them),
+    // the child's pid, parent and fork time; the records the child has.
+    if (pread(from, page.data(), SPROF_PAGE, 0) != SPROF_PAGE ||
+        memcmp(page.data(), SPROF_MAGIC, 8) != 0)
+      return EINVAL;
+    sprof_header from_h;
+    memcpy(&from_h, page.data(), sizeof from_h);
+    layout::HeaderInfo i;
+    i.flags = SPROF_F_CHILD;
+    i.clock = from_h.clock;
+    i.tick_ns = from_h.tick_ns;
+    i.start_ns = m.start_ns;
+    i.pid = m.pid;
+    i.ppid = m.ppid;
+    i.cmdline = from_h.cmdline;
+    i.cmdline_len = std::min<uint32_t>(from_h.cmdline_len, SPROF_CMDLINE_MAX);
+    auto* h = reinterpret_cast<sprof_header*>(page.data());
+    layout::fill_header(h, i);
+    h->regions_end = m.regions_end;
+    h->region_count = m.region_count;
+    if (pwrite(fd, page.data(), SPROF_PAGE, 0) != SPROF_PAGE) return errno ? errno : EIO;
+    uint64_t off = SPROF_PAGE;
+    for (uint32_t r = 0; r < m.region_count; ++r) {
+      auto* rec = reinterpret_cast<const sprof_region*>(page.data());
+      if (pread(from, page.data(), SPROF_PAGE, static_cast<off_t>(off)) != SPROF_PAGE ||
+          rec->magic != SPROF_REGION_MAGIC || rec->record_size < SPROF_PAGE ||
+          rec->record_size > m.regions_end - off)
+        return EINVAL;
+      if (pwrite(fd, page.data(), SPROF_PAGE, static_cast<off_t>(off)) != SPROF_PAGE)
+        return errno ? errno : EIO;
+      off += rec->record_size;
+    }
+    return off == m.regions_end ? 0 : EINVAL;
+  });
+}
+
+// A process image's own profile file (drain_proto.hpp's kDrainNewFile), made in dirfd as the
+// agent makes it (agent/output_file.cpp): its first page reserved, named m.name (kNewFirst)
+// or m.name.PID[.k]. The agent fills the header. The fd, or -1 with *err set.
+int make_new_file(int dirfd, const drain::DrainMsg& m, int* k, int* err) {
+  if (!valid_name(m)) {
+    *err = EINVAL;
     return -1;
   }
-  return fd;
+  char name[NAME_MAX + 1];
+  const int pid = (m.flags & drain::kNewFirst) ? 0 : m.pid;
+  return naming::make_profile(dirfd, m.name, pid, name, sizeof name, k, err,
+                              [](int fd) { return posix_fallocate(fd, 0, SPROF_PAGE); });
+}
+
+// Whether the peer of conn is process pid (SO_PEERCRED): a file named for a pid is made only
+// for that pid. Where the peer is in another pid namespace it is not, and makes its own.
+bool peer_is(int conn, pid_t pid) {
+  ucred cred{};
+  socklen_t cl = sizeof cred;
+  return getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid == pid;
 }
 
 }  // namespace
@@ -421,6 +432,48 @@ struct Drainer::State {
     uint64_t start_ns = 0;
   };
   std::unordered_map<pid_t, Made> made_files;
+
+  // The file made for each process image (kDrainNewFile), held (a user of it) until the
+  // process flushes (its exit or exec) or is found gone: its threads' events come without a
+  // file fd (drain_proto.hpp), and count into it.
+  std::unordered_map<pid_t, File*> own_files;
+
+  // Drops a user of f: the file goes with its last.
+  void unuse(File* f) {
+    if (--f->users > 0) return;
+    close_file(f);
+    files.erase(std::find(files.begin(), files.end(), f));
+    delete f;
+  }
+
+  // Holds f as pid's own file, in place of the one before (an exec'd image of the same pid).
+  void hold_own(pid_t pid, File* f) {
+    ++f->users;
+    if (own_files.size() >= 4096) {  // let go of the processes gone (SIGKILL: no flush)
+      for (auto it = own_files.begin(); it != own_files.end();) {
+        if (kill(it->first, 0) != 0 && errno == ESRCH) {
+          unuse(it->second);
+          it = own_files.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    auto [it, added] = own_files.try_emplace(pid, f);
+    if (!added) {
+      unuse(it->second);
+      it->second = f;
+    }
+  }
+
+  // Lets go of pid's own file (its flush).
+  void drop_own(pid_t pid) {
+    if (const auto it = own_files.find(pid); it != own_files.end()) {
+      File* f = it->second;
+      own_files.erase(it);
+      unuse(f);
+    }
+  }
 
   // The file a pending child made earlier (same pid and fork time), re-opened by its name in
   // dirfd; -1 if none.
@@ -675,11 +728,7 @@ struct Drainer::State {
       procs.erase(p);
     File* f = e->file;
     delete e;
-    if (f && --f->users == 0) {
-      close_file(f);
-      files.erase(std::find(files.begin(), files.end(), f));
-      delete f;
-    }
+    if (f) unuse(f);
   }
 
   File* file_for(int fd) {
@@ -708,11 +757,9 @@ struct Drainer::State {
   // kDrainChildFile: makes the file and answers with it. Only for the peer's own pid (the
   // name is the pid's): where the peer is in another pid namespace, the child makes its file.
   void child_file(int conn, const drain::DrainMsg& m, int from, int dirfd) {
-    drain::ChildFileAnswer a;
-    ucred cred{};
-    socklen_t cl = sizeof cred;
+    drain::FileAnswer a;
     int fd = -1;
-    if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.pid != m.pid) {
+    if (!peer_is(conn, m.pid)) {
       a.err = EPERM;
     } else if (auto p = procs.find(m.pid); p != procs.end() && p->second.pending) {
       // Pending: the file made for its samples (made now if it had none), then it is the
@@ -726,6 +773,21 @@ struct Drainer::State {
       pr.made = nullptr;
     } else {
       fd = child_file_for(m, from, dirfd, &a.k, &a.err);
+    }
+    (void)util::send_with_fds(conn, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
+    if (fd >= 0) close(fd);
+  }
+
+  // kDrainNewFile: makes a process image's file and answers with it (for the peer's own pid).
+  void new_file(int conn, const drain::DrainMsg& m, int dirfd) {
+    drain::FileAnswer a;
+    const int fd = peer_is(conn, m.pid) ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
+    if (fd < 0 && a.err == 0) a.err = EPERM;
+    if (fd >= 0)
+      if (File* f = file_for(fcntl(fd, F_DUPFD_CLOEXEC, 0))) hold_own(m.pid, f);
+    {
+      std::lock_guard<std::mutex> l(stats_mu);
+      ++(fd >= 0 ? stats.new_files : stats.new_files_refused);
     }
     (void)util::send_with_fds(conn, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
     if (fd >= 0) close(fd);
@@ -775,8 +837,11 @@ struct Drainer::State {
     int release_fd = -1;  // kFlushRelease: the process's file, worked on after the answer
     if (n == static_cast<ssize_t>(sizeof m) && m.magic == drain::kDrainMagic) {
       if (m.kind == drain::kDrainAdd && (nfds == 2 || nfds == 3)) {
-        ack = add(m, fds[0], fds[1], nfds == 3 ? fds[2] : -1) ? 0 : 1;
-        nfds = 0;  // add() took them
+        ack = add(m, fds[0], fds[1], nfds == 3 ? fds[2] : -1);
+        nfds = 0;                                            // add() took them
+      } else if (m.kind == drain::kDrainAdd && nfds == 1) {  // into the process's own file
+        ack = peer_is(conn, m.pid) ? add(m, fds[0], -1, -1) : drain::kAckNeedFile;
+        nfds = ack == drain::kAckNeedFile ? nfds : 0;
       } else if (m.kind == drain::kDrainFlush) {
         release_fd = flush(m);
         ack = 0;
@@ -784,8 +849,12 @@ struct Drainer::State {
         for (Event* e : events)
           if (e->pid == m.pid) drain(e);
         ack = 0;
-      } else if (m.kind == drain::kDrainChildFile && nfds == 2) {
-        child_file(conn, m, fds[0], fds[1]);
+      } else if ((m.kind == drain::kDrainChildFile && nfds == 2) ||
+                 (m.kind == drain::kDrainNewFile && nfds == 1)) {
+        if (m.kind == drain::kDrainNewFile)
+          new_file(conn, m, fds[0]);
+        else
+          child_file(conn, m, fds[0], fds[1]);
         for (int i = 0; i < nfds; ++i) close(fds[i]);
         close(conn);
         return;
@@ -802,15 +871,20 @@ struct Drainer::State {
 
   // A thread's event (kDrainAdd), counting into the file file_fd names, or, for a forked child
   // without its own file (kAddPending, with dirfd), into the one made at its first sample.
-  bool add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd) {
+  char add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd) {
     const uint64_t data = m.ring_bytes > kPage ? m.ring_bytes - kPage : 0;
     const bool pending = (m.flags & drain::kAddPending) != 0;
+    // Without a file fd: the process's own file, made here (kDrainNewFile). The caller
+    // checked that the peer is m.pid.
+    File* own = nullptr;
+    if (file_fd < 0 && !pending)
+      if (const auto it = own_files.find(m.pid); it != own_files.end()) own = it->second;
     if (data == 0 || data > 64 * kPage || (data & (data - 1)) != 0 || m.period_ns == 0 ||
-        pending != (dirfd >= 0)) {
+        pending != (dirfd >= 0) || (file_fd < 0 && !own)) {
       close(fd);
-      close(file_fd);
+      if (file_fd >= 0) close(file_fd);
       if (dirfd >= 0) close(dirfd);
-      return false;
+      return file_fd < 0 && !pending ? drain::kAckNeedFile : drain::kAckRefused;
     }
     // The ring is made here, by the first mapping, not in the program: its pages are
     // allocated, pinned and charged to this process's locked memory, and the program neither
@@ -837,16 +911,16 @@ struct Drainer::State {
       }
       f = p.made;  // null until its first sample
     } else if (r != MAP_FAILED) {
-      f = file_for(file_fd);
+      f = own ? own : file_for(file_fd);
     }
     if (!f && !(pending && r != MAP_FAILED)) {
       if (r != MAP_FAILED)
         munmap(r, bytes);
-      else
+      else if (file_fd >= 0)
         close(file_fd);
       if (dirfd >= 0 && r == MAP_FAILED) close(dirfd);
       close(fd);
-      return false;
+      return drain::kAckRefused;
     }
     auto* e = new Event;
     e->fd = fd;
@@ -886,7 +960,7 @@ struct Drainer::State {
     events.push_back(e);
     std::lock_guard<std::mutex> l(stats_mu);
     ++stats.events;
-    return true;
+    return drain::kAckDone;
   }
 
   // A new period for e and the length of its next block (perf.hpp's schedule).
@@ -920,6 +994,7 @@ struct Drainer::State {
     for (Event* e : events)
       if (e->pid == m.pid) finalize(e);  // a pending child's file may be made here
     File* f = nullptr;
+    if (const auto it = own_files.find(m.pid); it != own_files.end()) f = it->second;
     for (Event* e : events)
       if (e->pid == m.pid && e->file) f = e->file;
     if (f && (m.flags & drain::kFlushFinish)) {
@@ -942,6 +1017,7 @@ struct Drainer::State {
       events.pop_back();
       release(e);
     }
+    drop_own(m.pid);
     return file_fd;
   }
 
@@ -1003,8 +1079,9 @@ struct Drainer::State {
       close_event(events.back());
       events.pop_back();
     }
-    for (File* f : files) {  // none left: every file goes with its last event
-      close_file(f);
+    own_files.clear();
+    for (File* f : files) {  // those held for their processes (own_files): the others went
+      close_file(f);         // with their last event
       delete f;
     }
     files.clear();

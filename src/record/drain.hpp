@@ -44,6 +44,8 @@ class Drainer : util::NoCopy {
     uint64_t exit_credited = 0;        // whole periods credited when their event ended
     uint64_t exit_unplaced = 0;        // the same for events that never had a record (no pc)
     uint64_t redraws = 0;              // periods re-drawn (PERF_EVENT_IOC_PERIOD, an IPI each)
+    uint64_t new_files = 0;            // process images' files made for them (kDrainNewFile)
+    uint64_t new_files_refused = 0;    // asked for and not made (the agent made its own)
     uint64_t child_files = 0;          // forked children's files made for them (kDrainChildFile)
     uint64_t child_files_refused = 0;  // asked for and not made (the child made its own)
     uint64_t dropped = 0;              // processes that exited without a sample: file removed then

@@ -1,0 +1,252 @@
+// The record parent makes each process image's profile file for the agent (drain_proto.hpp's
+// kDrainNewFile, record/drain.cpp): as the agent would (format/profile_file.hpp), and only for
+// the pid that asks. These talk to a real Drainer over its socket, as the agent does
+// (clock/drain_client.cpp); Run.ParentMakesEveryImagesFile runs real programs under it.
+#include <gtest/gtest.h>
+#include <linux/perf_event.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <string>
+
+#include "format/drain_proto.hpp"
+#include "format/sprof_format.h"
+#include "helpers.hpp"
+#include "record/drain.hpp"
+#include "util/fd_passing.hpp"
+
+namespace sprofil::record_test {
+namespace {
+
+using agent_test::list_dir;
+using agent_test::TempDir;
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+struct Answer {
+  drain::FileAnswer a;
+  int fd = -1;  // the file, when a.err is 0
+};
+
+// Asks the drainer at `sock` for a new file named after `name` in `dir`, for `pid`.
+Answer ask_new_file(const std::string& sock, const std::string& dir, const char* name, int pid,
+                    bool first) {
+  Answer out;
+  out.a.err = -1;
+  drain::DrainMsg m;
+  m.kind = drain::kDrainNewFile;
+  m.pid = pid;
+  m.tid = pid;
+  m.flags = first ? drain::kNewFirst : 0;
+  snprintf(m.name, sizeof m.name, "%s", name);
+  const int dirfd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
+  const timeval tv{5, 0};  // bounded: a drainer that does not answer fails the test
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (dirfd >= 0 && s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      util::send_with_fds(s, &m, sizeof m, &dirfd, 1) == static_cast<ssize_t>(sizeof m)) {
+    int n = 0;
+    if (util::recv_with_fds(s, &out.a, sizeof out.a, &out.fd, 1, &n) !=
+        static_cast<ssize_t>(sizeof out.a))
+      out.a.err = -1;
+    if (n == 0) out.fd = -1;
+  }
+  if (s >= 0) close(s);
+  if (dirfd >= 0) close(dirfd);
+  return out;
+}
+
+struct DrainerIn {
+  TempDir dir;
+  record::Drainer d;
+  DrainerIn() {
+    std::string why;
+    EXPECT_TRUE(d.start(dir.path(), "p.sprof", &why)) << why;
+  }
+  ~DrainerIn() { d.finish(); }
+};
+
+// The first image's file takes the base name itself, replacing a planted link without
+// following it; a later image's takes base.PID, and base.PID.1 where base.PID is taken. Each
+// is private (0600), a regular file with its first page reserved on disk, and no temporary
+// is left behind.
+TEST(DrainFiles, ParentMakesAPrivateFileNamedForTheAskingPid) {
+  DrainerIn t;
+  const std::string dir = t.dir.path();
+  const std::string target = t.dir / "target";
+  { std::ofstream(target) << "target\n"; }
+  ASSERT_EQ(symlink(target.c_str(), (t.dir / "p.sprof").c_str()), 0);
+  const std::string mine = "p.sprof." + std::to_string(getpid());
+  ASSERT_EQ(symlink(target.c_str(), (t.dir / mine).c_str()), 0);
+
+  Answer first = ask_new_file(t.d.path(), dir, "p.sprof", getpid(), true);
+  ASSERT_EQ(first.a.err, 0);
+  ASSERT_GE(first.fd, 0);
+  EXPECT_EQ(first.a.k, 0);
+  Answer later = ask_new_file(t.d.path(), dir, "p.sprof", getpid(), false);
+  ASSERT_EQ(later.a.err, 0);
+  ASSERT_GE(later.fd, 0);
+  EXPECT_EQ(later.a.k, 1);  // base.PID was taken (a link): base.PID.1
+
+  for (const auto& [fd, name] :
+       {std::pair{first.fd, std::string("p.sprof")}, std::pair{later.fd, mine + ".1"}}) {
+    struct stat by_fd, by_name;
+    ASSERT_EQ(fstat(fd, &by_fd), 0);
+    ASSERT_EQ(lstat((t.dir / name).c_str(), &by_name), 0) << name;
+    EXPECT_TRUE(S_ISREG(by_name.st_mode)) << name;
+    EXPECT_EQ(by_fd.st_ino, by_name.st_ino) << name << ": the fd is the named file";
+    EXPECT_EQ(by_fd.st_mode & 07777, 0600u) << name;
+    EXPECT_EQ(by_fd.st_size, SPROF_PAGE) << name;
+    EXPECT_GE(by_fd.st_blocks * 512, SPROF_PAGE) << name << ": the first page is reserved";
+    close(fd);
+  }
+  std::ifstream in(target);
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "target\n") << "a planted link was followed";
+  EXPECT_EQ(std::filesystem::read_symlink(t.dir / mine).string(), target);
+  t.d.finish();
+  EXPECT_EQ(list_dir(dir), (std::vector<std::string>{"p.sprof", mine, mine + ".1", "target"}));
+  const record::Drainer::Stats st = t.d.stats();
+  EXPECT_EQ(st.new_files, 2u);
+  EXPECT_EQ(st.new_files_refused, 0u);
+}
+
+// A file named for a pid is made only for that pid (SO_PEERCRED), and only under a plain
+// name: the drainer refuses, makes nothing, and the agent then makes its own file.
+TEST(DrainFiles, ParentRefusesAnotherPidAndNamesWithADirectory) {
+  DrainerIn t;
+  const std::string dir = t.dir.path();
+  const std::vector<std::string> before = list_dir(dir);
+  struct Case {
+    const char* name;
+    int pid;
+    int err;
+  } cases[] = {{"p.sprof", getppid(), EPERM},
+               {"a/p.sprof", getpid(), EINVAL},
+               {"..", getpid(), EINVAL},
+               {".", getpid(), EINVAL},
+               {"", getpid(), EINVAL}};
+  for (const Case& c : cases) {
+    Answer r = ask_new_file(t.d.path(), dir, c.name, c.pid, false);
+    EXPECT_EQ(r.a.err, c.err) << "name '" << c.name << "' pid " << c.pid;
+    EXPECT_LT(r.fd, 0) << c.name;
+    if (r.fd >= 0) close(r.fd);
+  }
+  EXPECT_EQ(list_dir(dir), before);
+  t.d.finish();
+  const record::Drainer::Stats st = t.d.stats();
+  EXPECT_EQ(st.new_files, 0u);
+  EXPECT_EQ(st.new_files_refused, 5u);
+}
+
+// Sends a kDrainAdd of this thread's task-clock event (1 ms period), fds[0, nfds) after the
+// event's own; the one-byte answer, or -1.
+int add_event(const std::string& sock, const int* more, int nfds) {
+  perf_event_attr pa{};
+  pa.type = PERF_TYPE_SOFTWARE;
+  pa.size = sizeof pa;
+  pa.config = PERF_COUNT_SW_TASK_CLOCK;
+  pa.sample_period = 1000000;
+  pa.sample_type = drain::kDrainSampleType;
+  pa.exclude_kernel = 1;
+  pa.exclude_hv = 1;
+  const int ev = static_cast<int>(syscall(SYS_perf_event_open, &pa, 0, -1, -1,
+                                          static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
+  if (ev < 0) return -1;
+  drain::DrainMsg m;
+  m.kind = drain::kDrainAdd;
+  m.pid = getpid();
+  m.tid = static_cast<int32_t>(gettid());
+  m.period_ns = m.first_ns = 1000000;
+  m.ring_bytes = 5 * 4096;
+  int fds[4] = {ev, -1, -1, -1};
+  for (int i = 0; i < nfds; ++i) fds[1 + i] = more[i];
+  const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
+  const timeval tv{5, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char ack = -1;
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      util::send_with_fds(s, &m, sizeof m, fds, 1 + nfds) != static_cast<ssize_t>(sizeof m) ||
+      recv(s, &ack, 1, 0) != 1)
+    ack = -1;
+  close(s);
+  close(ev);
+  return ack;
+}
+
+// A process whose file the parent made hands its events over alone (no re-open of its file,
+// no second fd): the parent counts them into the file it made and holds. Without such a file
+// (another drainer, or after the process's flush) the parent asks for the file
+// (kAckNeedFile), and an event sent with it is taken.
+TEST(DrainFiles, EventAloneCountsIntoTheFileTheParentMade) {
+  SKIP_WITHOUT_PERF();
+  DrainerIn t;
+  EXPECT_EQ(add_event(t.d.path(), nullptr, 0), drain::kAckNeedFile) << "no file made yet";
+  Answer made = ask_new_file(t.d.path(), t.dir.path(), "p.sprof", getpid(), true);
+  ASSERT_EQ(made.a.err, 0);
+  ASSERT_EQ(add_event(t.d.path(), nullptr, 0), drain::kAckDone);
+  const double until = thread_cpu_s() + 0.1;  // 100 ms of this thread's CPU
+  volatile uint64_t x = 0;
+  while (thread_cpu_s() < until)  // user time mostly: the clock's read is a system call
+    for (int i = 0; i < 100000; ++i) x = x + 1;
+  t.d.finish();
+  const record::Drainer::Stats st = t.d.stats();
+  EXPECT_EQ(st.events, 1u);
+  EXPECT_GE(st.samples, 50u) << "about 100 records at 1 ms";
+  EXPECT_EQ(st.unplaced, 0u) << "every sample had the file";
+  sprof_header h;
+  ASSERT_EQ(pread(made.fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+  EXPECT_GE(h.delivered, 50u) << "counted into the file the parent made";
+  close(made.fd);
+
+  DrainerIn other;  // a parent that made no file for this pid: the event goes with the file
+  EXPECT_EQ(add_event(other.d.path(), nullptr, 0), drain::kAckNeedFile);
+  const int file = open((t.dir / "p.sprof").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(file, 0);
+  EXPECT_EQ(add_event(other.d.path(), &file, 1), drain::kAckDone);
+  close(file);
+}
+
+// Under `sprofil record` every process image's file is the parent's work: a shell that runs
+// three programs, each exec'd (the shell, and each forked child's new image, make four files;
+// the forked children themselves make none), none refused.
+TEST(Run, ParentMakesEveryImagesFile) {
+  SKIP_WITHOUT_PERF();  // drain mode runs with the perf clock
+  TempDir dir;
+  const std::string out = dir / "run.sprof";
+  const std::string p = agent_test::kProg;
+  const std::string script =
+      "'" + p + "' burn 0.05; '" + p + "' burn 0.05; '" + p + "' burn 0.05; exit 0";
+  agent_test::Result r =
+      agent_test::run({agent_test::kTool, "record", "-o", out, "bash", "-c", script},
+                      {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
+  const std::regex made("([0-9]+) process images' files made, ([0-9]+) refused");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, made)) << r.err;
+  EXPECT_GE(std::stoull(m[1]), 4u) << r.err;
+  EXPECT_EQ(std::stoull(m[2]), 0u) << r.err;
+  const profile::Profile prof = agent_test::read(out);
+  EXPECT_GE(prof.processes.size(), 3u);  // the three burners at least (the shell may take none)
+}
+
+}  // namespace
+}  // namespace sprofil::record_test
