@@ -52,6 +52,28 @@ TEST(AgentFiles, ProfilesAreCreatedPrivate) {
             (std::vector<std::string>{"p.sprof", "r.sprof", "u.sprof"}));
 }
 
+// The profile's mappings in the program: the header's and one for the records of every object
+// found at start (and one per dlopen after), not one per object. /bin/cat of its own maps has
+// five objects (cat, libc, the loader, the vDSO, the agent), each a record; a mapping each was
+// six mappings of the file (with 5,000 objects, 5,006 of the program's 65,530 allowed).
+TEST(AgentFiles, ProfileTakesTwoMappingsWhateverTheObjects) {
+  auto count = [](const std::string& maps, const std::string& needle) {
+    size_t n = 0;
+    std::istringstream in(maps);
+    for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+    return n;
+  };
+  TempDir out;
+  const std::string prof = out / "p.sprof";
+  Outcome alone = run_once("", {"/bin/cat", "/proc/self/maps"}, {}, agent_env(prof));
+  ASSERT_EQ(alone.status, 0) << alone.err;
+  EXPECT_GE(count(alone.out, "libc.so"), 1u) << alone.out;
+  EXPECT_EQ(count(alone.out, "/p.sprof"), 2u) << alone.out;
+  Outcome rec = run_once("auto", {"/bin/cat", "/proc/self/maps"});
+  ASSERT_EQ(rec.status, 0) << rec.err;
+  EXPECT_EQ(count(rec.out, ".run.sprof.sprofil-"), 2u) << rec.out;  // the run's directory
+}
+
 // A forked child's profile is 0600 too and never replaces an existing FILE.PID: the
 // program is exec'd with SPROFIL_STARTED (a later image of a run), so it takes FILE.PID,
 // where a link has been planted first.
