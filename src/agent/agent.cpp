@@ -94,7 +94,7 @@ __attribute__((constructor(200))) void agent_start() {
   g_with_system = g_settings.system && clock_splits_system(g_clock);
   set_output_base(g_settings.base);
   const bool first = env("SPROFIL_STARTED") == nullptr;
-  const int fd = create_output(first);
+  const int fd = create_output(first, true);
   void* h =
       fd < 0 ? MAP_FAILED : mmap(nullptr, SPROF_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (h == MAP_FAILED) {

@@ -63,7 +63,7 @@ void take_own_file() {
   int fd = ask ? drained_child_output(from) : -1;
   const bool by_parent = fd >= 0;
   g_pending.store(false, std::memory_order_release);
-  if (fd < 0) fd = create_output(false);
+  if (fd < 0) fd = create_output(false, false);
   if (fd < 0) {
     const int e = errno;
     if (from >= 0) close(from);

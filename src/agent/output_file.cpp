@@ -100,9 +100,10 @@ void set_output(const BaseParts& b, const char* final_name, const struct stat& s
 // header's page reserved (format/profile_file.hpp). The first image takes the base name
 // itself; a forked child or a later image takes base.PID, or .PID.N, never replacing a file.
 // Under `sprofil record` the record parent makes it (drain_proto.hpp's kDrainNewFile): the
-// file system's work of making a file is then its time, not the program's. Sets g_path,
-// g_dev and g_ino.
-int create_output(bool first) {
+// file system's work of making a file is then its time, not the program's; with_event (the
+// agent's start), the main thread's perf event goes with the request. Sets g_path, g_dev and
+// g_ino.
+int create_output(bool first, bool with_event) {
   BaseParts b;
   split_base(&b);
   const int dirfd = open(b.dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -112,7 +113,12 @@ int create_output(bool first) {
   int k = 0;
   struct stat st;
   // (Where the header's page would not fit under RLIMIT_FSIZE, the agent finds out itself.)
-  int fd = fits_fsize(SPROF_PAGE) ? rt::perf::drained_new_file(dirfd, b.name, first, &k) : -1;
+  // The main thread's event goes with the request where the clock may be the perf clock.
+  const bool perf = g_clock.kind == rt::ClockKind::kAuto || g_clock.kind == rt::ClockKind::kPerf;
+  int fd = fits_fsize(SPROF_PAGE)
+               ? rt::perf::drained_new_file(dirfd, b.name, first, &k,
+                                            with_event && perf ? g_clock.interval_ns : 0)
+               : -1;
   if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < SPROF_PAGE ||
                   !naming::profile_name(final_name, sizeof final_name, b.name, pid, k))) {
     close(fd);  // cannot happen with a file the parent made as asked

@@ -92,7 +92,7 @@ void say(const char* fmt, const char* a, const char* b);
 void set_output_base(const char* absolute_base);
 bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
-int create_output(bool first);       // the fd, or -1 with errno set
+int create_output(bool first, bool with_event);  // the fd, or -1 with errno set
 int drained_child_output(int from);  // drain mode, a forked child: made by the record parent
 bool pending_child(rt::perf::DrainChild* c);  // perf::set_drain_child's
 void take_file_if_pending();                  // fork.cpp: before a write into the file

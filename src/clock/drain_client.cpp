@@ -6,8 +6,10 @@
 // runtime mutex held, never from the signal handler.
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -163,34 +165,76 @@ uintptr_t thread_start() {
   return t_start_pc;
 }
 
-int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
-                 uintptr_t start_pc) {
-  if (!g_sock[0] || !g_open_file) return ENOTCONN;
+namespace {
+// Opens tid's drain-mode event (counting from now: make_attr's kDrain), out of the program's
+// reach, and fills m's kDrainAdd fields for it. The fd, or -1 with *err set.
+int open_event_for(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
+                   uintptr_t start_pc, drain::DrainMsg* m, int* err) {
   if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;
   perf_event_attr a = make_attr(first_overflow(period_ns, first_ns), Delivery::kDrain);
   const int fd0 = sys_perf_event_open(&a, tid);
-  if (fd0 < 0) return errno;
+  if (fd0 < 0) {
+    *err = errno;
+    return -1;
+  }
   const uint64_t thread_cpu = util::clock_ns(thread_cpu_clock(tid));  // the counter is at 0
   const uint64_t process_cpu = util::clock_ns(CLOCK_PROCESS_CPUTIME_ID);
   const int fd = place_out_of_reach(fd0);
-  if (fd < 0) return EMFILE;
+  if (fd < 0) {
+    *err = EMFILE;
+    return -1;
+  }
   // The parent maps the ring (and so makes it: src/record/drain.cpp add()) before it answers.
-  const size_t bytes = (1 + data_pages(period_ns)) * kPage;
+  m->pid = getpid();
+  m->tid = tid;
+  m->period_ns = period_ns;
+  m->first_ns = first_ns;
+  m->ring_bytes = (1 + data_pages(period_ns)) * kPage;
+  m->jitter = jitter ? 1 : 0;
+  m->start_pc = start_pc;
+  m->thread_cpu_ns = thread_cpu;
+  m->process_cpu_ns = process_cpu;
+  return fd;
+}
+
+// The main thread's event handed over with this image's file (drained_new_file), which
+// arm_thread adopts (take_early): its tid and period, 0 if none. (g_mu)
+pid_t g_early_tid = 0;
+uint64_t g_early_ns = 0;
+}  // namespace
+
+bool drain_asked() {
+  const char* mode = secure_getenv("SPROFIL_PERF_MODE");
+  return !mode || !*mode || strcmp(mode, "drain") == 0;
+}
+
+bool jitter_asked() {
+  const char* jitter = secure_getenv("SPROFIL_JITTER");
+  return !(jitter && strcmp(jitter, "0") == 0);
+}
+
+bool early_handed(uint64_t period_ns) {
+  return g_early_tid != 0 && g_early_ns == period_ns && g_file_by_parent == getpid();
+}
+
+bool take_early(pid_t tid, uint64_t period_ns) {
+  const bool yes = early_handed(period_ns) && g_early_tid == tid;
+  if (yes) g_early_tid = 0;
+  return yes;
+}
+
+int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
+                 uintptr_t start_pc) {
+  if (!g_sock[0] || !g_open_file) return ENOTCONN;
   drain::DrainMsg m;
   m.kind = drain::kDrainAdd;
-  m.pid = getpid();
-  m.tid = tid;
-  m.period_ns = period_ns;
-  m.first_ns = first_ns;
-  m.ring_bytes = bytes;
-  m.jitter = jitter ? 1 : 0;
-  m.start_pc = start_pc;
-  m.thread_cpu_ns = thread_cpu;
-  m.process_cpu_ns = process_cpu;
+  int err = 0;
+  const int fd = open_event_for(tid, period_ns, first_ns, jitter, start_pc, &m, &err);
+  if (fd < 0) return err;
   // The event alone where the parent made this process's file (it counts into that one): no
   // re-open of the file by its path, no second fd. Else, or if the parent asks for it, with
   // a new fd of the file.
-  int err = g_file_by_parent == m.pid ? send_msg(m, &fd, 1) : ENOENT;
+  err = g_file_by_parent == m.pid ? send_msg(m, &fd, 1) : ENOENT;
   if (err == ENOENT) {
     const int file0 = g_open_file();
     const int file = file0 < 0 ? -1 : place_out_of_reach(file0);
@@ -267,7 +311,7 @@ void set_drain_child(bool (*pending)(DrainChild*)) {
   g_child = pending;
 }
 
-int drained_new_file(int dirfd, const char* name, bool first, int* k) {
+int drained_new_file(int dirfd, const char* name, bool first, int* k, uint64_t period_ns) {
   const char* sock = secure_getenv("SPROFIL_DRAIN");
   const size_t len = strlen(name);
   drain::DrainMsg m;
@@ -275,21 +319,37 @@ int drained_new_file(int dirfd, const char* name, bool first, int* k) {
     return -1;
   char path[sizeof(sockaddr_un::sun_path)] = {};
   memcpy(path, sock, strlen(sock));
+  // The calling (main) thread's event with it, where drain mode will run: one exchange with
+  // the parent instead of two, and the agent's own start-up is sampled. Its phase is drawn
+  // as arm_thread would; its pc before any user-space sample is the program's entry point.
+  int ev = -1;
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  if (period_ns && tid == getpid() && drain_asked() && fd_room()) {
+    int e = 0;
+    ev = open_event_for(tid, period_ns, random_phase(period_ns), jitter_asked(),
+                        static_cast<uintptr_t>(getauxval(AT_ENTRY)), &m, &e);
+  }
   m.kind = drain::kDrainNewFile;
   m.pid = getpid();
-  m.tid = m.pid;
+  m.tid = tid;
   m.flags = first ? drain::kNewFirst : 0;
   memcpy(m.name, name, len + 1);
   drain::FileAnswer a;
   a.err = EPROTO;
   int fd = -1;
-  const int err = exchange(path, m, &dirfd, 1, &a, sizeof a, &fd);
+  const int fds[2] = {dirfd, ev};
+  const int err = exchange(path, m, fds, ev >= 0 ? 2 : 1, &a, sizeof a, &fd);
+  if (ev >= 0) close(ev);  // the parent's now, or gone with it
   if (err != 0 || a.err != 0 || fd < 0) {
     if (fd >= 0) close(fd);
     return -1;
   }
   g_answered = true;
   g_file_by_parent = m.pid;
+  if (ev >= 0 && a.added) {
+    g_early_tid = tid;
+    g_early_ns = period_ns;
+  }
   *k = a.k;
   return fd;
 }

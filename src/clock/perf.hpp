@@ -390,7 +390,18 @@ int drained_child_file(int from, const DrainChild& c, int* k);
 // first image) or name.PID[.k], its first page reserved. The fd (close-on-exec) and *k, or
 // -1: no record parent, or it could not (the agent then makes the file itself). Any clock:
 // the parent listens whenever the perf clock may run.
-int drained_new_file(int dirfd, const char* name, bool first, int* k);
+// With period_ns (not 0) and where drain mode is asked for (drain_asked), the calling thread's
+// event goes with it, for arm_thread to adopt (take_early): one exchange instead of two.
+int drained_new_file(int dirfd, const char* name, bool first, int* k, uint64_t period_ns);
+// Whether SPROFIL_PERF_MODE asks for drain mode (unset, empty or "drain"), and whether
+// SPROFIL_JITTER leaves the period re-draws on (not "0"): prepare()'s reading, and
+// drained_new_file's for the event it hands over early.
+bool drain_asked();
+bool jitter_asked();
+// Whether the main thread's event at period_ns went with this image's file (a perf clock at
+// that period works: resolve_auto need not probe), and, for tid, takes it (once).
+bool early_handed(uint64_t period_ns);
+bool take_early(pid_t tid, uint64_t period_ns);
 
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
 // (perf_clock.cpp, with the runtime mutex held).

@@ -35,10 +35,9 @@ int prepare(const ClockRequest& c) {
   // asked for; signal mode otherwise (plain LD_PRELOAD, the faces, the API).
   const char* mode = secure_getenv("SPROFIL_PERF_MODE");
   g_perf_ring = mode && strcmp(mode, "ring") == 0;
-  g_perf_drain = (!mode || !*mode || strcmp(mode, "drain") == 0) && perf::drain_configure();
+  g_perf_drain = perf::drain_asked() && perf::drain_configure();
   perf::new_generation(c.interval_ns);
-  const char* jitter = secure_getenv("SPROFIL_JITTER");
-  g_jitter_on = !(jitter && strcmp(jitter, "0") == 0);
+  g_jitter_on = perf::jitter_asked();
   perf::set_jitter(g_jitter_on);
   return 0;
 }
@@ -60,7 +59,10 @@ int arm_thread(Slot* s, const ClockRequest& c) {
     // of 1.02 s CPU (7%), mostly the shell's own fork and wait time.
     uintptr_t start = s->tid == gettid_() ? perf::thread_start() : 0;
     if (start == 0 && s->tid == getpid()) start = static_cast<uintptr_t>(getauxval(AT_ENTRY));
-    const int e = perf::open_drained(s->tid, c.interval_ns, first, g_jitter_on, start);
+    // The main thread's event may have gone with the image's file already (take_early).
+    const int e = perf::take_early(s->tid, c.interval_ns)
+                      ? 0
+                      : perf::open_drained(s->tid, c.interval_ns, first, g_jitter_on, start);
     if (e == 0) {
       *ev = perf::Event{};  // fd -1: the record parent holds the event
       s->event = ev;
@@ -141,7 +143,8 @@ extern constinit const ClockOps g_clock_PERF = {
 ClockRequest resolve_auto(const ClockRequest& c) {
   if (c.kind != ClockKind::kAuto) return c;
   ClockRequest r = c;
-  const int e = perf::probe(c.interval_ns);
+  // A main-thread event handed over with the image's file shows that perf works here.
+  const int e = perf::early_handed(c.interval_ns) ? 0 : perf::probe(c.interval_ns);
   g_auto_probed_ns = e == 0 ? c.interval_ns : 0;
   if (e == 0) {
     g_auto_reason = "";

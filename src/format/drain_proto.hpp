@@ -35,11 +35,14 @@
 //   own profile file (the agent's first job at start-up), made by the parent as
 //   format/profile_file.hpp defines (a private temporary, its first page reserved, renamed to
 //   `name` with kNewFirst in flags, else `name`.PID or .PID.k), so that the file system's
-//   work of making a file (the inode, the rename: about 0.4 ms of a short process's CPU on
-//   ext4) is the parent's, as perf record's own file is. Only for the peer's own pid. The
+//   work of making a file (the inode, the rename: with the lone events below, 0.3-0.5 ms of a
+//   short process's CPU on the ext4 of docs/benchmarks.md, "After 6cf1dab") is the parent's,
+//   as perf record's own file is. Only for the peer's own pid. The
 //   answer is a FileAnswer and, when err is 0, the file's fd. Any error: the agent makes the
 //   file itself. The file is the parent's (its umask applies, not the program's): it lives in
-//   the run's private directory until `sprofil record` collects it.
+//   the run's private directory until `sprofil record` collects it. With a second fd, the
+//   asking (main) thread's event and the kDrainAdd fields: taken as a kDrainAdd into the file
+//   just made (FileAnswer::added), so that a process image's start is one exchange, not two.
 // A forked child under drain mode has no file of its own until it needs one: its events come
 // with kAddPending and three fds (the event, the parent process's file, the run's directory;
 // the kDrainChildFile fields), and the parent makes the child's file at the first sample it
@@ -104,6 +107,7 @@ struct DrainMsg {
 struct FileAnswer {
   int32_t err = 0;
   int32_t k = 0;
+  int32_t added = 0;  // kDrainNewFile: 1 if the event that came with it was taken
 };
 
 // What the agent asks of its events (perf_event_attr.sample_type): every record is the

@@ -779,12 +779,21 @@ struct Drainer::State {
   }
 
   // kDrainNewFile: makes a process image's file and answers with it (for the peer's own pid).
-  void new_file(int conn, const drain::DrainMsg& m, int dirfd) {
+  // With event_fd (>= 0, taken), the asking thread's event, added into the file made.
+  void new_file(int conn, const drain::DrainMsg& m, int dirfd, int event_fd) {
     drain::FileAnswer a;
     const int fd = peer_is(conn, m.pid) ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
     if (fd < 0 && a.err == 0) a.err = EPERM;
     if (fd >= 0)
       if (File* f = file_for(fcntl(fd, F_DUPFD_CLOEXEC, 0))) hold_own(m.pid, f);
+    if (event_fd >= 0 && fd >= 0) {
+      drain::DrainMsg add_msg = m;
+      add_msg.kind = drain::kDrainAdd;
+      add_msg.flags = 0;  // kNewFirst is not kAddPending
+      a.added = add(add_msg, event_fd, -1, -1) == drain::kAckDone;
+    } else if (event_fd >= 0) {
+      close(event_fd);
+    }
     {
       std::lock_guard<std::mutex> l(stats_mu);
       ++(fd >= 0 ? stats.new_files : stats.new_files_refused);
@@ -850,11 +859,13 @@ struct Drainer::State {
           if (e->pid == m.pid) drain(e);
         ack = 0;
       } else if ((m.kind == drain::kDrainChildFile && nfds == 2) ||
-                 (m.kind == drain::kDrainNewFile && nfds == 1)) {
-        if (m.kind == drain::kDrainNewFile)
-          new_file(conn, m, fds[0]);
-        else
+                 (m.kind == drain::kDrainNewFile && (nfds == 1 || nfds == 2))) {
+        if (m.kind == drain::kDrainNewFile) {
+          new_file(conn, m, fds[0], nfds == 2 ? fds[1] : -1);
+          nfds = 1;  // new_file() took the event
+        } else {
           child_file(conn, m, fds[0], fds[1]);
+        }
         for (int i = 0; i < nfds; ++i) close(fds[i]);
         close(conn);
         return;

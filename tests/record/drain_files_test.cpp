@@ -40,18 +40,19 @@ struct Answer {
   int fd = -1;  // the file, when a.err is 0
 };
 
-// Asks the drainer at `sock` for a new file named after `name` in `dir`, for `pid`.
+// Asks the drainer at `sock` for a new file named after `name` in `dir`, for `pid`; with
+// `event` (>= 0), that event and m's kDrainAdd fields go with it.
 Answer ask_new_file(const std::string& sock, const std::string& dir, const char* name, int pid,
-                    bool first) {
+                    bool first, int event = -1, drain::DrainMsg m = {}) {
   Answer out;
   out.a.err = -1;
-  drain::DrainMsg m;
   m.kind = drain::kDrainNewFile;
   m.pid = pid;
   m.tid = pid;
   m.flags = first ? drain::kNewFirst : 0;
   snprintf(m.name, sizeof m.name, "%s", name);
   const int dirfd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  const int fds[2] = {dirfd, event};
   const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
@@ -59,7 +60,8 @@ Answer ask_new_file(const std::string& sock, const std::string& dir, const char*
   const timeval tv{5, 0};  // bounded: a drainer that does not answer fails the test
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (dirfd >= 0 && s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      util::send_with_fds(s, &m, sizeof m, &dirfd, 1) == static_cast<ssize_t>(sizeof m)) {
+      util::send_with_fds(s, &m, sizeof m, fds, event >= 0 ? 2 : 1) ==
+          static_cast<ssize_t>(sizeof m)) {
     int n = 0;
     if (util::recv_with_fds(s, &out.a, sizeof out.a, &out.fd, 1, &n) !=
         static_cast<ssize_t>(sizeof out.a))
@@ -154,9 +156,9 @@ TEST(DrainFiles, ParentRefusesAnotherPidAndNamesWithADirectory) {
   EXPECT_EQ(st.new_files_refused, 5u);
 }
 
-// Sends a kDrainAdd of this thread's task-clock event (1 ms period), fds[0, nfds) after the
-// event's own; the one-byte answer, or -1.
-int add_event(const std::string& sock, const int* more, int nfds) {
+// This thread's drain-mode task-clock event (1 ms period), and in *m the kDrainAdd fields for
+// it; -1 if it cannot be opened.
+int open_event(drain::DrainMsg* m) {
   perf_event_attr pa{};
   pa.type = PERF_TYPE_SOFTWARE;
   pa.size = sizeof pa;
@@ -165,15 +167,29 @@ int add_event(const std::string& sock, const int* more, int nfds) {
   pa.sample_type = drain::kDrainSampleType;
   pa.exclude_kernel = 1;
   pa.exclude_hv = 1;
-  const int ev = static_cast<int>(syscall(SYS_perf_event_open, &pa, 0, -1, -1,
-                                          static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
-  if (ev < 0) return -1;
+  m->kind = drain::kDrainAdd;
+  m->pid = getpid();
+  m->tid = static_cast<int32_t>(gettid());
+  m->period_ns = m->first_ns = 1000000;
+  m->ring_bytes = 5 * 4096;
+  return static_cast<int>(syscall(SYS_perf_event_open, &pa, 0, -1, -1,
+                                  static_cast<unsigned long>(PERF_FLAG_FD_CLOEXEC)));
+}
+
+// Burns about `s` of this thread's CPU, mostly in user space.
+void burn_cpu(double s) {
+  const double until = thread_cpu_s() + s;
+  volatile uint64_t x = 0;
+  while (thread_cpu_s() < until)  // user time mostly: the clock's read is a system call
+    for (int i = 0; i < 100000; ++i) x = x + 1;
+}
+
+// Sends a kDrainAdd of this thread's task-clock event (1 ms period), fds[0, nfds) after the
+// event's own; the one-byte answer, or -1.
+int add_event(const std::string& sock, const int* more, int nfds) {
   drain::DrainMsg m;
-  m.kind = drain::kDrainAdd;
-  m.pid = getpid();
-  m.tid = static_cast<int32_t>(gettid());
-  m.period_ns = m.first_ns = 1000000;
-  m.ring_bytes = 5 * 4096;
+  const int ev = open_event(&m);
+  if (ev < 0) return -1;
   int fds[4] = {ev, -1, -1, -1};
   for (int i = 0; i < nfds; ++i) fds[1 + i] = more[i];
   const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -203,10 +219,7 @@ TEST(DrainFiles, EventAloneCountsIntoTheFileTheParentMade) {
   Answer made = ask_new_file(t.d.path(), t.dir.path(), "p.sprof", getpid(), true);
   ASSERT_EQ(made.a.err, 0);
   ASSERT_EQ(add_event(t.d.path(), nullptr, 0), drain::kAckDone);
-  const double until = thread_cpu_s() + 0.1;  // 100 ms of this thread's CPU
-  volatile uint64_t x = 0;
-  while (thread_cpu_s() < until)  // user time mostly: the clock's read is a system call
-    for (int i = 0; i < 100000; ++i) x = x + 1;
+  burn_cpu(0.1);
   t.d.finish();
   const record::Drainer::Stats st = t.d.stats();
   EXPECT_EQ(st.events, 1u);
@@ -223,6 +236,29 @@ TEST(DrainFiles, EventAloneCountsIntoTheFileTheParentMade) {
   ASSERT_GE(file, 0);
   EXPECT_EQ(add_event(other.d.path(), &file, 1), drain::kAckDone);
   close(file);
+}
+
+// The main thread's event may come with the request for the file (the agent's start: one
+// exchange, not two): taken into the file made, answered with `added`.
+TEST(DrainFiles, EventWithTheFileRequestIsTaken) {
+  SKIP_WITHOUT_PERF();
+  DrainerIn t;
+  drain::DrainMsg m;
+  const int ev = open_event(&m);
+  ASSERT_GE(ev, 0);
+  Answer made = ask_new_file(t.d.path(), t.dir.path(), "p.sprof", getpid(), true, ev, m);
+  close(ev);
+  ASSERT_EQ(made.a.err, 0);
+  EXPECT_EQ(made.a.added, 1);
+  burn_cpu(0.1);
+  t.d.finish();
+  const record::Drainer::Stats st = t.d.stats();
+  EXPECT_EQ(st.events, 1u);
+  EXPECT_GE(st.samples, 50u) << "about 100 records at 1 ms";
+  sprof_header h;
+  ASSERT_EQ(pread(made.fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+  EXPECT_GE(h.delivered, 50u) << "counted into the file made with it";
+  close(made.fd);
 }
 
 // Under `sprofil record` every process image's file is the parent's work: a shell that runs
