@@ -34,37 +34,4 @@ for ((r = 0; r < ROUNDS; r++)); do
   fi
 done 2>&1 | grep -E '^(drain|nojitter|perf|base) ' >"$dir/rows"
 echo "cmp-burn4 --iters $ITERS at $HZ Hz, $ROUNDS rounds in turn; process CPU, ms"
-python3 - "$dir/rows" <<'PY'
-import math, statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    label, ms = line.split()[:2]
-    runs.setdefault(label, []).append(float(ms))
-labels = [x for x in ("drain", "nojitter", "perf", "base") if x in runs]
-for label in labels:
-    print(f"{label:9s} median {statistics.median(runs[label]):8.1f}")
-
-
-def median_ci(d, level=0.95):
-    """A distribution-free confidence interval for the median of d (the sign test's order
-    statistics: the widest k with P(Binomial(n, 1/2) < k) <= (1 - level) / 2)."""
-    d, n = sorted(d), len(d)
-    k, tail = 0, 0.0
-    while True:
-        p = math.comb(n, k) / 2**n
-        if tail + p > (1 - level) / 2:
-            break
-        tail += p
-        k += 1
-    return (d[k - 1], d[n - k]) if k > 0 else (None, None)
-
-
-for label, ref in [(x, "perf") for x in labels if x != "perf"] + (
-        [("drain", "base")] if "base" in runs else []):
-    d = [a - b for a, b in zip(runs[label], runs[ref])]
-    lo, hi = median_ci(d)
-    ci = f"95% CI [{lo:+.1f}, {hi:+.1f}]" if lo is not None else "too few rounds for a 95% CI"
-    base = statistics.median(runs[ref])
-    print(f"{label} - {ref}: median of the per-round differences {statistics.median(d):+.1f} "
-          f"({100 * statistics.median(d) / base:+.2f}% of {ref}'s median), {ci}")
-PY
+python3 "$here/paired.py" "$dir/rows" 1 ms drain-perf nojitter-perf base-perf drain-base

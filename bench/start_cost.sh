@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # What drain mode's start costs one process, and where it goes: cmp-burn4 with almost no work
-# (4 threads, --iters 1000), its own CPU (bench/process_cpu.py: user + system of the program,
+# (one thread, --iters 1000), its own CPU (bench/process_cpu.py: user + system of the program,
 # not the tool's) natively, under `perf record -e task-clock --all-user` and under
 # `sprofil record` (drain mode), N runs each, ROUNDS rounds in turn; medians. Then, with
 # PROFILE=1, a `perf record -g` of N runs natively and N under `sprofil record`, and the
 # program's extra CPU split by the system call (or fault) it was in: the agent's file, its
 # hand-overs, its page faults.
-# With BASE=DIR (another build of the tool, e.g. of an earlier commit), `sprofil record` of DIR
+# With BASE_BUILD=DIR (another build of sprofil, e.g. of an earlier commit), its `sprofil record`
 # runs too, in turn with the others ("base"), for an A/B of the agent's start. The last lines
-# are the medians over the rounds, and the median per-round difference of drain mode from
-# perf record and from the base, with a 95% bootstrap interval.
-# Usage: [PROFILE=1] [BASE=DIR] bench/start_cost.sh [BUILD_DIR] [N] [ROUNDS]
+# are the medians over the rounds and the median per-round differences (bench/paired.py).
+# Usage: [PROFILE=1] [BASE_BUILD=DIR] bench/start_cost.sh [BUILD_DIR] [N] [ROUNDS]
 #        (defaults: build-compare, 100, 2)
 set -euo pipefail
 BUILD=${1:-build-compare}
@@ -26,8 +25,8 @@ source "$here/common.sh"
 pc=(python3 "$here/process_cpu.py")
 run=("$PROG" --iters 1000)
 BASE_TOOL=
-if [ -n "${BASE:-}" ]; then
-  BASE_TOOL=$(cd "$BASE" && pwd)/bin/sprofil
+if [ -n "${BASE_BUILD:-}" ]; then
+  BASE_TOOL=$(cd "$BASE_BUILD" && pwd)/bin/sprofil
   [ -x "$BASE_TOOL" ] || { echo "no tool at $BASE_TOOL" >&2; exit 2; }
 fi
 echo "cmp-burn4 --iters 1000: the program's own CPU, median of $N runs, $ROUNDS rounds in turn"
@@ -42,23 +41,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     "${t#* }" record -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" "${t%% *}" "$N" "${run[@]}"
   done
 done 2>&1 | grep -E '^(native|perf|drain|base) ' | tee "$dir/rounds.txt"
-python3 - "$dir/rounds.txt" <<'PY'
-import collections, random, statistics, sys
-
-rows = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    f = line.split()
-    rows[f[0]].append(float(f[1]))
-print("medians over the rounds: " + ", ".join(f"{k} {statistics.median(v):.2f} ms" for k, v in rows.items()))
-random.seed(1)
-for other in ("perf", "base"):
-    if other not in rows:
-        continue
-    d = [a - b for a, b in zip(rows["drain"], rows[other])]
-    boot = sorted(statistics.median(random.choices(d, k=len(d))) for _ in range(4000))
-    lo, hi = boot[len(boot) * 25 // 1000], boot[len(boot) * 975 // 1000 - 1]
-    print(f"drain - {other}: median {statistics.median(d):+.2f} ms per process, 95% CI [{lo:+.2f}, {hi:+.2f}] ({len(d)} rounds)")
-PY
+python3 "$here/paired.py" "$dir/rounds.txt" 2 ms drain-perf drain-base perf-native
 [ "${PROFILE:-0}" = 1 ] || exit 0
 perf record -q -F 25000 -g -o "$dir/native.data" -- "${pc[@]}" native "$N" "${run[@]}" >/dev/null 2>&1
 perf record -q -F 25000 -g -o "$dir/drain.data" -- \
