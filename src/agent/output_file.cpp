@@ -141,24 +141,29 @@ int create_output(bool first, bool with_event) {
 }
 
 // A forked child's kDrainChildFile / kAddPending fields (drain_proto.hpp): the records it has,
-// the fork, and (with a new O_PATH fd of the directory) where the files of the run are.
-bool drain_child(rt::perf::DrainChild* c, BaseParts* b) {
+// the fork, the file it was forked with (the parent process's: g_dev and g_ino still name it
+// in a pending child) and, with `dir`, a new O_PATH fd of the directory where the files of the
+// run are.
+bool drain_child(rt::perf::DrainChild* c, BaseParts* b, bool dir) {
   split_base(b);
-  c->dirfd = open(b->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  c->dirfd = dir ? open(b->dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
   c->region_count = g_fork_nfile;
   c->regions_end = g_fork_end;
   c->start_ns = g_fork_ns;
   c->ppid = g_fork_ppid;
   c->name = b->name;
-  return c->dirfd >= 0;
+  c->from_dev = g_dev;
+  c->from_ino = g_ino;
+  return !dir || c->dirfd >= 0;
 }
 
 // Drain mode's: whether this process is a forked child without its own file yet (g_pending),
-// and with c, its fields. c->name points into a static buffer (g_mu is held).
-bool pending_child(rt::perf::DrainChild* c) {
+// and with c, its fields (with `dir`, its dirfd too). c->name points into a static buffer
+// (g_mu is held).
+bool pending_child(rt::perf::DrainChild* c, bool dir) {
   if (!g_pending.load(std::memory_order_acquire)) return false;
   static BaseParts b;
-  if (c && !drain_child(c, &b)) c->dirfd = -1;
+  if (c && !drain_child(c, &b, dir)) c->dirfd = -1;
   return true;
 }
 
@@ -169,7 +174,7 @@ bool pending_child(rt::perf::DrainChild* c) {
 int drained_child_output(int from) {
   BaseParts b;
   rt::perf::DrainChild c;
-  if (!drain_child(&c, &b)) return -1;
+  if (!drain_child(&c, &b, true)) return -1;
   int k = 0;
   const int fd = rt::perf::drained_child_file(from, c, &k);
   close(c.dirfd);

@@ -38,8 +38,8 @@ bool g_answered = false;
 // The process whose file the record parent made (kDrainNewFile), 0 if none: its events are
 // handed over alone, the parent counts them into that file. A forked child is another pid.
 pid_t g_file_by_parent = 0;
-int (*g_open_file)() = nullptr;          // the agent's: a new fd of its profile file
-bool (*g_child)(DrainChild*) = nullptr;  // the agent's (set once, at start)
+int (*g_open_file)() = nullptr;                // the agent's: a new fd of its profile file
+bool (*g_child)(DrainChild*, bool) = nullptr;  // the agent's (set once, at start)
 
 // m's kAddPending / kDrainChildFile fields from c; false if the name does not fit.
 bool child_fields(const DrainChild& c, drain::DrainMsg* m) {
@@ -50,6 +50,8 @@ bool child_fields(const DrainChild& c, drain::DrainMsg* m) {
   m->regions_end = c.regions_end;
   m->start_ns = c.start_ns;
   m->ppid = c.ppid;
+  m->from_dev = c.from_dev;
+  m->from_ino = c.from_ino;
   return true;
 }
 
@@ -232,9 +234,21 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
   const int fd = open_event_for(tid, period_ns, first_ns, jitter, start_pc, &m, &err);
   if (fd < 0) return err;
   // The event alone where the parent made this process's file (it counts into that one): no
-  // re-open of the file by its path, no second fd. Else, or if the parent asks for it, with
-  // a new fd of the file.
-  err = g_file_by_parent == m.pid ? send_msg(m, &fd, 1) : ENOENT;
+  // re-open of the file by its path, no second fd. So too a forked child's, pending, forked
+  // with a file the parent made (g_file_by_parent, inherited): the parent takes the file it
+  // holds with that from_dev and from_ino, and the directory it made it in. Else, or if the
+  // parent asks for them, with a new fd of the file (and the directory's, pending).
+  DrainChild alone;
+  if (g_file_by_parent == m.pid) {
+    err = send_msg(m, &fd, 1);
+  } else if (g_file_by_parent != 0 && g_child && g_child(&alone, false) &&
+             child_fields(alone, &m)) {
+    m.flags = drain::kAddPending;
+    err = send_msg(m, &fd, 1);
+    m.flags = 0;
+  } else {
+    err = ENOENT;
+  }
   if (err == ENOENT) {
     const int file0 = g_open_file();
     const int file = file0 < 0 ? -1 : place_out_of_reach(file0);
@@ -244,7 +258,7 @@ int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
       // A forked child without its own file: its samples go to the one the parent makes at
       // the first of them.
       DrainChild c;
-      const bool pending = g_child && g_child(&c);
+      const bool pending = g_child && g_child(&c, true);
       const int dirfd = pending && c.dirfd >= 0 ? place_out_of_reach(c.dirfd) : -1;
       if (pending && (dirfd < 0 || !child_fields(c, &m))) {
         err = dirfd < 0 ? EMFILE : ENAMETOOLONG;
@@ -289,7 +303,7 @@ int ask(uint32_t kind, uint32_t flags = 0) {
 
 int flush_drained() {
   uint32_t flags = g_release_at_flush ? drain::kFlushRelease : 0;
-  if (g_child && g_child(nullptr)) flags |= drain::kFlushFinish;
+  if (g_child && g_child(nullptr, false)) flags |= drain::kFlushFinish;
   const int e = ask(drain::kDrainFlush, flags);
   g_released = g_release_at_flush && g_sock[0] && e == 0;
   return e;
@@ -307,7 +321,7 @@ int sync_drained() {
   return ask(drain::kDrainSync);
 }
 
-void set_drain_child(bool (*pending)(DrainChild*)) {
+void set_drain_child(bool (*pending)(DrainChild*, bool)) {
   g_child = pending;
 }
 

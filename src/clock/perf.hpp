@@ -373,12 +373,14 @@ struct DrainChild {
   uint64_t start_ns = 0;  // the fork's time (CLOCK_REALTIME)
   int ppid = 0;
   const char* name = nullptr;  // the files' base name
+  uint64_t from_dev = 0;       // the file of the process it was forked from
+  uint64_t from_ino = 0;
 };
 // The agent registers whether this process is a forked child without its own file yet: with
-// `out`, it fills it (opening out->dirfd, which the caller closes); events are then handed
-// over pending (the parent makes the file at the first sample) and flushes carry the end
-// fields (kFlushFinish).
-void set_drain_child(bool (*pending)(DrainChild* out));
+// `out`, it fills it (with `dir`, opening out->dirfd, which the caller closes); events are
+// then handed over pending (the parent makes the file at the first sample) and flushes carry
+// the end fields (kFlushFinish).
+void set_drain_child(bool (*pending)(DrainChild* out, bool dir));
 // The child's own file from the record parent (kDrainChildFile): the one it made for the
 // child's samples, or a new one made from `from` (the parent process's file), its first
 // c.region_count records copied and their space reserved. The fd (close-on-exec) and *k (its

@@ -46,7 +46,11 @@
 // A forked child under drain mode has no file of its own until it needs one: its events come
 // with kAddPending and three fds (the event, the parent process's file, the run's directory;
 // the kDrainChildFile fields), and the parent makes the child's file at the first sample it
-// counts (most fork-then-exec children never get one, and leave no file behind). Its flushes
+// counts (most fork-then-exec children never get one, and leave no file behind). Where the
+// parent made the file of the process the child was forked from (kDrainNewFile) the event
+// comes alone, with that file's from_dev and from_ino: the parent takes the file it holds
+// and the directory it made it in; kAckNeedFile if it holds no such file (that process
+// flushed it: its exit or exec), and the child sends the three fds. Its flushes
 // carry kFlushFinish with its CPU time and the time (cpu_ns, end_ns): the parent writes the
 // end fields of the file it made, if any (the agent's own job at an exit or exec).
 #pragma once
@@ -100,6 +104,9 @@ struct DrainMsg {
   // kFlushFinish: the process's CPU time and the time now (the header's end fields).
   uint64_t cpu_ns = 0;
   uint64_t end_ns = 0;
+  // kAddPending with the event alone: the file of the process the child was forked from.
+  uint64_t from_dev = 0;
+  uint64_t from_ino = 0;
 };
 
 // The answer to kDrainChildFile and kDrainNewFile: 0 and the name's k (profile_name.hpp), or an

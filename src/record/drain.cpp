@@ -86,6 +86,7 @@ struct File {
   uint64_t hint = 0;
   int users = 0;              // events counting into it, and own_files' hold
   uint32_t seen_changes = 0;  // header.regions_changes when the table was built
+  int dirfd = -1;  // made here (kDrainNewFile): its directory, for its process's forked children
 };
 
 // A forked child without its own file yet (drain_proto.hpp's kAddPending): where to make it.
@@ -223,6 +224,8 @@ void close_file(File* f) {
   f->map = nullptr;
   if (f->fd >= 0) close(f->fd);
   f->fd = -1;
+  if (f->dirfd >= 0) close(f->dirfd);
+  f->dirfd = -1;
 }
 
 // (Re)maps the file and builds the table over its committed records: live ones first, an
@@ -785,7 +788,10 @@ struct Drainer::State {
     const int fd = peer_is(conn, m.pid) ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
     if (fd < 0 && a.err == 0) a.err = EPERM;
     if (fd >= 0)
-      if (File* f = file_for(fcntl(fd, F_DUPFD_CLOEXEC, 0))) hold_own(m.pid, f);
+      if (File* f = file_for(fcntl(fd, F_DUPFD_CLOEXEC, 0))) {
+        hold_own(m.pid, f);
+        if (f->dirfd < 0) f->dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+      }
     if (event_fd >= 0 && fd >= 0) {
       drain::DrainMsg add_msg = m;
       add_msg.kind = drain::kDrainAdd;
@@ -849,8 +855,11 @@ struct Drainer::State {
         ack = add(m, fds[0], fds[1], nfds == 3 ? fds[2] : -1);
         nfds = 0;                                            // add() took them
       } else if (m.kind == drain::kDrainAdd && nfds == 1) {  // into the process's own file
-        ack = peer_is(conn, m.pid) ? add(m, fds[0], -1, -1) : drain::kAckNeedFile;
-        nfds = ack == drain::kAckNeedFile ? nfds : 0;
+        // (or, pending, the file it was forked with: add()). add() takes the event whatever
+        // it answers.
+        const bool peer = peer_is(conn, m.pid);
+        ack = peer ? add(m, fds[0], -1, -1) : drain::kAckNeedFile;
+        if (peer) nfds = 0;
       } else if (m.kind == drain::kDrainFlush) {
         release_fd = flush(m);
         ack = 0;
@@ -880,11 +889,36 @@ struct Drainer::State {
     }
   }
 
+  // A file made here (kDrainNewFile) and held for its process, by its device and inode; null
+  // if none (that process flushed it: its exit or exec).
+  File* held(uint64_t dev, uint64_t ino) {
+    for (File* f : files)
+      if (f->dirfd >= 0 && static_cast<uint64_t>(f->dev) == dev &&
+          static_cast<uint64_t>(f->ino) == ino)
+        return f;
+    return nullptr;
+  }
+
   // A thread's event (kDrainAdd), counting into the file file_fd names, or, for a forked child
   // without its own file (kAddPending, with dirfd), into the one made at its first sample.
+  // A pending event that comes alone (the caller checked that the peer is m.pid) takes the
+  // file it was forked with from those held here, and its directory.
   char add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd) {
     const uint64_t data = m.ring_bytes > kPage ? m.ring_bytes - kPage : 0;
     const bool pending = (m.flags & drain::kAddPending) != 0;
+    if (pending && file_fd < 0 && dirfd < 0) {
+      const File* from = held(m.from_dev, m.from_ino);
+      file_fd = from ? fcntl(from->fd, F_DUPFD_CLOEXEC, 0) : -1;
+      dirfd = from ? fcntl(from->dirfd, F_DUPFD_CLOEXEC, 0) : -1;
+      if (file_fd < 0 || dirfd < 0) {
+        if (file_fd >= 0) close(file_fd);
+        if (dirfd >= 0) close(dirfd);
+        close(fd);
+        return drain::kAckNeedFile;
+      }
+      std::lock_guard<std::mutex> l(stats_mu);
+      ++stats.pending_alone;
+    }
     // Without a file fd: the process's own file, made here (kDrainNewFile). The caller
     // checked that the peer is m.pid.
     File* own = nullptr;

@@ -203,6 +203,10 @@ TEST(ForkDrain, RecordParentMakesTheChildsFile) {
              {kProg, "--truth", truth, "fork", "0.2", "0.3"}, {{"SPROFIL_DRAIN_STATS", "1"}});
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.err.find(" 1 forked children's files made, 0 refused"), std::string::npos) << r.err;
+  // The child was forked with the file the record parent made (its parent process's): its
+  // event went alone, and the parent took that file and its directory (drain_proto.hpp).
+  EXPECT_NE(r.err.find(" 1 forked children's events taken without their files"), std::string::npos)
+      << r.err;
   auto parent = read_truth(truth);
   auto child = read_truth(truth + ".child");
   const int child_pid = static_cast<int>(child["child_pid"]);

@@ -184,26 +184,36 @@ void burn_cpu(double s) {
     for (int i = 0; i < 100000; ++i) x = x + 1;
 }
 
-// Sends a kDrainAdd of this thread's task-clock event (1 ms period), fds[0, nfds) after the
-// event's own; the one-byte answer, or -1.
-int add_event(const std::string& sock, const int* more, int nfds) {
-  drain::DrainMsg m;
-  const int ev = open_event(&m);
-  if (ev < 0) return -1;
-  int fds[4] = {ev, -1, -1, -1};
-  for (int i = 0; i < nfds; ++i) fds[1 + i] = more[i];
+// Sends m with fds[0, nfds) to the drainer at `sock`; the one-byte answer, or -1.
+int send_msg(const std::string& sock, const drain::DrainMsg& m, const int* fds, int nfds) {
   const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
-  const timeval tv{5, 0};
+  const timeval tv{5, 0};  // bounded: a drainer that does not answer fails the test
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char ack = -1;
   if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      util::send_with_fds(s, &m, sizeof m, fds, 1 + nfds) != static_cast<ssize_t>(sizeof m) ||
+      util::send_with_fds(s, &m, sizeof m, fds, nfds) != static_cast<ssize_t>(sizeof m) ||
       recv(s, &ack, 1, 0) != 1)
     ack = -1;
   close(s);
+  return ack;
+}
+
+// m without fds: its answer, or -1.
+int send_alone(const std::string& sock, const drain::DrainMsg& m) {
+  return send_msg(sock, m, nullptr, 0);
+}
+
+// Sends a kDrainAdd of this thread's task-clock event (1 ms period) with m's other fields,
+// fds[0, nfds) after the event's own; the one-byte answer, or -1.
+int add_event(const std::string& sock, const int* more, int nfds, drain::DrainMsg m = {}) {
+  const int ev = open_event(&m);
+  if (ev < 0) return -1;
+  int fds[4] = {ev, -1, -1, -1};
+  for (int i = 0; i < nfds; ++i) fds[1 + i] = more[i];
+  const int ack = send_msg(sock, m, fds, 1 + nfds);
   close(ev);
   return ack;
 }
@@ -236,6 +246,47 @@ TEST(DrainFiles, EventAloneCountsIntoTheFileTheParentMade) {
   ASSERT_GE(file, 0);
   EXPECT_EQ(add_event(other.d.path(), &file, 1), drain::kAckDone);
   close(file);
+}
+
+// A forked child's event (pending: no file of its own yet) comes alone where the child was
+// forked with a file the parent made and holds, named by its device and inode: taken, with
+// that file and its directory; the same for a file the parent does not hold, or no longer
+// (its process flushed), answered kAckNeedFile, and taken when the fds come with it.
+TEST(DrainFiles, PendingEventAloneTakesTheFileItWasForkedWith) {
+  SKIP_WITHOUT_PERF();
+  DrainerIn t;
+  Answer made = ask_new_file(t.d.path(), t.dir.path(), "p.sprof", getpid(), true);
+  ASSERT_EQ(made.a.err, 0);
+  struct stat st;
+  ASSERT_EQ(fstat(made.fd, &st), 0);
+  auto pending = [&](uint64_t dev, uint64_t ino, const int* fds, int nfds) {
+    drain::DrainMsg m;
+    m.flags = drain::kAddPending;
+    m.from_dev = dev;
+    m.from_ino = ino;
+    m.ppid = getppid();
+    m.region_count = 0;
+    m.regions_end = SPROF_PAGE;
+    snprintf(m.name, sizeof m.name, "p.sprof");
+    return add_event(t.d.path(), fds, nfds, m);
+  };
+  EXPECT_EQ(pending(st.st_dev, st.st_ino + 1, nullptr, 0), drain::kAckNeedFile) << "not held";
+  EXPECT_EQ(pending(st.st_dev, st.st_ino, nullptr, 0), drain::kAckDone);
+  const int fds[2] = {made.fd, open(t.dir.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)};
+  ASSERT_GE(fds[1], 0);
+  EXPECT_EQ(pending(st.st_dev, st.st_ino + 1, fds, 2), drain::kAckDone) << "with the fds";
+  close(fds[1]);
+  const record::Drainer::Stats st1 = t.d.stats();
+  EXPECT_EQ(st1.pending_alone, 1u);
+  EXPECT_EQ(st1.events, 2u);
+
+  // After its process's flush the parent holds the file no more.
+  drain::DrainMsg flush;
+  flush.kind = drain::kDrainFlush;
+  flush.pid = getpid();
+  EXPECT_EQ(send_alone(t.d.path(), flush), 0);
+  EXPECT_EQ(pending(st.st_dev, st.st_ino, nullptr, 0), drain::kAckNeedFile) << "flushed";
+  close(made.fd);
 }
 
 // The main thread's event may come with the request for the file (the agent's start: one
