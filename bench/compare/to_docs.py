@@ -45,8 +45,8 @@ def sections(lines):
 
 
 def trimmed(body):
-    """A body without its leading and trailing blank lines and the run's closing lines."""
-    body = [b for b in body if not b.startswith(("Section durations:", "(bench/compare/run.sh"))]
+    """A body without its leading and trailing blank lines."""
+    body = list(body)
     while body and not body[-1].strip():
         body.pop()
     while body and not body[0].strip():
@@ -69,7 +69,7 @@ def replace_section(doc, heading, body):
     """doc with the body of "## heading" replaced (up to the next "# " or "## ")."""
     at = [i for i, d in enumerate(doc) if d.rstrip() == "## " + heading]
     if len(at) != 1:
-        raise SystemExit(f"to_docs: docs/benchmarks.md has {len(at)} sections '## {heading}'")
+        raise SystemExit(f"to_docs: the docs have {len(at)} sections '## {heading}'")
     end = at[0] + 1
     while end < len(doc) and not doc[end].startswith(("# ", "## ")):
         end += 1
@@ -79,7 +79,7 @@ def replace_section(doc, heading, body):
 def replace_goal_table(doc, table):
     at = [i for i, d in enumerate(doc) if d.startswith(GOAL_HEADER)]
     if len(at) != 1:
-        raise SystemExit(f"to_docs: docs/benchmarks.md has {len(at)} goal tables")
+        raise SystemExit(f"to_docs: the docs have {len(at)} goal tables")
     end = at[0]
     while end < len(doc) and doc[end].startswith("|"):
         end += 1

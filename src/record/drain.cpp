@@ -734,17 +734,23 @@ struct Drainer::State {
     if (f) unuse(f);
   }
 
+  // The file of that device and inode among those open here, or null.
+  File* find_file(uint64_t dev, uint64_t ino) const {
+    for (File* f : files)
+      if (static_cast<uint64_t>(f->dev) == dev && static_cast<uint64_t>(f->ino) == ino) return f;
+    return nullptr;
+  }
+
   File* file_for(int fd) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       close(fd);
       return nullptr;
     }
-    for (File* f : files)
-      if (f->dev == st.st_dev && f->ino == st.st_ino) {
-        close(fd);
-        return f;
-      }
+    if (File* f = find_file(st.st_dev, st.st_ino)) {
+      close(fd);
+      return f;
+    }
     // No readahead for this file's reads (the header at an exit, the records to release):
     // around them is space reserved and unwritten, which a readahead fills with zeroed page
     // cache pages; that was most of this process's CPU in a run of many short processes.
@@ -889,16 +895,6 @@ struct Drainer::State {
     }
   }
 
-  // A file made here (kDrainNewFile) and held for its process, by its device and inode; null
-  // if none (that process flushed it: its exit or exec).
-  File* held(uint64_t dev, uint64_t ino) {
-    for (File* f : files)
-      if (f->dirfd >= 0 && static_cast<uint64_t>(f->dev) == dev &&
-          static_cast<uint64_t>(f->ino) == ino)
-        return f;
-    return nullptr;
-  }
-
   // A thread's event (kDrainAdd), counting into the file file_fd names, or, for a forked child
   // without its own file (kAddPending, with dirfd), into the one made at its first sample.
   // A pending event that comes alone (the caller checked that the peer is m.pid) takes the
@@ -907,9 +903,12 @@ struct Drainer::State {
     const uint64_t data = m.ring_bytes > kPage ? m.ring_bytes - kPage : 0;
     const bool pending = (m.flags & drain::kAddPending) != 0;
     if (pending && file_fd < 0 && dirfd < 0) {
-      const File* from = held(m.from_dev, m.from_ino);
-      file_fd = from ? fcntl(from->fd, F_DUPFD_CLOEXEC, 0) : -1;
-      dirfd = from ? fcntl(from->dirfd, F_DUPFD_CLOEXEC, 0) : -1;
+      // A file made here (it has its directory) and still held: gone with its process's
+      // flush (its exit or exec).
+      const File* from = find_file(m.from_dev, m.from_ino);
+      const bool made_here = from && from->dirfd >= 0;
+      file_fd = made_here ? fcntl(from->fd, F_DUPFD_CLOEXEC, 0) : -1;
+      dirfd = made_here ? fcntl(from->dirfd, F_DUPFD_CLOEXEC, 0) : -1;
       if (file_fd < 0 || dirfd < 0) {
         if (file_fd >= 0) close(file_fd);
         if (dirfd >= 0) close(dirfd);

@@ -201,11 +201,6 @@ int send_msg(const std::string& sock, const drain::DrainMsg& m, const int* fds, 
   return ack;
 }
 
-// m without fds: its answer, or -1.
-int send_alone(const std::string& sock, const drain::DrainMsg& m) {
-  return send_msg(sock, m, nullptr, 0);
-}
-
 // Sends a kDrainAdd of this thread's task-clock event (1 ms period) with m's other fields,
 // fds[0, nfds) after the event's own; the one-byte answer, or -1.
 int add_event(const std::string& sock, const int* more, int nfds, drain::DrainMsg m = {}) {
@@ -248,10 +243,10 @@ TEST(DrainFiles, EventAloneCountsIntoTheFileTheParentMade) {
   close(file);
 }
 
-// A forked child's event (pending: no file of its own yet) comes alone where the child was
-// forked with a file the parent made and holds, named by its device and inode: taken, with
-// that file and its directory; the same for a file the parent does not hold, or no longer
-// (its process flushed), answered kAckNeedFile, and taken when the fds come with it.
+// A forked child's event (pending: no file of its own yet) may come alone, naming the file the
+// child was forked with by its device and inode. Taken where the parent made that file and
+// still holds it (then with that file and its directory); answered kAckNeedFile where it does
+// not, or no longer (its process flushed); taken when the fds come with it.
 TEST(DrainFiles, PendingEventAloneTakesTheFileItWasForkedWith) {
   SKIP_WITHOUT_PERF();
   DrainerIn t;
@@ -284,7 +279,7 @@ TEST(DrainFiles, PendingEventAloneTakesTheFileItWasForkedWith) {
   drain::DrainMsg flush;
   flush.kind = drain::kDrainFlush;
   flush.pid = getpid();
-  EXPECT_EQ(send_alone(t.d.path(), flush), 0);
+  EXPECT_EQ(send_msg(t.d.path(), flush, nullptr, 0), 0);
   EXPECT_EQ(pending(st.st_dev, st.st_ino, nullptr, 0), drain::kAckNeedFile) << "flushed";
   close(made.fd);
 }
