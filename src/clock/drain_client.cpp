@@ -38,6 +38,10 @@ bool g_answered = false;
 // The process whose file the record parent made (kDrainNewFile), 0 if none: its events are
 // handed over alone, the parent counts them into that file. A forked child is another pid.
 pid_t g_file_by_parent = 0;
+// The record parent watches that process's end (FileAnswer::watched): its exit sends no flush,
+// the parent completes the file when it sees the process gone. Not after a flush before an
+// exec (the parent let that file go; an exec that failed keeps it). (g_mu)
+bool g_end_watched = false;
 int (*g_open_file)() = nullptr;                // the agent's: a new fd of its profile file
 bool (*g_child)(DrainChild*, bool) = nullptr;  // the agent's (set once, at start)
 
@@ -304,6 +308,15 @@ int ask(uint32_t kind, uint32_t flags = 0) {
 int flush_drained() {
   uint32_t flags = g_release_at_flush ? drain::kFlushRelease : 0;
   if (g_child && g_child(nullptr, false)) flags |= drain::kFlushFinish;
+  // An exit the parent sees (a pidfd): it drains every event of this process once the process
+  // has ended, then gives the unused space back; the agent completes the file meanwhile. No
+  // exchange, and the exit does not wait.
+  if (g_release_at_flush && g_end_watched && g_file_by_parent == getpid() &&
+      !(flags & drain::kFlushFinish) && g_sock[0]) {
+    g_released = true;
+    return 0;
+  }
+  if (!g_release_at_flush) g_end_watched = false;
   const int e = ask(drain::kDrainFlush, flags);
   g_released = g_release_at_flush && g_sock[0] && e == 0;
   return e;
@@ -360,6 +373,7 @@ int drained_new_file(int dirfd, const char* name, bool first, int* k, uint64_t p
   }
   g_answered = true;
   g_file_by_parent = m.pid;
+  g_end_watched = a.watched != 0;
   if (ev >= 0 && a.added) {
     g_early_tid = tid;
     g_early_ns = period_ns;

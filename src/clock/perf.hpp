@@ -350,7 +350,9 @@ void reset_after_fork();
 // outside drain mode. After release_at_flush() (the agent's exit), the flush also asks the
 // parent to give back the file's reserved space that no sample wrote, once it has answered
 // (kFlushRelease); released_by_parent() says whether a flush so asked was answered, so that
-// the agent need not do it in the program's time.
+// the agent need not do it in the program's time. Where the parent made the process's file
+// and watches its end (kDrainNewFile's FileAnswer::watched), the exit's flush sends nothing:
+// the parent does all of that once the process has ended, and released_by_parent() is true.
 void set_drain_file(int (*open_file)());
 bool drain_configure();
 int open_drained(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter, uintptr_t start_pc);

@@ -18,6 +18,11 @@
 //   when the agent writes its end fields. With kFlushRelease in flags (the process exits),
 //   the parent then, after its answer, gives back the file's reserved space that no sample
 //   wrote (the region records' arrays), the agent's last job at an exit outside drain mode.
+//   A process whose file the parent made and whose end it watches (FileAnswer::watched: a
+//   pidfd) sends no flush at its exit: the agent writes the end fields, and the parent,
+//   once the process has ended (the pidfd readable; every event of it ended before), drains
+//   its events to their end, recomputes the file's effective rate from every sample counted
+//   and gives back the space (or removes the file, empty) as after kFlushRelease.
 // - kDrainSync: objects of the process are about to be marked unloaded (a dlclose): the
 //   parent drains every event of that pid, by the regions as they still are, before it
 //   answers. Their samples were taken before the unmapping; drained after the change, those
@@ -114,7 +119,9 @@ struct DrainMsg {
 struct FileAnswer {
   int32_t err = 0;
   int32_t k = 0;
-  int32_t added = 0;  // kDrainNewFile: 1 if the event that came with it was taken
+  int32_t added = 0;    // kDrainNewFile: 1 if the event that came with it was taken
+  int32_t watched = 0;  // kDrainNewFile: 1 if the parent sees the process end (a pidfd): its
+                        // exit completes the file and sends no kDrainFlush
 };
 
 // What the agent asks of its events (perf_event_attr.sample_type): every record is the

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "clock/perf.hpp"
@@ -441,6 +443,56 @@ struct Drainer::State {
   // file fd (drain_proto.hpp), and count into it.
   std::unordered_map<pid_t, File*> own_files;
 
+  // A pidfd (pidfd_open) of each process whose image's file was made here (kDrainNewFile),
+  // until it ends: its exit then needs no flush (FileAnswer::watched), the end is seen here.
+  std::unordered_map<pid_t, int> watched;
+  // loop(): the watched processes of this pass's poll and their pidfds, the pid 0 if not ended.
+  std::vector<std::pair<pid_t, int>> ended;
+
+  // Watches pid's end (a pidfd) if it is not watched yet; whether it is. Where pidfd_open is
+  // missing (Linux before 5.3) or refused, the agent flushes at its exit as before.
+  bool watch(pid_t pid) {
+    if (const auto it = watched.find(pid); it != watched.end()) {
+      pollfd p{it->second, POLLIN, 0};
+      if (poll(&p, 1, 0) != 1) return true;
+      gone(pid);  // ended, and its pid is another process's now: that one is watched anew
+    }
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // close-on-exec
+    if (fd < 0) return false;
+    watched[pid] = fd;
+    return true;
+  }
+
+  // A watched process ended (all its threads: their events ended before, and the loop
+  // drained and closed them, pidfds being polled before events). Its own file, if the agent's
+  // exit completed it (SPROF_F_FINISHED, the end fields, without a flush), gets its
+  // effective rate from every sample now counted, and its unused space back or, empty, is
+  // removed, as a flush with kFlushRelease would have had it; then it is let go.
+  void gone(pid_t pid) {
+    if (const auto it = watched.find(pid); it != watched.end()) {
+      close(it->second);
+      watched.erase(it);
+    }
+    const auto it = own_files.find(pid);
+    if (it == own_files.end()) return;
+    File* f = it->second;
+    sprof_header h;
+    int fd = -1;
+    if (pread(f->fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+        memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) == 0 && (h.flags & SPROF_F_FINISHED)) {
+      layout::finish_header(&h, h.cpu_ns, h.end_ns);
+      (void)!pwrite(f->fd, &h, sizeof h, 0);
+      fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+      std::lock_guard<std::mutex> l(stats_mu);
+      ++stats.exits_seen;
+    }
+    drop_own(pid);
+    if (fd >= 0) {
+      if (!drop_if_empty(fd, h.cpu_ns)) release_space(fd);
+      close(fd);
+    }
+  }
+
   // Drops a user of f: the file goes with its last.
   void unuse(File* f) {
     if (--f->users > 0) return;
@@ -795,6 +847,7 @@ struct Drainer::State {
     if (fd < 0 && a.err == 0) a.err = EPERM;
     if (fd >= 0)
       if (File* f = file_for(fcntl(fd, F_DUPFD_CLOEXEC, 0))) {
+        a.watched = watch(m.pid);
         hold_own(m.pid, f);
         if (f->dirfd < 0) f->dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
       }
@@ -1081,6 +1134,14 @@ struct Drainer::State {
       p.clear();
       p.push_back(pollfd{listen_fd, POLLIN, 0});
       p.push_back(pollfd{wake[0], POLLIN, 0});
+      // The pidfds before the events: a process seen ended here has its events' ends seen
+      // below (their ends came first), in this pass.
+      ended.clear();
+      for (const auto& [pid, fd] : watched) {
+        p.push_back(pollfd{fd, POLLIN, 0});
+        ended.emplace_back(pid, fd);
+      }
+      const size_t first_event = p.size();
       for (Event* e : events) p.push_back(pollfd{e->fd, POLLIN, 0});
       const uint64_t now = mono_ns();
       const int timeout = stopping         ? 0
@@ -1094,7 +1155,9 @@ struct Drainer::State {
       for (File* f : files) f->refreshed = false;
       // Every ring, whatever poll said (an empty one costs two loads); threads that ended
       // (POLLHUP) are drained to the end and closed.
-      for (size_t i = 2; i < p.size(); ++i) {
+      for (size_t i = 2; i < first_event; ++i)
+        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) ended[i - 2].first = 0;
+      for (size_t i = first_event; i < p.size(); ++i) {
         Event* e = nullptr;
         for (Event* x : events)
           if (x->fd == p[i].fd) e = x;
@@ -1111,6 +1174,9 @@ struct Drainer::State {
         serve(conn);
       }
       for (Event* e : events) drain(e);
+      for (const auto& [pid, fd] : ended)  // (unless already seen ended, by a watch() above)
+        if (const auto w = watched.find(pid); pid != 0 && w != watched.end() && w->second == fd)
+          gone(pid);
       if (stopping) break;
       for (Event* e : events)
         if (e->records >= e->jitter_after) redraw(e);
@@ -1123,6 +1189,8 @@ struct Drainer::State {
       close_event(events.back());
       events.pop_back();
     }
+    for (const auto& [pid, fd] : watched) close(fd);  // those that outlive the run
+    watched.clear();
     own_files.clear();
     for (File* f : files) {  // those held for their processes (own_files): the others went
       close_file(f);         // with their last event

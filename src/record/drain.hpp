@@ -50,6 +50,8 @@ class Drainer : util::NoCopy {
     uint64_t child_files_refused = 0;  // asked for and not made (the child made its own)
     uint64_t pending_alone = 0;        // forked children's events that came without the files
                                        // (the file they were forked with, held here)
+    uint64_t exits_seen = 0;           // processes whose exit completed their file without a
+                                       // flush, seen ending here (a pidfd): then finished here
     uint64_t dropped = 0;              // processes that exited without a sample: file removed then
     uint64_t dropped_cpu_ns = 0;       // their CPU time
   };

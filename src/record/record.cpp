@@ -343,7 +343,8 @@ int record(const Options& o, FILE* log) {
             "the kernel, %llu samples unplaced, %llu periods credited at an event's end, %llu "
             "not (no pc), %llu periods re-drawn, %llu process images' files made, %llu refused, "
             "%llu forked children's files made, %llu refused, %llu forked children's events taken "
-            "without their files, %llu empty files removed at their process's exit\n",
+            "without their files, %llu processes' exits seen without a flush, %llu empty files "
+            "removed at their process's exit\n",
             static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
             static_cast<unsigned long long>(ds.lost_records),
             static_cast<unsigned long long>(ds.unplaced),
@@ -355,6 +356,7 @@ int record(const Options& o, FILE* log) {
             static_cast<unsigned long long>(ds.child_files),
             static_cast<unsigned long long>(ds.child_files_refused),
             static_cast<unsigned long long>(ds.pending_alone),
+            static_cast<unsigned long long>(ds.exits_seen),
             static_cast<unsigned long long>(ds.dropped));
   }
   sigaction(SIGINT, &old_int, nullptr);

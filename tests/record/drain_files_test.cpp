@@ -330,5 +330,37 @@ TEST(Run, ParentMakesEveryImagesFile) {
   EXPECT_GE(prof.processes.size(), 3u);  // the three burners at least (the shell may take none)
 }
 
+// A process whose file the parent made exits without a flush (FileAnswer::watched): the parent
+// sees it end (a pidfd), drains the last samples its rings held and completes the file as the
+// exit's flush would have: finished, every sample in it (samples x period = the process's CPU
+// within 5% + 20 ms, as Drain.EveryTickCountedAt1kHzAnd10kHz), and its effective rate
+// recomputed from every sample counted, not from those counted when the agent finished its
+// header (to the milli-hertz the header keeps).
+TEST(Run, ParentSeesTheExitAndCompletesTheFile) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "exit.sprof";
+  agent_test::Result r = agent_test::run(
+      {agent_test::kTool, "record", "-F", "1000", "-o", out, agent_test::kProg, "burn", "0.3"},
+      {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
+  const std::regex seen("([0-9]+) processes' exits seen without a flush");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, seen)) << r.err;
+  EXPECT_EQ(std::stoull(m[1]), 1u) << r.err;
+  const profile::Profile prof = agent_test::read(out);
+  ASSERT_EQ(prof.processes.size(), 1u);
+  const profile::Process& pr = prof.processes[0];
+  EXPECT_TRUE(pr.flags & SPROF_F_FINISHED);
+  ASSERT_GT(pr.cpu_ns, 0u);
+  ASSERT_GT(pr.delivered, 0u);
+  const double cpu_s = static_cast<double>(pr.cpu_ns) / 1e9;
+  const double sampled_s =
+      static_cast<double>(pr.delivered) * static_cast<double>(pr.tick_ns) / 1e9;
+  EXPECT_NEAR(sampled_s, cpu_s, 0.05 * cpu_s + 0.02) << "sampled " << sampled_s << " s";
+  EXPECT_NEAR(pr.effective_hz, static_cast<double>(pr.delivered) / cpu_s, 0.002)
+      << pr.delivered << " samples in " << cpu_s << " s";
+}
+
 }  // namespace
 }  // namespace sprofil::record_test
