@@ -50,6 +50,21 @@ TEST(AgentFds, AgentAloneKeepsCountingThePlugin) {
   EXPECT_GE(in_plugin, 20u);
 }
 
+// The fd table the program has natively: a single-threaded program's start exchange with the
+// record parent and its flushes (exec, exit) keep their fds low and close them before the
+// program runs again (clock/drain_client.cpp, Alone), instead of growing its fd table to
+// RLIMIT_NOFILE's limit for good (32768 entries at a limit of 20,000). A shell prints its
+// FDSize, then execs grep to print the new image's (exec keeps the table): the same natively
+// and under every clock.
+TEST(AgentFds, SingleThreadedProgramKeepsItsFdTable) {
+  const Args argv = {"/bin/sh", "-c",
+                     "grep FDSize /proc/$$/status; exec grep FDSize /proc/self/status"};
+  const Outcome native = run_once("", argv);
+  ASSERT_EQ(native.status, 0) << native.err;
+  ASSERT_NE(native.out.find("FDSize:"), std::string::npos) << native.out;
+  expect_no_harm(argv);
+}
+
 // The program replaces the profile file by one of its own before the dlopen: the agent sees
 // that the path is no longer its file, does not touch it, says so once and the program's file
 // is intact.
