@@ -80,12 +80,12 @@ size_t data_pages(uint64_t period_ns) {
 // thread (glibc's __libc_single_threaded: no pthread_create yet) and every signal is blocked
 // in it (clock.hpp's BlockAll: a process image's start exchange, drained_new_file; the
 // runtime's lock, held at an exec's flush, the restart after a failed exec, a forked child's
-// hand-over). The fds of
-// an exchange with the parent (the socket, an event until it is handed over, the file and the
-// directory sent with it) are closed before the caller returns: they then stay where the
-// kernel puts them. Moved out of the program's reach (place_out_of_reach), the first of them
-// grows the process's fd table to its limit for good (FDSize in /proc/PID/status: 32768
-// instead of 256 at a limit of 20,000, kept across exec; the growth 20-30 us of CPU).
+// hand-over). The fds of an exchange with the parent (the socket, an event until it is
+// handed over, the file and the directory sent with it) are closed before the caller
+// returns: they then stay where the kernel puts them. Moved out of the program's reach
+// (place_out_of_reach), the first of them grows the process's fd table to its limit for good
+// (FDSize in /proc/PID/status: 32768 instead of 256 at a limit of 20,000, kept across exec; the
+// growth 20-30 us of CPU).
 bool program_held_off() {
   if (!__libc_single_threaded) return false;
   sigset_t now;

@@ -446,8 +446,6 @@ struct Drainer::State {
   // A pidfd (pidfd_open) of each process whose image's file was made here (kDrainNewFile),
   // until it ends: its exit then needs no flush (FileAnswer::watched), the end is seen here.
   std::unordered_map<pid_t, int> watched;
-  // loop(): the watched processes of this pass's poll and their pidfds, the pid 0 if not ended.
-  std::vector<std::pair<pid_t, int>> ended;
 
   // Watches pid's end (a pidfd) if it is not watched yet; whether it is. Where pidfd_open is
   // missing (Linux before 5.3) or refused, the agent flushes at its exit as before.
@@ -463,34 +461,41 @@ struct Drainer::State {
     return true;
   }
 
-  // A watched process ended (all its threads: their events ended before, and the loop
-  // drained and closed them, pidfds being polled before events). Its own file, if the agent's
-  // exit completed it (SPROF_F_FINISHED, the end fields, without a flush), gets its
-  // effective rate from every sample now counted, and its unused space back or, empty, is
-  // removed, as a flush with kFlushRelease would have had it; then it is let go.
+  // A watched process ended (all its threads). Its events are drained to their end and its
+  // own file let go, as its exit's flush with kFlushRelease would have had them (flush()).
+  // The file, if the agent's exit completed it (SPROF_F_FINISHED, the end fields, without a
+  // flush), gets its effective rate from every sample counted, and its unused space back or,
+  // empty, is removed (let_go).
   void gone(pid_t pid) {
     if (const auto it = watched.find(pid); it != watched.end()) {
       close(it->second);
       watched.erase(it);
     }
-    const auto it = own_files.find(pid);
-    if (it == own_files.end()) return;
-    File* f = it->second;
+    drain::DrainMsg m;
+    m.pid = pid;
+    m.flags = drain::kFlushRelease;
+    const int fd = flush(m);
+    if (fd < 0) return;
     sprof_header h;
-    int fd = -1;
-    if (pread(f->fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
-        memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) == 0 && (h.flags & SPROF_F_FINISHED)) {
-      layout::finish_header(&h, h.cpu_ns, h.end_ns);
-      (void)!pwrite(f->fd, &h, sizeof h, 0);
-      fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+    if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
+        memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) != 0 || !(h.flags & SPROF_F_FINISHED)) {
+      close(fd);  // not completed (SIGKILL): left as it is
+      return;
+    }
+    layout::finish_header(&h, h.cpu_ns, h.end_ns);
+    (void)!pwrite(fd, &h, sizeof h, 0);
+    {
       std::lock_guard<std::mutex> l(stats_mu);
       ++stats.exits_seen;
     }
-    drop_own(pid);
-    if (fd >= 0) {
-      if (!drop_if_empty(fd, h.cpu_ns)) release_space(fd);
-      close(fd);
-    }
+    let_go(fd, h.cpu_ns);
+  }
+
+  // An exited process's file (fd, closed here): removed if it holds no sample (drop_if_empty),
+  // else its reserved space that no sample wrote given back.
+  void let_go(int fd, uint64_t cpu_ns) {
+    if (!drop_if_empty(fd, cpu_ns)) release_space(fd);
+    close(fd);
   }
 
   // Drops a user of f: the file goes with its last.
@@ -942,10 +947,7 @@ struct Drainer::State {
     for (int i = 0; i < nfds; ++i) close(fds[i]);
     (void)!send(conn, &ack, 1, MSG_NOSIGNAL);
     close(conn);
-    if (release_fd >= 0) {
-      if (!drop_if_empty(release_fd, m.cpu_ns)) release_space(release_fd);
-      close(release_fd);
-    }
+    if (release_fd >= 0) let_go(release_fd, m.cpu_ns);
   }
 
   // A thread's event (kDrainAdd), counting into the file file_fd names, or, for a forked child
@@ -1129,6 +1131,8 @@ struct Drainer::State {
     uint64_t next_tick = mono_ns() + tick_ms() * 1000000ull;
     uint64_t wake_at = next_tick;  // the tick's, or a re-draw's if sooner (redraw_due)
     std::vector<pollfd> p;
+    // The watched processes of this pass's poll and their pidfds; the pid 0 if not ended.
+    std::vector<std::pair<pid_t, int>> ended;
     for (;;) {
       const bool stopping = stop.load(std::memory_order_acquire);
       p.clear();
