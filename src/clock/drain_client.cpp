@@ -85,7 +85,7 @@ size_t data_pages(uint64_t period_ns) {
 // returns: they then stay where the kernel puts them. Moved out of the program's reach
 // (place_out_of_reach), the first of them grows the process's fd table to its limit for good
 // (FDSize in /proc/PID/status: 32768 instead of 256 at a limit of 20,000, kept across exec; the
-// growth 20-30 us of CPU).
+// growth 8-9 us of CPU, bench/start_pieces.sh).
 bool program_held_off() {
   if (!__libc_single_threaded) return false;
   sigset_t now;
