@@ -73,7 +73,8 @@ void agent_exit() {
   g_on = false;
 }
 
-__attribute__((constructor(200))) void agent_start() {
+// glibc calls an object's initializers with the program's argc, argv and envp.
+__attribute__((constructor(200))) void agent_start(int argc, char** argv, char**) {
   // A setuid or setgid program: the caller's environment must not steer it. Not even read.
   if (getauxval(AT_SECURE)) return;
   const char* out = env("SPROFIL_OUTPUT");
@@ -109,7 +110,7 @@ __attribute__((constructor(200))) void agent_start() {
   g_hdr = static_cast<sprof_header*>(h);
   g_file_end = g_next_off = SPROF_PAGE;
   setenv("SPROFIL_STARTED", "1", 1);  // later images of this run write files of their own
-  fill_header(g_hdr, 0);
+  fill_header(g_hdr, 0, argc, argv);
   util::self_exe(g_exe, sizeof g_exe);
   FoundList list = scan(nullptr);
   if (!list.partial && merge(list, false, fd) >= 0) g_stamp = list.stamp;

@@ -118,7 +118,7 @@ bool empty_child_file() {
   return (g_hdr->flags & SPROF_F_CHILD) && std::atomic_ref<uint64_t>(g_hdr->delivered).load() == 0;
 }
 
-void fill_header(sprof_header* h, uint32_t flags) {
+void fill_header(sprof_header* h, uint32_t flags, int argc, char* const* argv) {
   layout::HeaderInfo i;
   i.flags = flags;
   i.clock = static_cast<uint32_t>(g_clock.kind);
@@ -128,7 +128,8 @@ void fill_header(sprof_header* h, uint32_t flags) {
   i.ppid = getppid();
   char cmdline[SPROF_CMDLINE_MAX];
   i.cmdline = cmdline;
-  i.cmdline_len = util::read_cmdline(cmdline, sizeof cmdline);
+  i.cmdline_len = argv ? util::join_argv(cmdline, sizeof cmdline, argc, argv)
+                       : util::read_cmdline(cmdline, sizeof cmdline);
   // Every field but the tallies (overflow, delivered, lost), kept as they are: in drain mode
   // the record parent may have counted the main thread's first samples already (its event
   // went with the request for the file, drain_proto.hpp's kDrainNewFile). A new file's are 0.

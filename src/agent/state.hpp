@@ -188,7 +188,9 @@ int publish();
 int merge(const FoundList& list, bool dlopened, int fd);
 
 // finish.cpp
-void fill_header(sprof_header* h, uint32_t flags);
+// The command line from argv where the caller has the process image's own (its start), else
+// from /proc/self/cmdline.
+void fill_header(sprof_header* h, uint32_t flags, int argc = 0, char* const* argv = nullptr);
 // A forked child's file with no sample: complete_file removes it instead of completing it.
 bool empty_child_file();
 void complete_file(bool at_exit);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -62,11 +63,18 @@ void disarm_thread(Slot* s) {
 }
 
 // Threads that exist but did not come through our pthread_create (they predate the library,
-// or were made with clone directly) are found in /proc/self/task.
+// or were made with clone directly) are found in /proc/self/task. The directory's link count
+// is 2 plus the number of threads (the kernel's proc_task_getattr): a process of one thread,
+// the caller, as at every process image's start, is known from a stat of it, without reading
+// the directory (12-13 us of a fresh process's CPU against 3 us, bench/start_pieces.sh).
 void scan_threads() {
+  const pid_t drainer = perf::drainer_tid(), sampler = sampler_tid();
+  if (struct stat st; stat("/proc/self/task", &st) == 0 && st.st_nlink == 3) {
+    if (const pid_t self = gettid_(); self != drainer && self != sampler) add_slot(self);
+    return;
+  }
   DIR* d = opendir("/proc/self/task");
   if (!d) return;
-  const pid_t drainer = perf::drainer_tid(), sampler = sampler_tid();
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const auto tid = static_cast<pid_t>(atoi(e->d_name));
