@@ -7,9 +7,13 @@
 # program's extra CPU split by the system call (or fault) it was in: the agent's file, its
 # hand-overs, its page faults.
 # With BASE_BUILD=DIR (another build of sprofil, e.g. of an earlier commit), its `sprofil record`
-# runs too, in turn with the others ("base"), for an A/B of the agent's start. The last lines
-# are the medians over the rounds and the median per-round differences (bench/paired.py).
-# Usage: [PROFILE=1] [BASE_BUILD=DIR] bench/start_cost.sh [BUILD_DIR] [N] [ROUNDS]
+# runs too, in turn with the others ("base"), for an A/B of the agent's start. With SPAWN=1,
+# drain mode and perf record also start the program with posix_spawn ("spawn", "perfspawn":
+# process_cpu.py --spawn, no fork handler runs in the child): the part of drain mode's cost
+# that a forked child pays before its exec (its event's hand-over, the exec's flush) is
+# (drain - perf) - (spawn - perfspawn). The last lines are the medians over the rounds and the
+# median per-round differences (bench/paired.py).
+# Usage: [PROFILE=1] [SPAWN=1] [BASE_BUILD=DIR] bench/start_cost.sh [BUILD_DIR] [N] [ROUNDS]
 #        (defaults: build-compare, 100, 2)
 set -euo pipefail
 BUILD=${1:-build-compare}
@@ -40,8 +44,14 @@ for ((r = 0; r < ROUNDS; r++)); do
   for t in "${tools[@]}"; do
     "${t#* }" record -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" "${t%% *}" "$N" "${run[@]}"
   done
-done 2>&1 | grep -E '^(native|perf|drain|base) ' | tee "$dir/rounds.txt"
-python3 "$here/paired.py" "$dir/rounds.txt" 2 ms drain-perf drain-base perf-native
+  if [ "${SPAWN:-0}" = 1 ]; then
+    "$TOOL" record -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" --spawn spawn "$N" "${run[@]}"
+    perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
+      "${pc[@]}" --spawn perfspawn "$N" "${run[@]}"
+  fi
+done 2>&1 | grep -E '^(native|perf|drain|base|spawn|perfspawn) ' | tee "$dir/rounds.txt"
+python3 "$here/paired.py" "$dir/rounds.txt" 2 ms drain-perf drain-base perf-native \
+  spawn-perfspawn
 [ "${PROFILE:-0}" = 1 ] || exit 0
 perf record -q -F 25000 -g -o "$dir/native.data" -- "${pc[@]}" native "$N" "${run[@]}" >/dev/null 2>&1
 perf record -q -F 25000 -g -o "$dir/drain.data" -- \
