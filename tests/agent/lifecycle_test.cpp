@@ -3,6 +3,8 @@
 // files of their own; threads made before and after the agent starts are all sampled; the
 // agent works without the tool.
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -293,6 +295,42 @@ TEST(Exec, OneFilePerExecdProgram) {
   EXPECT_GT(samples_of(report_json(dir / by_mode["burnexec"]), "burn_main"), 100);
   EXPECT_EQ(samples_of(report_json(dir / by_mode["burnexec"]), "burn_a"), 0);
   EXPECT_GT(samples_of(report_json(dir / by_mode["split"]), "burn_b"), 0);
+}
+
+// The header's command line is the process image's own, byte for byte as /proc/PID/cmdline
+// gives it (the agent joins it from the argv its constructor is called with): arguments that
+// are empty, hold spaces or bytes above 127, under every clock.
+TEST(Exec, HeaderCommandLineIsTheImagesOwn) {
+  TempDir dir;
+  const std::string saved = dir / "cmdline";
+  // The shell saves its cmdline, then burns (a file without samples is not kept).
+  const std::string script =
+      "cat /proc/$$/cmdline > \"$0\"; i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
+  const Args args = {"sh", "-c", script, saved, "two words", "", "caf\xc3\xa9", "-x"};
+  for (const char* clock : {"auto", "cpu"}) {
+    SCOPED_TRACE(clock);
+    const std::string out = dir / (std::string(clock) + ".sprof");
+    Result r = record(out, {"--clock", clock}, args);
+    ASSERT_EQ(r.status, 0) << describe(r);
+    std::ifstream in(saved, std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    ASSERT_FALSE(bytes.empty());
+    std::vector<std::string> want;  // each argument is NUL-terminated
+    for (size_t at = 0; at < bytes.size();) {
+      const size_t end = bytes.find('\0', at);
+      want.push_back(bytes.substr(at, end - at));
+      at = end + 1;
+    }
+    EXPECT_EQ(want, std::vector<std::string>(args.begin(), args.end()));
+    const profile::Profile p = read(out);
+    bool found = false;
+    for (const profile::Process& proc : p.processes) {
+      if (proc.argv.size() < 2 || proc.argv[1] != "-c") continue;  // not the shell
+      found = true;
+      EXPECT_EQ(proc.argv, want);
+    }
+    EXPECT_TRUE(found) << "no process of the shell in the profile\n" << describe(r);
+  }
 }
 
 class ExecdShell : public ::testing::TestWithParam<const char*> {};
