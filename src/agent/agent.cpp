@@ -4,8 +4,9 @@
 // and objects dlopen'd later) and keeps the counters in the output file itself, through a
 // shared mapping: whatever happens to the process (exit, _exit, abort, SIGKILL) the file holds
 // every sample taken. The counter space is reserved on disk when a region is added
-// (fallocate), so a full disk cannot fault a sample later; memory grows only with the pages
-// of counters actually hit. Counters that cannot go into the file (RLIMIT_FSIZE, no space,
+// (fallocate), so a full disk cannot fault a sample later (in drain mode the record parent
+// counts, and reserves each counter page as it first counts into it); memory grows only with the
+// pages of counters actually hit. Counters that cannot go into the file (RLIMIT_FSIZE, no space,
 // the file is gone) live in anonymous memory and are written at a clean exit if they fit.
 //
 // This file: the agent's state, start-up (the constructor) and exit. state.hpp lists the
@@ -42,6 +43,7 @@ size_t g_nfile = 0;
 uint64_t g_file_end = 0;
 uint64_t g_next_off = 0;
 bool g_spilled = false;
+bool g_lazy_arrays = false;
 bool g_with_system = false;
 uint64_t g_stamp = 0;
 uint32_t* g_unloaded = nullptr;
@@ -108,6 +110,9 @@ __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**
     return;
   }
   g_hdr = static_cast<sprof_header*>(h);
+  // The record parent took the main thread's event with the file: drain mode runs, and the
+  // parent reserves the arrays' pages as it counts into them.
+  g_lazy_arrays = rt::perf::early_handed(g_clock.interval_ns);
   g_file_end = g_next_off = SPROF_PAGE;
   setenv("SPROFIL_STARTED", "1", 1);  // later images of this run write files of their own
   fill_header(g_hdr, 0, argc, argv);
@@ -132,6 +137,15 @@ __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**
   // publishes use (and write) that one.
   rt::ClockRequest running;
   if (rt::running_clock(&running)) g_clock = running;
+  // (Cannot happen: the event the parent took means drain mode. Were it so, the process
+  // counts its own samples, into reserved space only.)
+  if (g_lazy_arrays && !rt::perf::drain_mode()) {
+    if (int e = reserve_arrays()) {
+      stop_sampling();
+      say("sprofil: not profiling: cannot reserve the counters' space: %s%s\n", strerror(e), "");
+      return;
+    }
+  }
   g_hdr->clock = static_cast<uint32_t>(g_clock.kind);
   if (const char* reason = rt::auto_fallback_reason(); *reason) say("sprofil: %s%s\n", reason, "");
   g_on = true;

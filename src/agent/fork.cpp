@@ -130,6 +130,7 @@ void take_own_file() {
   if (from >= 0) close(from);
   free(saved);
   if (g_spilled) say_spilled(err);
+  g_lazy_arrays = by_parent;  // the record parent's file: it reserves the arrays as it counts
   if (!by_parent) fill_header(g_hdr, SPROF_F_CHILD);  // the parent's has its tallies
   g_hdr->clock = clock;
   g_hdr->regions_end = g_file_end;

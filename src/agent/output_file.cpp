@@ -66,6 +66,57 @@ int reserve(int fd, uint64_t off, uint64_t len) {
 }
 
 namespace {
+// Grows the file (sparsely) to `end` if it is shorter.
+int extend(int fd, uint64_t end) {
+  if (!fits_fsize(end)) return EFBIG;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return errno;
+  if (static_cast<uint64_t>(st.st_size) >= end) return 0;
+  return ftruncate(fd, static_cast<off_t>(end)) == 0 ? 0 : errno;
+}
+}  // namespace
+
+// In drain mode the program never writes the arrays: reserving them all (13 MB for cmp-burn4
+// at 1-byte bins) and giving back at the exit what no sample wrote made the file system
+// allocate and free blocks for every process, which on a file system mounted with `discard`
+// (the VM of docs/benchmarks.md) sent the disk discard requests, whose interrupts fell on the
+// CPUs the programs ran on (about 5 per process, 40-50 us of a short process's CPU).
+int reserve_span(int fd, uint64_t off, uint64_t len) {
+  return g_lazy_arrays ? extend(fd, off + len) : reserve(fd, off, len);
+}
+
+// A record's page is written (zeros, before the record is filled through the mapping), not
+// allocated: the write reserves its space (a full disk is its error, not a fault of the
+// mapping later), and the file system allocates it only when it writes the page back, which
+// the file of a short process, removed at its exit when it has no sample, never needs.
+int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned) {
+  if (!g_lazy_arrays) return spanned ? 0 : reserve(fd, off, len);
+  static const char zero[SPROF_PAGE] = {};
+  int e = spanned ? 0 : extend(fd, off + len);
+  if (e == 0 && pwrite(fd, zero, SPROF_PAGE, static_cast<off_t>(off)) != SPROF_PAGE)
+    e = errno ? errno : ENOSPC;
+  if (e != 0) (void)!ftruncate(fd, static_cast<off_t>(off));
+  return e;
+}
+
+int reserve_arrays() {
+  if (!g_lazy_arrays) return 0;
+  if (g_nfile == 0) {
+    g_lazy_arrays = false;
+    return 0;
+  }
+  const int fd = reopen_output();
+  if (fd < 0) return EBADF;
+  int e = 0;
+  for (size_t k = 0; k < g_nfile && e == 0; ++k)
+    e = posix_fallocate(fd, static_cast<off_t>(g_regs[k].record_offset + SPROF_PAGE),
+                        static_cast<off_t>(g_regs[k].record_bytes - SPROF_PAGE));
+  close(fd);
+  if (e == 0) g_lazy_arrays = false;
+  return e;
+}
+
+namespace {
 
 // g_base split: its directory (dir[0, dlen)) and its file name.
 struct BaseParts {

@@ -47,11 +47,21 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
       layout::region_shape(f.end - f.start, g_bin_bytes, kCounterWidth, g_with_system);
   const uint64_t off = g_next_off, len = shape.record_size;
   void* rec = MAP_FAILED;
-  const bool batched = g_batch && off >= g_batch_off && off + len <= g_reserved_to;
+  bool batched = g_batch && off >= g_batch_off && off + len <= g_reserved_to;
   if (batched) {
-    rec = g_batch + (off - g_batch_off);
+    if (const int e = reserve_record(fd, off, len, true)) {  // its page, where lazy
+      // This record and the rest of the batch are not in the file: cut it off there.
+      munmap(g_batch + (off - g_batch_off), g_reserved_to - off);
+      (void)!ftruncate(fd, static_cast<off_t>(off));
+      g_reserved_to = off;
+      batched = false;
+      g_spilled = true;
+      say_spilled(e);
+    } else {
+      rec = g_batch + (off - g_batch_off);
+    }
   } else if (!g_spilled && fd >= 0) {
-    int e = off + len <= g_reserved_to ? 0 : reserve(fd, off, len);
+    int e = reserve_record(fd, off, len, off + len <= g_reserved_to);
     if (e == 0) {
       rec = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
       if (rec == MAP_FAILED) {
@@ -361,7 +371,7 @@ int merge(const FoundList& list, bool dlopened, int fd) {
   if (want > 0 && !g_spilled) {
     if (!opened) fd = own_fd = reopen_output();
     opened = true;
-    if (fd >= 0 && reserve(fd, g_next_off, want) == 0) g_reserved_to = g_next_off + want;
+    if (fd >= 0 && reserve_span(fd, g_next_off, want) == 0) g_reserved_to = g_next_off + want;
     void* m = g_reserved_to ? mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                                    static_cast<off_t>(g_next_off))
                             : MAP_FAILED;

@@ -54,10 +54,14 @@ extern std::atomic<bool> g_on;  // read without the lock by the dlopen fast path
 extern sprof_header* g_hdr;
 extern AgentRegion* g_regs;
 extern size_t g_nregs, g_capregs;
-extern size_t g_nfile;        // regions [0, g_nfile) are in the file mapping (a prefix)
-extern uint64_t g_file_end;   // end of those records in the file
-extern uint64_t g_next_off;   // where the next record goes (past g_file_end once spilled)
-extern bool g_spilled;        // a record did not fit in the file: it and all later are anonymous
+extern size_t g_nfile;       // regions [0, g_nfile) are in the file mapping (a prefix)
+extern uint64_t g_file_end;  // end of those records in the file
+extern uint64_t g_next_off;  // where the next record goes (past g_file_end once spilled)
+extern bool g_spilled;       // a record did not fit in the file: it and all later are anonymous
+// The file's arrays are not reserved (only its record pages are): the record parent made the
+// file and counts this process's samples (drain mode), reserving each array page it writes.
+// reserve_arrays() reserves them before anything in the process counts into them.
+extern bool g_lazy_arrays;
 extern bool g_with_system;    // new records get a system-time array
 extern uint64_t g_stamp;      // the loader's adds + subs at the last merged scan
 extern uint32_t* g_unloaded;  // the regions that are not live, in no order (reload candidates)
@@ -92,6 +96,17 @@ void say(const char* fmt, const char* a, const char* b);
 void set_output_base(const char* absolute_base);
 bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
+// A record's space at off (the file's size, or within a reservation made by reserve_span):
+// all of it reserved, or with g_lazy_arrays the file extended over it and its first page, the
+// record's own, reserved. 0 or an errno value (the file is then cut back to off).
+int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned);
+// The records' space [off, off + len) of several records at once: reserved, or with
+// g_lazy_arrays the file extended over it (each record's page is reserved by reserve_record).
+int reserve_span(int fd, uint64_t off, uint64_t len);
+// Reserves the arrays of every record in the file, if g_lazy_arrays (then clears it): before
+// the process itself counts into them (a clock other than drain mode's, a thread that falls
+// back to a signal per sample). 0 or an errno value (nothing may then count in the process).
+int reserve_arrays();
 int create_output(bool first, bool with_event);  // the fd, or -1 with errno set
 int drained_child_output(int from);  // drain mode, a forked child: made by the record parent
 bool pending_child(rt::perf::DrainChild* c, bool dir);  // perf::set_drain_child's

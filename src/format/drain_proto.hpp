@@ -32,13 +32,14 @@
 //   file (it must write into it: a dlopen, a failed exec). The answer is a FileAnswer
 //   and, when err is 0, the file's fd (SCM_RIGHTS), which the child maps its records onto:
 //   the file the parent made for the child's samples already (kAddPending), else a new one
-//   (format/profile_file.hpp: a private temporary, renamed to `name`.PID or .PID.k; the
-//   space of the first region_count records reserved, up to regions_end, their record pages
-//   copied, the arrays zero, the header filled from the parent process's: CHILD, pid, ppid,
-//   start_ns). Any error: the child makes the file itself.
+//   (format/profile_file.hpp: a private temporary, renamed to `name`.PID or .PID.k; its size
+//   regions_end, the pages of the first region_count records copied, the arrays holes that the
+//   parent reserves page by page as it counts into them (drain.cpp, reserve_counter), the
+//   header filled from the parent process's: CHILD, pid, ppid, start_ns). Any error: the
+//   child makes the file itself.
 // - kDrainNewFile, with one fd: the directory of the run's files (O_PATH). A process image's
 //   own profile file (the agent's first job at start-up), made by the parent as
-//   format/profile_file.hpp defines (a private temporary, its first page reserved, renamed to
+//   format/profile_file.hpp defines (a private temporary, its first page written, renamed to
 //   `name` with kNewFirst in flags, else `name`.PID or .PID.k), so that the file system's
 //   work of making a file (the inode, the rename: with the lone events below, 0.3-0.5 ms of a
 //   short process's CPU on the ext4 of docs/benchmarks.md, "After 6cf1dab") is the parent's,

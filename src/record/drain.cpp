@@ -89,6 +89,7 @@ struct File {
   int users = 0;              // events counting into it, and own_files' hold
   uint32_t seen_changes = 0;  // header.regions_changes when the table was built
   int dirfd = -1;  // made here (kDrainNewFile): its directory, for its process's forked children
+  std::vector<bool> reserved;  // the file's pages known reserved (reserve_counter)
 };
 
 // A forked child without its own file yet (drain_proto.hpp's kAddPending): where to make it.
@@ -334,9 +335,10 @@ bool valid_name(const drain::DrainMsg& m) {
 
 // A forked child's profile file (drain_proto.hpp's kDrainChildFile), made in dirfd from its
 // parent process's file `from` as the child would have made it (agent/fork.cpp): a private
-// temporary with the space of the first m.region_count records reserved, up to m.regions_end,
-// their record pages copied (the arrays stay zero; the child fills the header), then renamed
-// to the first free name for the child's pid. The fd, or -1 with *err set.
+// temporary of m.regions_end bytes, the first m.region_count records' pages copied (written,
+// so their space is the file's; the arrays stay holes, reserved page by page as samples are
+// counted into them: reserve_counter), the header filled, then renamed to the first free
+// name for the child's pid. The fd, or -1 with *err set.
 int make_child_file(int from, int dirfd, const drain::DrainMsg& m, int* k, int* err) {
   struct stat st;
   if (!valid_name(m) || m.region_count == 0 || m.regions_end <= SPROF_PAGE ||
@@ -347,8 +349,7 @@ int make_child_file(int from, int dirfd, const drain::DrainMsg& m, int* k, int* 
   }
   char name[NAME_MAX + 1];
   return naming::make_profile(dirfd, m.name, m.pid, name, sizeof name, k, err, [&](int fd) {
-    int e = posix_fallocate(fd, 0, static_cast<off_t>(m.regions_end));
-    if (e != 0) return e;
+    if (ftruncate(fd, static_cast<off_t>(m.regions_end)) != 0) return errno;
     std::vector<char> page(SPROF_PAGE);
     // The header: the forked-from process's clock, rate and command line (a fork keeps them),
     // the child's pid, parent and fork time; the records the child has.
@@ -387,7 +388,7 @@ int make_child_file(int from, int dirfd, const drain::DrainMsg& m, int* k, int* 
 }
 
 // A process image's own profile file (drain_proto.hpp's kDrainNewFile), made in dirfd as the
-// agent makes it (agent/output_file.cpp): its first page reserved, named m.name (kNewFirst)
+// agent makes it (agent/output_file.cpp): its first page written (zeros), named m.name (kNewFirst)
 // or m.name.PID[.k]. The agent fills the header. The fd, or -1 with *err set.
 int make_new_file(int dirfd, const drain::DrainMsg& m, int* k, int* err) {
   if (!valid_name(m)) {
@@ -396,8 +397,11 @@ int make_new_file(int dirfd, const drain::DrainMsg& m, int* k, int* err) {
   }
   char name[NAME_MAX + 1];
   const int pid = (m.flags & drain::kNewFirst) ? 0 : m.pid;
-  return naming::make_profile(dirfd, m.name, pid, name, sizeof name, k, err,
-                              [](int fd) { return posix_fallocate(fd, 0, SPROF_PAGE); });
+  // The header's page written (zeros), not allocated: see reserve_counter.
+  return naming::make_profile(dirfd, m.name, pid, name, sizeof name, k, err, [](int fd) {
+    static const char zero[SPROF_PAGE] = {};
+    return pwrite(fd, zero, SPROF_PAGE, 0) == SPROF_PAGE ? 0 : errno ? errno : ENOSPC;
+  });
 }
 
 // Whether the peer of conn is process pid (SO_PEERCRED): a file named for a pid is made only
@@ -612,7 +616,37 @@ struct Drainer::State {
       stats.unplaced += w;
       return;
     }
+    if (const engine::Region* r = f->table->find(pc, &f->hint)) {
+      const uint64_t at = r->map.index(pc) * r->counters.width;
+      if (!reserve_counter(f, static_cast<char*>(r->counters.base) + at) ||
+          (system_w && r->system && !reserve_counter(f, static_cast<char*>(r->system) + at))) {
+        f->table->record_lost(w);
+        std::lock_guard<std::mutex> l(stats_mu);
+        stats.no_space += w;
+        return;
+      }
+    }
     f->table->record(pc, w, system_w, &f->hint);
+  }
+
+  // In drain mode the agent reserves only its records' pages (agent/output_file.cpp,
+  // reserve_span): the page of a counter is reserved here before its first count, so that a
+  // full disk costs the sample (counted lost) and not this process a SIGBUS on the mapping.
+  // Reserving every array up front, and giving back at each exit what no sample wrote, made
+  // the file system free blocks at every process's end: on a file system mounted with
+  // `discard`, a discard request per record and its interrupts on the CPUs the programs ran
+  // on (docs/benchmarks.md, "After d50d147").
+  // The page is written over itself (from the mapping): the write reserves its space, where
+  // an allocation would make the file system allocate it now and free it (a discard) when the
+  // file goes; written, it is allocated only when written back.
+  static bool reserve_counter(File* f, const char* at) {
+    const uint64_t page = static_cast<uint64_t>(at - f->map) / kPage;
+    if (page < f->reserved.size() && f->reserved[page]) return true;
+    if (page >= f->reserved.size()) f->reserved.resize(page + 1);
+    const off_t off = static_cast<off_t>(page * kPage);
+    if (pwrite(f->fd, f->map + off, kPage, off) != static_cast<ssize_t>(kPage)) return false;
+    f->reserved[page] = true;
+    return true;
   }
 
   // n samples the kernel dropped: delivered and lost in the file's tallies (the header's).

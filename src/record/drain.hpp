@@ -41,6 +41,8 @@ class Drainer : util::NoCopy {
     uint64_t lost_records = 0;         // records the kernel dropped (ring full): counted as lost
                                        // samples in the file's header (perf::drop_lost)
     uint64_t unplaced = 0;             // samples of a process whose file could not be mapped
+    uint64_t no_space = 0;             // samples whose counter's page could not be reserved
+                                       // (a full disk): counted as lost in the file's header
     uint64_t exit_credited = 0;        // whole periods credited when their event ended
     uint64_t exit_unplaced = 0;        // the same for events that never had a record (no pc)
     uint64_t redraws = 0;              // periods re-drawn (PERF_EVENT_IOC_PERIOD, an IPI each)

@@ -338,26 +338,27 @@ int record(const Options& o, FILE* log) {
   drainer.finish();
   const Drainer::Stats ds = drainer.stats();  // after finish(): all of the run
   if (drain && getenv("SPROFIL_DRAIN_STATS")) {
-    fprintf(log,
-            "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
-            "the kernel, %llu samples unplaced, %llu periods credited at an event's end, %llu "
-            "not (no pc), %llu periods re-drawn, %llu process images' files made, %llu refused, "
-            "%llu forked children's files made, %llu refused, %llu forked children's events taken "
-            "without their files, %llu processes' exits seen without a flush, %llu empty files "
-            "removed at their process's exit\n",
-            static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
-            static_cast<unsigned long long>(ds.lost_records),
-            static_cast<unsigned long long>(ds.unplaced),
-            static_cast<unsigned long long>(ds.exit_credited),
-            static_cast<unsigned long long>(ds.exit_unplaced),
-            static_cast<unsigned long long>(ds.redraws),
-            static_cast<unsigned long long>(ds.new_files),
-            static_cast<unsigned long long>(ds.new_files_refused),
-            static_cast<unsigned long long>(ds.child_files),
-            static_cast<unsigned long long>(ds.child_files_refused),
-            static_cast<unsigned long long>(ds.pending_alone),
-            static_cast<unsigned long long>(ds.exits_seen),
-            static_cast<unsigned long long>(ds.dropped));
+    fprintf(
+        log,
+        "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
+        "the kernel, %llu samples unplaced, %llu lost for want of disk space, %llu periods "
+        "credited at an event's end, %llu "
+        "not (no pc), %llu periods re-drawn, %llu process images' files made, %llu refused, "
+        "%llu forked children's files made, %llu refused, %llu forked children's events taken "
+        "without their files, %llu processes' exits seen without a flush, %llu empty files "
+        "removed at their process's exit\n",
+        static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
+        static_cast<unsigned long long>(ds.lost_records),
+        static_cast<unsigned long long>(ds.unplaced), static_cast<unsigned long long>(ds.no_space),
+        static_cast<unsigned long long>(ds.exit_credited),
+        static_cast<unsigned long long>(ds.exit_unplaced),
+        static_cast<unsigned long long>(ds.redraws), static_cast<unsigned long long>(ds.new_files),
+        static_cast<unsigned long long>(ds.new_files_refused),
+        static_cast<unsigned long long>(ds.child_files),
+        static_cast<unsigned long long>(ds.child_files_refused),
+        static_cast<unsigned long long>(ds.pending_alone),
+        static_cast<unsigned long long>(ds.exits_seen),
+        static_cast<unsigned long long>(ds.dropped));
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);

@@ -130,6 +130,49 @@ TEST(Drain, SigkillAtARandomMomentLosesNoSample) {
   }
 }
 
+// In drain mode the program never writes its counters: its file's arrays are not reserved
+// (agent/output_file.cpp, reserve_span), and the record parent reserves each counter page as it
+// counts into it (record/drain.cpp, reserve_counter). While agent_prog burns under `sprofil
+// record`, its file in the run directory has megabytes of arrays (1-byte bins over its text,
+// libc's, libstdc++'s and libm's) and at most a quarter of them takes disk space; before, all
+// of it did until the exit's release.
+TEST(Drain, ArraysTakeSpaceOnlyWhereCounted) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "lazy.sprof";
+  Spawned s = spawn({kTool, "record", "-F", "1000", "-o", out, "--", kProg, "burn", "1.5"});
+  bool seen = false;
+  uint64_t blocks = 0, size = 0;
+  for (int i = 0; i < 1000 && !seen; ++i) {  // at most 10 s
+    std::error_code ec;
+    for (const auto& d : std::filesystem::directory_iterator(dir.path(), ec)) {
+      if (!d.is_directory()) continue;
+      for (const auto& f : std::filesystem::directory_iterator(d.path(), ec)) {
+        profile::Profile p;
+        std::string err;
+        if (!profile::read_profile(f.path().string(), &p, &err) || p.argv.empty() ||
+            p.argv[0] != kProg || p.delivered < 100)
+          continue;  // not agent_prog's, or not counting yet
+        struct stat st;
+        if (::stat(f.path().c_str(), &st) != 0) continue;
+        seen = true;
+        blocks = static_cast<uint64_t>(st.st_blocks) * 512;
+        size = static_cast<uint64_t>(st.st_size);
+      }
+    }
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Result r = finish(s);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  ASSERT_TRUE(seen) << "no counting file of agent_prog in the run directory";
+  EXPECT_GT(size, uint64_t{1} << 20) << "the arrays should span megabytes";
+  EXPECT_LE(blocks, size / 4) << blocks << " bytes of " << size << " take disk space";
+  // What the parent counted is all there.
+  const profile::Profile p = read(out);
+  expect_consistent(p, "lazy");
+  EXPECT_GT(p.total_samples(), 1000u);
+}
+
 // In drain mode the record parent, not the program, gives back the disk space reserved for
 // counter pages that no sample touched, right after answering the exit's last flush
 // (kFlushRelease): an exited process's file in the run directory is sparse again while the
