@@ -1,0 +1,46 @@
+// The C counterpart of `bench/process_cpu.py --spawn`, without an interpreter around it: runs
+// CMD N times in turn (posix_spawn, stdout to /dev/null), each time waits for it (wait4) and
+// prints LABEL, the median user + system time of CMD in ms and its median minor page faults.
+// Run it under a tool (sprofil record, perf record) for that tool's cost to each process; the
+// tool's own start-up is not counted. For bench/spawn_ab.sh.
+// Usage: spawn_cpu LABEL N CMD [ARGS...]
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+extern char** environ;
+
+static int by_value(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 4) return 2;
+  const int n = atoi(argv[2]);
+  if (n <= 0) return 2;
+  double* cpu = calloc((size_t)n, sizeof *cpu);
+  double* faults = calloc((size_t)n, sizeof *faults);
+  if (!cpu || !faults) return 1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  for (int i = 0; i < n; ++i) {
+    pid_t pid;
+    if (posix_spawnp(&pid, argv[3], &fa, NULL, argv + 3, environ) != 0) return 1;
+    struct rusage ru;
+    int status;
+    if (wait4(pid, &status, 0, &ru) != pid) return 1;
+    cpu[i] = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+             (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+    faults[i] = (double)ru.ru_minflt;
+  }
+  qsort(cpu, (size_t)n, sizeof *cpu, by_value);
+  qsort(faults, (size_t)n, sizeof *faults, by_value);
+  printf("%s %.3f ms %.0f faults\n", argv[1], cpu[n / 2], faults[n / 2]);
+  return 0;
+}
