@@ -98,14 +98,15 @@ bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
 // A record's space at off (the file's size, or within a reservation made by reserve_span):
 // all of it reserved, or with g_lazy_arrays the file extended over it and its first page, the
-// record's own, reserved. 0 or an errno value (the file is then cut back to off).
+// record's own, written (zeros: the write reserves its space). 0 or an errno value (the file
+// is then cut back to off).
 int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned);
 // The records' space [off, off + len) of several records at once: reserved, or with
 // g_lazy_arrays the file extended over it (each record's page is reserved by reserve_record).
 int reserve_span(int fd, uint64_t off, uint64_t len);
 // Reserves the arrays of every record in the file, if g_lazy_arrays (then clears it): before
-// the process itself counts into them (a clock other than drain mode's, a thread that falls
-// back to a signal per sample). 0 or an errno value (nothing may then count in the process).
+// the process itself counts into them (a clock other than drain mode's; drain mode has no
+// in-process fallback). 0 or an errno value (nothing may then count in the process).
 int reserve_arrays();
 int create_output(bool first, bool with_event);  // the fd, or -1 with errno set
 int drained_child_output(int from);  // drain mode, a forked child: made by the record parent
