@@ -181,5 +181,22 @@ TEST(AgentLimits, UntouchedReservationIsReleasedAtExit) {
   EXPECT_GE(p.delivered, 100u);
 }
 
+// The CPU affinity is the program's: in drain mode (record's perf clock) the exchanges with
+// the record parent pin the thread to its CPU while it waits for the answer and give the mask
+// back (clock/drain_client.cpp, CpuPin). A shell prints its Cpus_allowed_list after its start,
+// then execs grep to print the new image's (the exec's flush and the image's start are
+// exchanges too): the same natively and under every clock, with the machine's every CPU and
+// under `taskset` (where the mask is not init's, no pin).
+TEST(AgentLimits, CpuAffinityIsTheProgramsOwn) {
+  const std::string show =
+      "grep Cpus_allowed_list /proc/$$/status; exec grep Cpus_allowed_list /proc/self/status";
+  const Outcome native = run_once("", {"/bin/sh", "-c", show});
+  ASSERT_EQ(native.status, 0) << native.err;
+  ASSERT_EQ(agent_test::lines_with(native.out, "Cpus_allowed_list:").size(), 2u) << native.out;
+  expect_no_harm({"/bin/sh", "-c", show});
+  if (access("/usr/bin/taskset", X_OK) == 0)
+    expect_no_harm({"/usr/bin/taskset", "-c", "0", "/bin/sh", "-c", show});
+}
+
 }  // namespace
 }  // namespace sprofil::harm_test
