@@ -108,16 +108,17 @@ int place(int fd) {
 // under `sprofil record` moved so at their start; a process that has run on two CPUs makes the
 // other flush its TLB when its memory is unmapped at its exit (an IPI that the exiting process
 // waits for), and resumes with cold caches. Pinned, it resumes where it ran once the parent
-// sleeps again (docs/benchmarks.md, "After db017fc": 0.010 ms less CPU and about 0.03 ms less
+// sleeps again (docs/benchmarks.md, "After db017fc": about 0.015 ms less CPU and 0.03 ms less
 // time a process, and no TLB shootdown at its exit).
 //
 // The program's affinity is the same afterwards, and so is what the kernel keeps as its own
 // request (since Linux 6.2 a sched_setaffinity() is also the mask a later change of the cpuset
 // is intersected with; a process that never asked has none, which means every CPU). So the
-// thread is pinned only where its mask is that of process 1 of its pid namespace (no taskset,
-// no cpuset narrower than init's), and the mask given back is every CPU, which the kernel
-// intersects with the cpuset's: checked to give the mask it had, else that mask is set. Not
-// given back if the mask is no longer the pin (changed from outside meanwhile).
+// thread is pinned only where its mask (of two CPUs or more) is that of process 1 of its pid
+// namespace (no taskset, no cpuset narrower than init's), and the mask given back is every
+// CPU, which the kernel intersects with the cpuset's: checked to give the mask it had, else
+// that mask is set. Not given back if the mask is no longer the pin (changed from outside
+// meanwhile).
 struct CpuPin {
   cpu_set_t was;
   cpu_set_t one;
@@ -130,8 +131,8 @@ void pin_here(CpuPin* p) {
   CPU_ZERO(&p->was);
   const int cpu = sched_getcpu();
   if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof p->was, &p->was) != 0 ||
-      !CPU_ISSET(cpu, &p->was) || sched_getaffinity(1, sizeof init, &init) != 0 ||
-      !CPU_EQUAL(&p->was, &init))
+      !CPU_ISSET(cpu, &p->was) || CPU_COUNT(&p->was) < 2 ||  // (one CPU: nowhere to move)
+      sched_getaffinity(1, sizeof init, &init) != 0 || !CPU_EQUAL(&p->was, &init))
     return;
   CPU_ZERO(&p->one);
   CPU_SET(cpu, &p->one);
