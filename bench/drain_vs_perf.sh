@@ -15,14 +15,8 @@ HZ=${2:-10000}
 ROUNDS=${3:-12}
 ITERS=${4:-561600000}
 here=$(cd "$(dirname "$0")" && pwd)
-TOOL=$BUILD/bin/sprofil
-PROG=$BUILD/bin/cmp-burn4
-if [ ! -x "$TOOL" ] || [ ! -x "$PROG" ]; then
-  echo "build the compare target in $BUILD first" >&2
-  exit 2
-fi
-command -v perf >/dev/null || { echo "perf (linux-perf) is needed" >&2; exit 2; }
 source "$here/common.sh"
+compare_build "$BUILD"
 pc=(python3 "$here/process_cpu.py")
 run=("$PROG" --iters "$ITERS")
 for ((r = 0; r < ROUNDS; r++)); do

@@ -14,12 +14,8 @@ BUILD=${1:-build-compare}
 N=${2:-300}
 ROUNDS=${3:-10}
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=$(cd "$BUILD" && pwd)
-TOOL=$BUILD/bin/sprofil
-PROG=$BUILD/bin/cmp-burn4
-[ -x "$TOOL" ] && [ -x "$PROG" ] || { echo "build the compare target in $BUILD first" >&2; exit 2; }
-command -v perf >/dev/null || { echo "perf (linux-perf) is needed" >&2; exit 2; }
 source "$here/common.sh"
+compare_build "$BUILD"
 cc -O2 -Wall "$here/spawn_cpu.c" -o "$dir/spawn_cpu"
 run=("$dir/spawn_cpu")
 configs=(native perf drain)

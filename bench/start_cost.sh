@@ -20,12 +20,8 @@ BUILD=${1:-build-compare}
 N=${2:-100}
 ROUNDS=${3:-2}
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=$(cd "$BUILD" && pwd)
-TOOL=$BUILD/bin/sprofil
-PROG=$BUILD/bin/cmp-burn4
-[ -x "$TOOL" ] && [ -x "$PROG" ] || { echo "build the compare target in $BUILD first" >&2; exit 2; }
-command -v perf >/dev/null || { echo "perf (linux-perf) is needed" >&2; exit 2; }
 source "$here/common.sh"
+compare_build "$BUILD"
 pc=(python3 "$here/process_cpu.py")
 run=("$PROG" --iters 1000)
 BASE_TOOL=

@@ -159,7 +159,8 @@ int exchange(const char* sock, const drain::DrainMsg& m, const int* fds, int nfd
   if (fd_in) *fd_in = -1;
   const int s0 = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (s0 < 0) return errno;
-  const int s = place(s0);
+  const bool held_off = program_held_off();
+  const int s = held_off ? s0 : place_out_of_reach(s0);
   if (s < 0) return EMFILE;
   sockaddr_un a;
   memset(&a, 0, sizeof a);
@@ -175,7 +176,7 @@ int exchange(const char* sock, const drain::DrainMsg& m, const int* fds, int nfd
     return err;
   }
   CpuPin pin;
-  if (program_held_off()) pin_here(&pin);
+  if (held_off) pin_here(&pin);
   ssize_t n = util::send_with_fds(s, &m, sizeof m, fds, nfds);
   if (n != static_cast<ssize_t>(sizeof m)) err = n < 0 ? errno : EIO;
   if (err == 0) {

@@ -610,13 +610,17 @@ struct Drainer::State {
     // regions_changes moves. Samples drained after such a change that were taken before it
     // (at most a pass, kMaxTickMs) go by the new records.
     if ((!f->table && !f->refreshed) || (f->table && changed(f))) refresh(f);
-    if (f->table && !f->table->find(pc, &f->hint) && !f->refreshed && stale(f)) refresh(f);
+    const engine::Region* r = f->table ? f->table->find(pc, &f->hint) : nullptr;
+    if (f->table && !r && !f->refreshed && stale(f)) {
+      refresh(f);
+      r = f->table ? f->table->find(pc, &f->hint) : nullptr;
+    }
     if (!f->table) {
       std::lock_guard<std::mutex> l(stats_mu);
       stats.unplaced += w;
       return;
     }
-    if (const engine::Region* r = f->table->find(pc, &f->hint)) {
+    if (r) {
       const uint64_t at = r->map.index(pc) * r->counters.width;
       if (!reserve_counter(f, static_cast<char*>(r->counters.base) + at) ||
           (system_w && r->system && !reserve_counter(f, static_cast<char*>(r->system) + at))) {
