@@ -13,9 +13,15 @@
 //   start_pieces proc-argv    the command line joined from argv, then the same readlink; then
 //                             the thread count from a stat of /proc/self/task (its link count
 //                             is 2 + threads): "argv+exe US stat US"
+//   start_pieces wake DIR     the write() to a pipe that wakes a thread asleep in read() on the
+//                             other CPU (idle for 200 us before it), then on the writer's own
+//                             CPU, medians of 20: what an exiting process pays for each
+//                             wake-up of the record parent: "other US same US" (two CPUs)
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +88,65 @@ static double cmdline_and_exe(int file, int argc, char** argv) {
   return now_us() - t0;
 }
 
+static int g_ping[2], g_pong[2];
+
+static void pin(int cpu) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(cpu, &s);
+  if (sched_setaffinity(0, sizeof s, &s) != 0) exit(2);
+}
+
+enum { kWakes = 21 };
+
+static void* sleeper(void* cpu) {
+  pin((int)(long)cpu);
+  char c;
+  for (int i = 0; i < kWakes; ++i)
+    if (read(g_ping[0], &c, 1) != 1 || write(g_pong[1], &c, 1) != 1) exit(1);
+  return NULL;
+}
+
+static int by_value(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+// The writer's CPU time for the write() that wakes a thread asleep on `cpu` (the writer runs
+// on CPU 0), whose CPU idled for 200 us of wall time first: the median of kWakes - 1 wake-ups
+// after the first (which costs less: a thread that has slept and been woken before is the
+// record parent's case).
+static double wake(int cpu) {
+  pthread_t t;
+  if (pipe(g_ping) != 0 || pipe(g_pong) != 0 ||
+      pthread_create(&t, NULL, sleeper, (void*)(long)cpu) != 0)
+    exit(1);
+  double us[kWakes];
+  for (int i = 0; i < kWakes; ++i) {
+    struct timespec w0, w;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    do clock_gettime(CLOCK_MONOTONIC, &w);
+    while ((w.tv_sec - w0.tv_sec) * 1000000000L + (w.tv_nsec - w0.tv_nsec) < 200000);
+    char c = 1;
+    const double t0 = now_us();
+    if (write(g_ping[1], &c, 1) != 1) exit(1);
+    us[i] = now_us() - t0;
+    if (read(g_pong[0], &c, 1) != 1) exit(1);
+  }
+  if (pthread_join(t, NULL) != 0) exit(1);
+  for (int i = 0; i < 2; ++i) close(g_ping[i]), close(g_pong[i]);
+  qsort(us + 1, kWakes - 1, sizeof *us, by_value);
+  return us[1 + (kWakes - 1) / 2];
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
+  if (strcmp(argv[1], "wake") == 0) {
+    pin(0);
+    const double other = wake(1), same = wake(0);
+    printf("other %.1f same %.1f\n", other, same);
+    return 0;
+  }
   if (strncmp(argv[1], "proc-", 5) == 0) {
     const int file = strcmp(argv[1], "proc-file") == 0;
     const double first = cmdline_and_exe(file, argc, argv);
