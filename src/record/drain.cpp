@@ -55,11 +55,11 @@ constexpr uint64_t kMaxRecord = 48;
 // The parent passes over the rings at a tick of a quarter of the smallest ring's time at the
 // nominal rate (so a ring is drained by a third full even at the shortest jittered period, and a
 // late pass loses nothing), between kMinTickMs and kMaxTickMs; connections and ended threads wake
-// it between ticks, but not the end of a watched process (loop()). A pass is a wake-up of this
-// process (on a machine whose cores the program keeps busy, one that preempts a program thread) and
-// a look at every ring: with a fixed 4 ms tick, `sprofil record -F 10000` of cmp-burn4 made about
-// 980 voluntary context switches and took 1.96 s of tree CPU, against 68 and 1.80 s with this tick
-// (6 runs each, medians, docs/benchmarks.md); the program's own CPU did not measurably change.
+// it between ticks. A pass is a wake-up of this process (on a machine whose cores the program
+// keeps busy, one that preempts a program thread) and a look at every ring: with a fixed 4 ms
+// tick, `sprofil record -F 10000` of cmp-burn4 made about 980 voluntary context switches and
+// took 1.96 s of tree CPU, against 68 and 1.80 s with this tick (6 runs each, medians,
+// docs/benchmarks.md); the program's own CPU did not measurably change.
 constexpr uint64_t kMinTickMs = 4;
 constexpr uint64_t kMaxTickMs = 200;
 constexpr uint64_t kSampleBytes = 24;  // a sample record: header, ip, value
@@ -1168,7 +1168,7 @@ struct Drainer::State {
   void loop() {
     uint64_t next_tick = mono_ns() + tick_ms() * 1000000ull;
     uint64_t wake_at = next_tick;  // the tick's, or a re-draw's if sooner (redraw_due)
-    std::vector<pollfd> p, sleep_on;
+    std::vector<pollfd> p;
     // The watched processes of this pass's poll and their pidfds; the pid 0 if not ended.
     std::vector<std::pair<pid_t, int>> ended;
     for (;;) {
@@ -1189,20 +1189,15 @@ struct Drainer::State {
       const int timeout = stopping         ? 0
                           : now >= wake_at ? 0
                                            : static_cast<int>((wake_at - now) / 1000000 + 1);
-      // The wait is on the socket, the wake pipe and the events but those of watched
-      // processes' main threads; then a look at all without waiting (no wake-up is asked for).
-      // A watched process's end wakes no one: seen at the next pass. A wake-up of this thread
-      // asleep on the other, idle CPU costs the waker about 16 us of its CPU on this VM (an
-      // IPI; bench/start_pieces.sh, "wake-up"): a short process paid it at its exit, once
-      // for its main thread's event and again for its pidfd (docs/benchmarks.md, "After
-      // 968321f"). Other threads' ends still wake it: their rings and fds go at once.
-      sleep_on.assign(p.begin(), p.begin() + 2);
-      for (size_t i = first_event; i < p.size(); ++i) {
-        const Event* e = events[i - first_event];
-        if (e->tid != e->pid || !watched.contains(e->pid)) sleep_on.push_back(p[i]);
-      }
-      if (timeout != 0) poll(sleep_on.data(), sleep_on.size(), timeout);
-      poll(p.data(), p.size(), 0);
+      // Every end wakes this thread, a process's too (its main thread's event and its pidfd),
+      // although a wake-up of it asleep on the other, idle CPU costs the ending process 12-16
+      // us of CPU on a VM (bench/start_pieces.sh). Tried without (a61cbb3): 0.02-0.04 ms less
+      // CPU for each of 300 spawned short processes, but the ends were seen at the next pass,
+      // up to a tick later, so the files' work of the processes that ended meanwhile ran beside
+      // the program's next ones (cmp-burn4 started by a python3 shim that runs 40 processes
+      // first: +0.5 and +0.8 ms of its CPU), and the rings of ended processes stayed mapped,
+      // against the locked-memory limit, for that tick (docs/benchmarks.md, "After 968321f").
+      poll(p.data(), p.size(), timeout);
       if (p[1].revents & POLLIN) {
         char b[64];
         (void)!read(wake[0], b, sizeof b);
