@@ -8,6 +8,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The Python interpreter itself, for what runs under a tool (process_cpu.py): `python3` may be a
+# wrapper, and the tool would profile the wrapper's processes too (pyenv's shim is a bash script
+# that runs about 40 processes before the interpreter: each round of drain_vs_perf.sh then made
+# 40 process images' files, and the record parent's work for their ends ran beside cmp-burn4).
+PY=$(python3 -c 'import sys; print(sys.executable)')
+
 # The median of the numbers on stdin, one per line or space-separated.
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 

@@ -17,7 +17,7 @@ ITERS=${4:-561600000}
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
 compare_build "$BUILD"
-pc=(python3 "$here/process_cpu.py")
+pc=("$PY" "$here/process_cpu.py")
 run=("$PROG" --iters "$ITERS")
 for ((r = 0; r < ROUNDS; r++)); do
   "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" drain 1 "${run[@]}"

@@ -22,7 +22,7 @@ ROUNDS=${3:-2}
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/common.sh"
 compare_build "$BUILD"
-pc=(python3 "$here/process_cpu.py")
+pc=("$PY" "$here/process_cpu.py")
 run=("$PROG" --iters 1000)
 BASE_TOOL=
 if [ -n "${BASE_BUILD:-}" ]; then

@@ -16,7 +16,7 @@ TOOL=$BUILD/bin/sprofil
 [ -x "$TOOL" ] || { echo "build sprofil_tool first" >&2; exit 2; }
 source "$here/common.sh"
 cc -O2 -pthread "$here/thread_churn.c" -o "$dir/thread_churn"
-pc=(python3 "$here/process_cpu.py")
+pc=("$PY" "$here/process_cpu.py")
 prog=("$dir/thread_churn" "$THREADS")
 echo "thread_churn $THREADS at $HZ Hz, $ROUNDS rounds in turn of $RUNS runs; process CPU medians"
 for ((r = 0; r < ROUNDS; r++)); do
