@@ -1190,7 +1190,7 @@ struct Drainer::State {
                           : now >= wake_at ? 0
                                            : static_cast<int>((wake_at - now) / 1000000 + 1);
       // Every end wakes this thread, a process's too (its main thread's event and its pidfd),
-      // although a wake-up of it asleep on the other, idle CPU costs the ending process 12-16
+      // although a wake-up of it asleep on the other, idle CPU costs the ending process 12-18
       // us of CPU on a VM (bench/start_pieces.sh). Tried without (a61cbb3): 0.02-0.04 ms less
       // CPU for each of 300 spawned short processes, but the ends were seen at the next pass,
       // up to a tick later, so the files' work of the processes that ended meanwhile ran beside
