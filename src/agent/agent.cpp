@@ -137,15 +137,6 @@ __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**
   // publishes use (and write) that one.
   rt::ClockRequest running;
   if (rt::running_clock(&running)) g_clock = running;
-  // (Cannot happen: the event the parent took means drain mode. Were it so, the process
-  // counts its own samples, into reserved space only.)
-  if (g_lazy_arrays && !rt::perf::drain_mode()) {
-    if (int e = reserve_arrays()) {
-      stop_sampling();
-      say("sprofil: not profiling: cannot reserve the counters' space: %s%s\n", strerror(e), "");
-      return;
-    }
-  }
   g_hdr->clock = static_cast<uint32_t>(g_clock.kind);
   if (const char* reason = rt::auto_fallback_reason(); *reason) say("sprofil: %s%s\n", reason, "");
   g_on = true;

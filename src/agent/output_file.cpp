@@ -99,23 +99,6 @@ int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned) {
   return e;
 }
 
-int reserve_arrays() {
-  if (!g_lazy_arrays) return 0;
-  if (g_nfile == 0) {
-    g_lazy_arrays = false;
-    return 0;
-  }
-  const int fd = reopen_output();
-  if (fd < 0) return EBADF;
-  int e = 0;
-  for (size_t k = 0; k < g_nfile && e == 0; ++k)
-    e = posix_fallocate(fd, static_cast<off_t>(g_regs[k].record_offset + SPROF_PAGE),
-                        static_cast<off_t>(g_regs[k].record_bytes - SPROF_PAGE));
-  close(fd);
-  if (e == 0) g_lazy_arrays = false;
-  return e;
-}
-
 namespace {
 
 // g_base split: its directory (dir[0, dlen)) and its file name.

@@ -60,7 +60,8 @@ extern uint64_t g_next_off;  // where the next record goes (past g_file_end once
 extern bool g_spilled;       // a record did not fit in the file: it and all later are anonymous
 // The file's arrays are not reserved (only its record pages are): the record parent made the
 // file and counts this process's samples (drain mode), reserving each array page it writes.
-// reserve_arrays() reserves them before anything in the process counts into them.
+// Nothing in the process counts into them: drain mode has no in-process fallback, and a second
+// session asking for another clock is refused (EBUSY, clock/runtime.cpp install).
 extern bool g_lazy_arrays;
 extern bool g_with_system;    // new records get a system-time array
 extern uint64_t g_stamp;      // the loader's adds + subs at the last merged scan
@@ -104,10 +105,6 @@ int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned);
 // The records' space [off, off + len) of several records at once: reserved, or with
 // g_lazy_arrays the file extended over it (each record's page is reserved by reserve_record).
 int reserve_span(int fd, uint64_t off, uint64_t len);
-// Reserves the arrays of every record in the file, if g_lazy_arrays (then clears it): before
-// the process itself counts into them (a clock other than drain mode's; drain mode has no
-// in-process fallback). 0 or an errno value (nothing may then count in the process).
-int reserve_arrays();
 int create_output(bool first, bool with_event);  // the fd, or -1 with errno set
 int drained_child_output(int from);  // drain mode, a forked child: made by the record parent
 bool pending_child(rt::perf::DrainChild* c, bool dir);  // perf::set_drain_child's
