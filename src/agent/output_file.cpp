@@ -16,6 +16,7 @@
 #include "agent/state.hpp"
 #include "clock/perf.hpp"
 #include "format/profile_file.hpp"
+#include "util/release_space.hpp"
 
 namespace sprofil::agent {
 namespace {
@@ -86,15 +87,11 @@ int reserve_span(int fd, uint64_t off, uint64_t len) {
 }
 
 // A record's page is written (zeros, before the record is filled through the mapping), not
-// allocated: the write reserves its space (a full disk is its error, not a fault of the
-// mapping later), and the file system allocates it only when it writes the page back, which
-// the file of a short process, removed at its exit when it has no sample, never needs.
+// allocated (util::write_zeros says why).
 int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned) {
   if (!g_lazy_arrays) return spanned ? 0 : reserve(fd, off, len);
-  static const char zero[SPROF_PAGE] = {};
   int e = spanned ? 0 : extend(fd, off + len);
-  if (e == 0 && pwrite(fd, zero, SPROF_PAGE, static_cast<off_t>(off)) != SPROF_PAGE)
-    e = errno ? errno : ENOSPC;
+  if (e == 0) e = util::write_zeros<SPROF_PAGE>(fd, off);
   if (e != 0) (void)!ftruncate(fd, static_cast<off_t>(off));
   return e;
 }

@@ -397,11 +397,8 @@ int make_new_file(int dirfd, const drain::DrainMsg& m, int* k, int* err) {
   }
   char name[NAME_MAX + 1];
   const int pid = (m.flags & drain::kNewFirst) ? 0 : m.pid;
-  // The header's page written (zeros), not allocated: see reserve_counter.
-  return naming::make_profile(dirfd, m.name, pid, name, sizeof name, k, err, [](int fd) {
-    static const char zero[SPROF_PAGE] = {};
-    return pwrite(fd, zero, SPROF_PAGE, 0) == SPROF_PAGE ? 0 : errno ? errno : ENOSPC;
-  });
+  return naming::make_profile(dirfd, m.name, pid, name, sizeof name, k, err,
+                              [](int fd) { return util::write_zeros<SPROF_PAGE>(fd, 0); });
 }
 
 // Whether the peer of conn is process pid (SO_PEERCRED): a file named for a pid is made only

@@ -1,14 +1,31 @@
-// Giving back the disk space reserved (fallocate) for a profile file's arrays that no sample
-// wrote: the agent at a clean exit outside drain mode (agent/finish.cpp), the `sprofil record`
-// parent after a drain-mode process's last flush (record/drain.cpp). Header only; libc only.
+// A profile file's disk space: a page reserved by writing it (the agent's record pages and the
+// record parent's header pages in drain mode), and giving back the space reserved (fallocate)
+// for arrays that no sample wrote (the agent at a clean exit outside drain mode,
+// agent/finish.cpp; the `sprofil record` parent after a drain-mode process's last flush,
+// record/drain.cpp). Header only; libc only.
 #pragma once
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 
 namespace sprofil::util {
+
+// Writes kBytes of zeros (a page) at off: the write reserves its space (a full disk is this call's
+// error, not a fault of a mapping later), where an allocation (fallocate) would make the file
+// system allocate the blocks now and free them, a discard request on a file system mounted
+// with `discard`, when the file goes; written, the page is allocated only when written back,
+// which the file of a short process, removed when it has no sample, never needs. 0 or an
+// errno value.
+template <size_t kBytes>
+int write_zeros(int fd, uint64_t off) {
+  static const char zero[kBytes] = {};
+  const ssize_t n = pwrite(fd, zero, sizeof zero, static_cast<off_t>(off));
+  return n == static_cast<ssize_t>(sizeof zero) ? 0 : n < 0 ? errno : ENOSPC;
+}
 
 // Punches every hole of [lo, hi) in fd: to SEEK_HOLE, reserved space that was never written
 // is a hole (ext4's unwritten extents with no page in the page cache), and so it is given
