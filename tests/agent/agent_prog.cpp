@@ -72,6 +72,10 @@ void note(const char* name, double v) {
 void write_truth(const char* suffix = "") {
   if (!g_truth) return;
   note("process_cpu", burn_process_cpu());
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  note("process_system",
+       static_cast<double>(ru.ru_stime.tv_sec) + static_cast<double>(ru.ru_stime.tv_usec) * 1e-6);
   const std::string path = std::string(g_truth) + suffix;
   FILE* f = fopen(path.c_str(), "w");
   if (!f) return;
