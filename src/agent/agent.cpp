@@ -57,6 +57,7 @@ uint64_t g_fork_ns = 0;
 int g_fork_ppid = 0;
 uint32_t g_fork_nfile = 0;
 uint64_t g_fork_end = 0;
+ScratchPage g_scratch;
 
 uint64_t now_ns() {
   return util::clock_ns(CLOCK_REALTIME);

@@ -133,7 +133,7 @@ void fill_header(sprof_header* h, uint32_t flags, int argc, char* const* argv) {
   // Every field but the tallies (overflow, delivered, lost), kept as they are: in drain mode
   // the record parent may have counted the main thread's first samples already (its event
   // went with the request for the file, drain_proto.hpp's kDrainNewFile). A new file's are 0.
-  static sprof_header fresh;  // a page: not on the stack (g_mu is held)
+  sprof_header& fresh = g_scratch.header;  // a page: not on the stack (g_mu is held)
   layout::fill_header(&fresh, i);
   constexpr size_t kFrom = offsetof(sprof_header, overflow);
   constexpr size_t kTo = offsetof(sprof_header, lost) + sizeof fresh.lost;

@@ -25,7 +25,7 @@ bool g_quiet = false;
 bool g_detached = false;  // the file at g_path is not ours any more: nothing goes into it
 dev_t g_dev = 0;          // the file the agent created
 ino_t g_ino = 0;
-char g_path[PATH_MAX];  // the profile's absolute path
+char g_path[PATH_MAX];    // the profile's absolute path
 char g_base[PATH_MAX];  // SPROFIL_OUTPUT, made absolute at start
 
 }  // namespace
@@ -86,12 +86,12 @@ int reserve_span(int fd, uint64_t off, uint64_t len) {
   return g_lazy_arrays ? extend(fd, off + len) : reserve(fd, off, len);
 }
 
-// A record's page is written (zeros, before the record is filled through the mapping), not
-// allocated (util::write_zeros says why).
-int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned) {
+// A record's page is written (its contents, filled by the caller), not allocated
+// (util::write_zeros says why).
+int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned, const sprof_region* page) {
   if (!g_lazy_arrays) return spanned ? 0 : reserve(fd, off, len);
   int e = spanned ? 0 : extend(fd, off + len);
-  if (e == 0) e = util::write_zeros<SPROF_PAGE>(fd, off);
+  if (e == 0) e = util::write_page<SPROF_PAGE>(fd, off, page);
   if (e != 0) (void)!ftruncate(fd, static_cast<off_t>(off));
   return e;
 }

@@ -46,10 +46,27 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   const layout::RegionShape shape =
       layout::region_shape(f.end - f.start, g_bin_bytes, kCounterWidth, g_with_system);
   const uint64_t off = g_next_off, len = shape.record_size;
+  layout::RegionInfo info;
+  info.flags = f.flags | (dlopened ? SPROF_R_DLOPEN : 0u);
+  info.start = f.start;
+  info.end = f.end;
+  info.load_bias = f.obj_base;
+  info.file_offset = f.file_offset;
+  info.bin_size = g_bin_bytes;
+  info.counter_width = kCounterWidth;
+  info.load_ns = now_ns();
+  info.build_id = f.build_id;
+  info.build_id_len = f.build_id_len;
+  info.path = path;
+  info.path_len = f.path_len;
+  // Where the record's page is written to reserve it (g_lazy_arrays: drain mode), it is
+  // written filled, and the program does not touch it through the mapping.
+  sprof_region* page = &g_scratch.region;
+  if (g_lazy_arrays) layout::fill_region(page, shape, off, info);
   void* rec = MAP_FAILED;
   bool batched = g_batch && off >= g_batch_off && off + len <= g_reserved_to;
   if (batched) {
-    if (const int e = reserve_record(fd, off, len, true)) {  // its page, where lazy
+    if (const int e = reserve_record(fd, off, len, true, page)) {  // its page, where lazy
       // This record and the rest of the batch are not in the file: cut it off there.
       munmap(g_batch + (off - g_batch_off), g_reserved_to - off);
       (void)!ftruncate(fd, static_cast<off_t>(off));
@@ -61,7 +78,7 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
       rec = g_batch + (off - g_batch_off);
     }
   } else if (!g_spilled && fd >= 0) {
-    int e = reserve_record(fd, off, len, off + len <= g_reserved_to);
+    int e = reserve_record(fd, off, len, off + len <= g_reserved_to, page);
     if (e == 0) {
       rec = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
       if (rec == MAP_FAILED) {
@@ -84,23 +101,20 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   // Counters are hit at random: no readahead, so only the pages hit become resident.
   if (!batched) madvise(rec, len, MADV_RANDOM);
   auto* r = static_cast<sprof_region*>(rec);
-  layout::RegionInfo info;
-  info.flags = f.flags | (dlopened ? SPROF_R_DLOPEN : 0u);
-  info.start = f.start;
-  info.end = f.end;
-  info.load_bias = f.obj_base;
-  info.file_offset = f.file_offset;
-  info.bin_size = g_bin_bytes;
-  info.counter_width = kCounterWidth;
-  info.load_ns = now_ns();
-  info.build_id = f.build_id;
-  info.build_id_len = f.build_id_len;
-  info.path = path;
-  info.path_len = f.path_len;
-  layout::fill_region(r, shape, off, info);
+  if (!in_file || !g_lazy_arrays) layout::fill_region(r, shape, off, info);
   g_next_off = off + len;
-  g_regs[g_nregs++] = AgentRegion{
-      r, layout::counters_array(r), layout::system_array(r), len, off, true, in_file, 0};
+  char* at = static_cast<char*>(rec);
+  g_regs[g_nregs++] = AgentRegion{r,
+                                  at + shape.counters_at,
+                                  shape.system_at ? at + shape.system_at : nullptr,
+                                  len,
+                                  off,
+                                  true,
+                                  in_file,
+                                  0,
+                                  f.start,
+                                  f.end,
+                                  shape.nbins};
   if (in_file) {
     g_nfile = g_nregs;
     g_file_end = g_next_off;
@@ -138,11 +152,10 @@ size_t live_upper(uintptr_t lo) {  // the first entry starting above lo
 // Room reserved by the caller (reserve_live).
 void live_insert(const AgentRegion& a) {
   engine::Region r{};
-  r.lo = a.rec->start;
-  r.last = a.rec->end - 1;
-  r.map = engine::BinMap{a.rec->start, 65536, 0, static_cast<uint8_t>(__builtin_ctz(g_bin_bytes))};
-  r.counters =
-      engine::Counters{a.counters, a.rec->nbins, kCounterWidth, engine::Policy::kSaturate, 0};
+  r.lo = a.start;
+  r.last = a.end - 1;
+  r.map = engine::BinMap{a.start, 65536, 0, static_cast<uint8_t>(__builtin_ctz(g_bin_bytes))};
+  r.counters = engine::Counters{a.counters, a.nbins, kCounterWidth, engine::Policy::kSaturate, 0};
   r.system = a.system;
   const size_t p = live_upper(r.lo);
   memmove(g_live + p + 1, g_live + p, (g_nlive - p) * sizeof r);
@@ -154,7 +167,7 @@ void live_insert(const AgentRegion& a) {
 
 void live_remove(const AgentRegion& a) {
   // Its entry starts at its record's start (equal starts only where regions overlap).
-  for (size_t p = live_upper(a.rec->start); p-- > 0 && g_live[p].lo == a.rec->start;) {
+  for (size_t p = live_upper(a.start); p-- > 0 && g_live[p].lo == a.start;) {
     if (g_live[p].counters.base != a.counters) continue;
     memmove(g_live + p, g_live + p + 1, (g_nlive - p - 1) * sizeof(engine::Region));
     --g_nlive;
@@ -394,8 +407,8 @@ int merge(const FoundList& list, bool dlopened, int fd) {
         const uint32_t k = g_unloaded[u];
         g_unloaded[u] = g_unloaded[--g_nunloaded];
         AgentRegion& a = g_regs[k];
-        a.rec->start = f.start;
-        a.rec->end = f.end;
+        a.rec->start = a.start = f.start;
+        a.rec->end = a.end = f.end;
         a.rec->load_bias = f.obj_base;
         a.rec->unload_ns = 0;
         std::atomic_ref<uint32_t>(a.rec->flags).fetch_and(~SPROF_R_UNLOADED);

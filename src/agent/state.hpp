@@ -39,7 +39,21 @@ struct AgentRegion {
   bool live;
   bool in_file;         // a shared mapping of reserved file space; else anonymous memory
   uint64_t written_at;  // !in_file: where the record was written into the file (0: not yet)
+  // The record's start, end and bin count, as in its page: what the engine's view of the live
+  // regions is built from (live_insert), so that building it does not touch the page (in
+  // drain mode the page is written by pwrite, and a program that loads nothing later never
+  // maps it in: a page fault less per object at every start).
+  uint64_t start = 0, end = 0, nbins = 0;
 };
+
+// A page of scratch memory for filling a header or a record before it is copied or written
+// into the file (finish.cpp fill_header, regions.cpp add_region): one page of the agent's
+// memory touched at start, not two. Guarded by g_mu.
+union ScratchPage {
+  sprof_header header;
+  sprof_region region;
+};
+extern ScratchPage g_scratch;
 
 // What the environment asked for (env.cpp).
 struct Settings {
@@ -99,9 +113,9 @@ bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
 // A record's space at off (the file's size, or within a reservation made by reserve_span):
 // all of it reserved, or with g_lazy_arrays the file extended over it and its first page, the
-// record's own, written (zeros: the write reserves its space). 0 or an errno value (the file
-// is then cut back to off).
-int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned);
+// record's own, written with the contents at `page` (the write reserves its space). 0 or an
+// errno value (the file is then cut back to off).
+int reserve_record(int fd, uint64_t off, uint64_t len, bool spanned, const sprof_region* page);
 // The records' space [off, off + len) of several records at once: reserved, or with
 // g_lazy_arrays the file extended over it (each record's page is reserved by reserve_record).
 int reserve_span(int fd, uint64_t off, uint64_t len);

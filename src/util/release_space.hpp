@@ -14,6 +14,13 @@
 
 namespace sprofil::util {
 
+// Writes the kBytes (a page) at `page` to off: 0 or an errno value (ENOSPC for a short write).
+template <size_t kBytes>
+int write_page(int fd, uint64_t off, const void* page) {
+  const ssize_t n = pwrite(fd, page, kBytes, static_cast<off_t>(off));
+  return n == static_cast<ssize_t>(kBytes) ? 0 : n < 0 ? errno : ENOSPC;
+}
+
 // Writes kBytes of zeros (a page) at off: the write reserves its space (a full disk is this call's
 // error, not a fault of a mapping later), where an allocation (fallocate) would make the file
 // system allocate the blocks now and free them, a discard request on a file system mounted
@@ -23,8 +30,7 @@ namespace sprofil::util {
 template <size_t kBytes>
 int write_zeros(int fd, uint64_t off) {
   static const char zero[kBytes] = {};
-  const ssize_t n = pwrite(fd, zero, sizeof zero, static_cast<off_t>(off));
-  return n == static_cast<ssize_t>(sizeof zero) ? 0 : n < 0 ? errno : ENOSPC;
+  return write_page<kBytes>(fd, off, zero);
 }
 
 // Punches every hole of [lo, hi) in fd: to SEEK_HOLE, reserved space that was never written

@@ -74,6 +74,34 @@ TEST(AgentFiles, ProfileTakesTwoMappingsWhateverTheObjects) {
   EXPECT_EQ(count(rec.out, ".run.sprof.sprofil-"), 2u) << rec.out;  // the run's directory
 }
 
+// Drain mode (record's default where perf events are allowed): the record parent counts into
+// the arrays, and the agent writes each record's page with the pwrite that reserves its space,
+// so the program's start faults in no page of its records' mapping (the file from its second
+// page on): nothing of it is resident, a page fault and its page-table work less per object at
+// every start (docs/benchmarks.md, "After 6515f65"). With the cpu clock the agent fills the
+// records through the mapping, and they are resident.
+TEST(AgentFiles, DrainModeStartTouchesNoRecordPage) {
+  SKIP_WITHOUT_PERF();
+  // The Rss of the run's file mapped from its second page (the records), -1 if not mapped.
+  auto records_kb = [](const std::string& smaps) -> long {
+    std::istringstream in(smaps);
+    bool in_records = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(".run.sprof.sprofil-") != std::string::npos)
+        in_records = line.find(" 00001000 ") != std::string::npos;
+      else if (in_records && line.rfind("Rss:", 0) == 0)
+        return std::stol(line.substr(4));
+    }
+    return -1;
+  };
+  Outcome drain = run_once("auto", {"/bin/cat", "/proc/self/smaps"});
+  ASSERT_EQ(drain.status, 0) << drain.err;
+  EXPECT_EQ(records_kb(drain.out), 0) << drain.out;
+  Outcome cpu = run_once("cpu", {"/bin/cat", "/proc/self/smaps"});
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  EXPECT_GT(records_kb(cpu.out), 0) << cpu.out;
+}
+
 // A forked child's profile is 0600 too and never replaces an existing FILE.PID: the
 // program is exec'd with SPROFIL_STARTED (a later image of a run), so it takes FILE.PID,
 // where a link has been planted first.
