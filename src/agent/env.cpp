@@ -25,6 +25,7 @@
 #include "agent/state.hpp"
 #include "format/profile_name.hpp"
 #include "util/env.hpp"
+#include "util/join.hpp"
 
 namespace sprofil::agent {
 namespace {
@@ -38,7 +39,7 @@ constexpr bool kSystemDefault = true;
 // forked child's reservation is memory to zero: there 4-byte bins, as before.
 uint32_t default_bin_bytes(const char* absolute_base) {
   char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s", absolute_base);
+  util::Join(dir, sizeof dir).add(absolute_base);
   char* slash = strrchr(dir, '/');
   if (slash == dir)
     slash[1] = '\0';

@@ -26,7 +26,7 @@ bool g_detached = false;  // the file at g_path is not ours any more: nothing go
 dev_t g_dev = 0;          // the file the agent created
 ino_t g_ino = 0;
 char g_path[PATH_MAX];    // the profile's absolute path
-char g_base[PATH_MAX];  // SPROFIL_OUTPUT, made absolute at start
+const char* g_base = "";  // SPROFIL_OUTPUT, made absolute at start (the settings' string)
 
 }  // namespace
 
@@ -42,7 +42,7 @@ void say(const char* fmt, const char* a, const char* b) {
 }
 
 void set_output_base(const char* absolute_base) {
-  snprintf(g_base, sizeof g_base, "%s", absolute_base);
+  g_base = absolute_base;
 }
 
 const char* output_path() {

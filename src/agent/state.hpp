@@ -108,7 +108,7 @@ bool clock_splits_system(const rt::ClockRequest& c);
 // output_file.cpp
 void set_quiet(bool quiet);
 void say(const char* fmt, const char* a, const char* b);
-void set_output_base(const char* absolute_base);
+void set_output_base(const char* absolute_base);  // kept, not copied: it must outlive the agent
 bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);
 // A record's space at off (the file's size, or within a reservation made by reserve_span):

@@ -12,16 +12,18 @@
 
 #include <cstddef>
 
+#include "util/join.hpp"
+
 namespace sprofil::naming {
 
 // The base the names are made from: SPROFIL_OUTPUT made absolute (the program may chdir; the
 // files are re-opened by path), into base[0, n). False if the working directory cannot be
 // read or the path does not fit.
 inline bool absolute_base(const char* output, char* base, size_t n) {
-  if (output[0] == '/') return snprintf(base, n, "%s", output) < static_cast<int>(n);
+  if (output[0] == '/') return util::Join(base, n).add(output).ok();
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) return false;
-  return snprintf(base, n, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, output) < static_cast<int>(n);
+  return util::Join(base, n).add(strcmp(cwd, "/") == 0 ? "" : cwd).add("/").add(output).ok();
 }
 
 // How many .PID.N names a later image tries before it gives up (N < kMaxNameTries).
@@ -30,14 +32,11 @@ constexpr int kMaxNameTries = 1000;
 // Writes the k-th candidate name for `base` into out[0, n): base itself for the first image
 // (pid <= 0), else base.PID (k = 0) or base.PID.k. Returns false if it does not fit.
 inline bool profile_name(char* out, size_t n, const char* base, int pid, int k) {
-  int len;
-  if (pid <= 0)
-    len = snprintf(out, n, "%s", base);
-  else if (k == 0)
-    len = snprintf(out, n, "%s.%d", base, pid);
-  else
-    len = snprintf(out, n, "%s.%d.%d", base, pid, k);
-  return len >= 0 && static_cast<size_t>(len) < n;
+  util::Join j(out, n);
+  j.add(base);
+  if (pid > 0) j.add(".").add(static_cast<long>(pid));
+  if (pid > 0 && k != 0) j.add(".").add(static_cast<long>(k));
+  return j.ok();
 }
 
 // Parses the part of a name after `base`: "" (the first image: *pid = 0, *k = 0), ".PID" or
