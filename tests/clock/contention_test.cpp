@@ -61,6 +61,7 @@ struct Measured {
   Result r;
   profile::Profile p;
   double share_a = 0, share_b = 0, truth_a = 0, truth_b = 0, total = 0, cpu = 0;
+  double rest = 0;  // % of the samples in neither burn
   bool ok = false;  // it ran and read back
 };
 
@@ -82,10 +83,18 @@ Measured measure(const Split& s, const TempDir& dir) {
   m.total = static_cast<double>(m.p.total_samples());
   if (ta + tb < 5.9 || m.total <= 0) return m;
   const Json j = report_json(out);
-  // Every function's share of all samples (the rest of the program -- main, the loader, the
-  // clock_gettime calls inside the burns -- is under 1% of its CPU time).
-  m.share_a = 100 * samples_of(j, "burn_a") / m.total;
-  m.share_b = 100 * samples_of(j, "burn_b") / m.total;
+  // Each burn's share of the two burns' samples against its share of their CPU time. The
+  // truths time each burn with its thread's CPU clock, which the burn reads every 0.3 ms
+  // (examples/demo/burn.hpp): that read is a system call for a thread clock, and its samples
+  // are clock_gettime's and the vDSO's, not the burn's, in both burns alike (0.75% of the
+  // samples here unloaded, 3.3% beside two busy loops and the test suite on the 2-core AMD
+  // EPYC VM of docs/benchmarks.md, whose system calls cost 1.1 us and more). Shares of the two
+  // burns' own samples compare their self time; the skew between functions that a tick-bound
+  // clock shows (506:82 for 400:200) is what they measure. `rest` is everything else.
+  const double a = samples_of(j, "burn_a"), b = samples_of(j, "burn_b");
+  m.share_a = a + b > 0 ? 100 * a / (a + b) : 0;
+  m.share_b = a + b > 0 ? 100 * b / (a + b) : 0;
+  m.rest = 100 * (m.total - a - b) / m.total;
   m.truth_a = 100 * ta / (ta + tb);
   m.truth_b = 100 * tb / (ta + tb);
   m.cpu = static_cast<double>(m.p.cpu_ns) * 1e-9;
@@ -106,9 +115,12 @@ TEST_P(Contention, SharesWithin2PointsWithoutPerf) {
   ASSERT_EQ(why.size(), 1u) << m.r.err;
   EXPECT_NE(why[0].find(strerror(s.err)), std::string::npos) << why[0];
   EXPECT_NE(why[0].find("sampler clock"), std::string::npos) << why[0];
-  // Every function's share within 2 points of its share of the program's CPU time.
+  // Each burn's share within 2 points of its share of the burns' CPU time.
   EXPECT_NEAR(m.share_a, m.truth_a, 2.0);
   EXPECT_NEAR(m.share_b, m.truth_b, 2.0);
+  // And the rest of the program (main, the loader, the burns' clock reads) is small.
+  EXPECT_LE(m.rest, 5.0);
+  RecordProperty("rest", std::to_string(m.rest));
   RecordProperty("share_a", std::to_string(m.share_a));
   RecordProperty("share_b", std::to_string(m.share_b));
   // The delivered rate: 1 kHz of the process's CPU time (weights count whole periods of each
