@@ -2,6 +2,7 @@
 // processes: the summary line's samples x period plus the CPU it reports without samples add
 // up to the CPU the processes used, every period of a process is placed (the main thread's
 // kernel time too), and a short process's samples stand for its CPU time.
+#include <algorithm>
 #include <cstdio>
 #include <regex>
 
@@ -73,21 +74,27 @@ TEST(Coverage, ShortProcessesSamplesPlusUnsampledIsTheirCpu) {
   // burn_main. How much that is depends on the machine (0.2-0.4 ms a process on an Intel Xeon
   // VM, about 0.8 ms on an AMD EPYC VM whose page faults cost 11 us each), so the bound is each
   // process's own kernel time (its rusage, in its truth file): kernel time charged to
-  // burn_main is kernel time its process spent. Its user samples stand for its own CPU time.
-  // 5% for the time the hypervisor steals (as above), and 0.25 sample a process (15, 3.5
-  // standard deviations) for the phases.
-  double truth = 0, system = 0;
+  // burn_main is kernel time its process spent (5% for the time the hypervisor steals, as
+  // above). Its user samples stand for its own CPU time as its task clock measured it, with
+  // the steal that the sampling event counts too, and the part of a period between the
+  // event's opening and the record parent's first re-draw at the hand-over (the agent's
+  // exchange, which the parent credits as user time to the first sample's pc: 0.3 period a
+  // process on the AMD EPYC VM). 0.3 sample a process for the phases (18, 4 standard
+  // deviations) and 0.4 for the hand-over.
+  double truth = 0, task_clock = 0, system = 0;
   for (int i = 1; i <= n; ++i) {
     const auto t = read_truth(dir / ("t." + std::to_string(i)));
     truth += t.at("burn_main");
+    task_clock += t.at("burn_main_task_clock");  // its CPU time and the steal the event counts
     system += t.at("process_system");
   }
   const Json report = report_json(out);
   const double burn = samples_of(report, "burn_main");
   const double burn_system = row_sum(report, "burn_main", "system_samples");
   EXPECT_GE(burn, 0.9 * truth * hz) << "burn_main " << burn << " of " << truth * hz;
-  EXPECT_LE(burn - burn_system, 1.05 * truth * hz + 0.25 * n)
-      << "burn_main's user samples " << burn - burn_system << " of " << truth * hz;
+  EXPECT_LE(burn - burn_system, std::max(truth, task_clock) * hz + 0.7 * n)
+      << "burn_main's user samples " << burn - burn_system << " of " << truth * hz << " ("
+      << task_clock * hz << " with the steal its task clock counted)";
   EXPECT_LE(burn_system, 1.05 * system * hz + 0.25 * n)
       << "burn_main's system samples " << burn_system << " of its processes' kernel time "
       << system * hz;
