@@ -3,9 +3,9 @@
 // mostly kernel time) and compute() (user time only). Recorded by `sprofil record` (the default
 // clock, which is perf where allowed) under `perf record -e task-clock:u` (user-only samples, the
 // reference) in ONE execution, so that the two see the same run: sprofil's --user-only shares must
-// match perf's within 2 points, and the system part must be reported: most of fault_pages' time,
-// little of compute's. Shares are taken between the two functions on both sides (perf also samples
-// the record tool and sprofil's runtime).
+// match perf's within 2 points, and the system part must be reported: fault_pages' as the kernel
+// measured it, little of compute's. Shares are taken between the two functions on both sides (perf
+// also samples the record tool and sprofil's runtime).
 //
 // Both sample at 10 kHz for 3 s of CPU, about 12,000 user samples each: a share's standard
 // error is under 0.4 points, so 2 points between the two is over 3.5 standard errors of
@@ -99,8 +99,17 @@ TEST(UserShares, MatchPerfUserOnlySamplesWithTheSystemPartApart) {
   ASSERT_TRUE(af && ac) << all.dump(1);
   const double f_sys = (*af)["system_samples"].get<double>() / (*af)["samples"].get<double>();
   const double c_sys = (*ac)["system_samples"].get<double>() / (*ac)["samples"].get<double>();
-  // Over 60% on an Intel Xeon VM, 55-56% on an AMD EPYC VM (two CI runs); compute's below.
-  EXPECT_GT(f_sys, 0.5) << "fault_pages' system share of its own samples";
+  // fault_pages' kernel share as the kernel measured it around its calls (RUSAGE_THREAD): over
+  // 60% on an Intel Xeon VM, 48-52% on an AMD EPYC VM whose first touch of a page just faulted
+  // in costs user time too (a TLB refill of 1.5-2.4 us, docs/benchmarks.md "After 6515f65").
+  // Within 10 points: the split is tick-sampled, and munmap's time at the end of fault_pages
+  // goes partly to compute. Compute's share below it.
+  std::smatch own;
+  ASSERT_TRUE(
+      std::regex_search(log, own, std::regex(R"(fault_pages cpu ([0-9.]+) system ([0-9.]+))")))
+      << log;
+  const double f_truth = std::stod(own[2]) / std::stod(own[1]);
+  EXPECT_NEAR(f_sys, f_truth, 0.10) << "fault_pages' system share of its own samples";
   EXPECT_LT(c_sys, f_sys) << "compute's system share of its own samples";
   run("rm -rf '" + dir + "'");
 }
