@@ -281,6 +281,9 @@ int forkexec(double seconds, char** cmd) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The process's CPU before main: the exec, the loader and the constructors (the agent's
+  // start among them), which a clock started by the agent samples only in part.
+  note("process_cpu_at_main", burn_process_cpu());
   int i = 1;
   if (i + 1 < argc && !strcmp(argv[i], "--truth")) {
     g_truth = argv[i + 1];
