@@ -2,7 +2,9 @@
 // CMD N times in turn (posix_spawn, stdout to /dev/null), each time waits for it (wait4) and
 // prints LABEL, the median user + system time of CMD in ms and its median minor page faults.
 // Run it under a tool (sprofil record, perf record) for that tool's cost to each process; the
-// tool's own start-up is not counted. For bench/spawn_ab.sh.
+// tool's own start-up is not counted. For bench/spawn_ab.sh. With SPAWN_EACH=1 in its
+// environment it also prints "W CPU" (microseconds) on stderr for each process as it ends
+// (bench/process_split.sh pairs them with the probe's lines).
 // Usage: spawn_cpu LABEL N CMD [ARGS...]
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -22,6 +24,8 @@ static int by_value(const void* a, const void* b) {
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
   const int n = atoi(argv[2]);
+  const char* each_env = getenv("SPAWN_EACH");
+  const int each = each_env && each_env[0] == '1';
   if (n <= 0) return 2;
   double* cpu = calloc((size_t)n, sizeof *cpu);
   double* faults = calloc((size_t)n, sizeof *faults);
@@ -37,6 +41,7 @@ int main(int argc, char** argv) {
     if (wait4(pid, &status, 0, &ru) != pid) return 1;
     cpu[i] = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
              (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+    if (each) fprintf(stderr, "W %.0f\n", cpu[i] * 1e3);
     faults[i] = (double)ru.ru_minflt;
   }
   qsort(cpu, (size_t)n, sizeof *cpu, by_value);
