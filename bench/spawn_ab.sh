@@ -3,7 +3,7 @@
 # cmp-burn4 --iters 1000 started N times by bench/spawn_cpu.c (posix_spawn), its own CPU
 # (wait4's user + system), natively, under `perf record -e task-clock --all-user` and under
 # `sprofil record` (drain mode), ROUNDS rounds in turn; with BASE_BUILD=DIR also that build's
-# `sprofil record` ("base"). Then the medians and the per-round differences with their 95%
+# `sprofil record` ("base"), the two builds in alternating order. Then the medians and the per-round differences with their 95%
 # intervals (bench/paired.py), and the interrupts each configuration's N processes drew, from
 # /proc/interrupts summed over the CPUs (the disk's, the function-call IPIs, the TLB
 # shootdowns), counted up to 6 s after the run (ext4 commits its journal every 5 s).
@@ -28,7 +28,10 @@ interrupts() {
        END {print d + 0, c + 0, t + 0}' /proc/interrupts
 }
 for ((r = 0; r < ROUNDS; r++)); do
-  for c in "${configs[@]}"; do
+  # The two builds of the tool in alternating order (as in start_cost.sh).
+  order=("${configs[@]}")
+  [ -n "${BASE_BUILD:-}" ] && ((r % 2)) && order=(native perf base drain)
+  for c in "${order[@]}"; do
     before=$(interrupts)
     case $c in
       native) "${run[@]}" native "$N" "$PROG" --iters 1000 ;;
