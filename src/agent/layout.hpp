@@ -1,7 +1,5 @@
 // The runtime's side of the record layout: the shared definition (sizes, offsets, fields,
-// src/format/layout.hpp) plus what only a live process needs: a record's arrays in memory,
-// where they follow its page as in the file, and the end fields of a header whose tallies
-// the handler may still be counting.
+// src/format/layout.hpp), which the runtime fills in place in the machine's order.
 #pragma once
 
 #include <bit>
@@ -17,10 +15,5 @@ namespace sprofil::layout {
 // host's reader and writer go through *_le() and need no such machine.
 static_assert(std::endian::native == std::endian::little,
               "the runtime writes the little-endian .sprof format in the machine's order");
-
-// A record's arrays, given where the record page is in memory. system_array is null without
-// SPROF_R_SYSTEM.
-void* counters_array(sprof_region* r);
-void* system_array(sprof_region* r);
 
 }  // namespace sprofil::layout

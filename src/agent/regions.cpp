@@ -59,10 +59,11 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   info.build_id_len = f.build_id_len;
   info.path = path;
   info.path_len = f.path_len;
-  // Where the record's page is written to reserve it (g_lazy_arrays: drain mode), it is
-  // written filled, and the program does not touch it through the mapping.
+  // The record is filled here, then written: where its page is written to reserve it
+  // (g_lazy_arrays: drain mode), by that write, and the program does not touch it through the
+  // mapping; else copied into it.
   sprof_region* page = &g_scratch.region;
-  if (g_lazy_arrays) layout::fill_region(page, shape, off, info);
+  layout::fill_region(page, shape, off, info);
   void* rec = MAP_FAILED;
   bool batched = g_batch && off >= g_batch_off && off + len <= g_reserved_to;
   if (batched) {
@@ -101,7 +102,7 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   // Counters are hit at random: no readahead, so only the pages hit become resident.
   if (!batched) madvise(rec, len, MADV_RANDOM);
   auto* r = static_cast<sprof_region*>(rec);
-  if (!in_file || !g_lazy_arrays) layout::fill_region(r, shape, off, info);
+  if (!in_file || !g_lazy_arrays) memcpy(r, page, sizeof *page);
   g_next_off = off + len;
   char* at = static_cast<char*>(rec);
   g_regs[g_nregs++] = AgentRegion{r,

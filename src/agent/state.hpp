@@ -3,7 +3,7 @@
 //   env.cpp          the SPROFIL_* environment
 //   output_file.cpp  the profile file: creation, re-opening, reservation of disk space
 //   objects.cpp      the loaded objects (dl_iterate_phdr) and their build-ids
-//   layout.cpp       the record layout (header and region fields, sizes, offsets)
+//   layout.hpp       the record layout (format/layout.hpp, filled in the machine's order)
 //   regions.cpp      region records with their counters, the engine table, merging a rescan
 //   finish.cpp       completing a file: spilled records, end fields, untouched space
 //   fork.cpp         fork (a new file for the child, same addresses) and exec hooks

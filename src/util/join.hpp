@@ -39,7 +39,6 @@ class Join {
     return add(p);
   }
   bool ok() const { return ok_; }
-  size_t size() const { return len_; }
 
  private:
   char* out_;
