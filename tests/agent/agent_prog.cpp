@@ -267,6 +267,10 @@ int forkexec(double seconds, char** cmd) {
     close(fd);
     const double c1 = burn_process_cpu(), t1 = task_clock(tc);
     note("child_cpu", c1);
+    rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    note("child_system",
+         static_cast<double>(ru.ru_stime.tv_sec) + static_cast<double>(ru.ru_stime.tv_usec) * 1e-6);
     if (tc >= 0) note("child_cpu_task_clock", c1 + (t1 - t0) - (c1 - c0));  // + the burn's steal
     note("child_pid", getpid());
     write_truth(".child");

@@ -186,10 +186,17 @@ TEST_P(Fork, KernelTimeBeforeAnExecIsKept) {
   profile::Profile c = read(cf);
   EXPECT_TRUE(c.finished());
   expect_consistent(c, "child");
-  // 0.2 s at 2000 Hz: 400 samples, mostly kernel time: over 80% of them on an Intel Xeon VM,
-  // 73-75% with the cpu clock on an AMD EPYC VM (294-302 of 400 in three CI runs); 70%.
+  // 0.2 s at 2000 Hz: 400 samples, nearly all kernel time (the child's rusage: 96-100%). The
+  // perf clock's split follows the kernel's (98-100% of the samples): within 10%. The cpu
+  // clock's falls short of it, by a machine-dependent part: over 80% of the samples on an
+  // Intel Xeon VM, 73-75% on an AMD EPYC VM (294-302 of 400 in three CI runs), 68-71% on the
+  // AMD EPYC PVM guest of docs/benchmarks.md "After 6515f65" (273-285, three runs, one CI
+  // failure at 70%); 60%.
   expect_burn(static_cast<double>(c.total_samples()), child, "child_cpu");
-  EXPECT_GT(static_cast<double>(c.system_samples()), 0.7 * child["child_cpu"] * 2000);
+  if (std::string(GetParam()) == "perf")
+    EXPECT_GT(static_cast<double>(c.system_samples()), 0.9 * child["child_system"] * 2000);
+  else
+    EXPECT_GT(static_cast<double>(c.system_samples()), 0.6 * child["child_cpu"] * 2000);
 }
 
 // In drain mode the record parent makes a forked child's file (drain_proto.hpp's
