@@ -136,6 +136,9 @@ struct Event {
   bool restart_pending = false;
   uint64_t restart_mark = 0;
   uint64_t old_period = 1;
+  // That restart came while the thread waited in the kernel for the parent's answer (the
+  // hand-over's, add()): the part of the period it cut is kernel time (restarted()).
+  bool cut_in_exchange = false;
   bool jitter = true;
   uint64_t rng = 1;
   uint64_t records = 0;        // drained since the last re-draw
@@ -757,7 +760,8 @@ struct Drainer::State {
     e->restart_pending = false;
     uint64_t at = value > e->cur_period ? value - e->cur_period : 0;
     if (at < e->boundary) at = e->boundary;  // not before the last overflow seen
-    if (const uint64_t partial = rt::perf::into_period(at, e->boundary, e->old_period)) {
+    const uint64_t partial = rt::perf::into_period(at, e->boundary, e->old_period);
+    if (partial && !std::exchange(e->cut_in_exchange, false)) {
       // Split in the proportion seen so far: the partial period's end is a moment whose
       // state (user or kernel) nobody saw.
       const rt::perf::Credit& c = e->credit;
@@ -765,6 +769,13 @@ struct Drainer::State {
           c.periods ? 1.0 - static_cast<double>(c.system) / static_cast<double>(c.periods) : 1.0;
       e->credit.user_ns += static_cast<uint64_t>(static_cast<double>(partial) * user);
     }
+    // The hand-over's restart (cut_in_exchange): the period ran from the event's opening
+    // through the agent's exchange (clock reads, then socket, connect, the pin, sendmsg) and
+    // was cut while the thread waited in recvmsg; it is the kernel's, left out of the user
+    // periods. Credited as user time, as the proportion of an event that has had no overflow
+    // yet made it, it went to the user samples at the first sample's pc: 0.3 to 0.45 of a
+    // period per process on the AMD EPYC VM of docs/benchmarks.md (tests/record's Coverage).
+    e->cut_in_exchange = false;
     e->boundary = at;
   }
 
@@ -1089,8 +1100,14 @@ struct Drainer::State {
     // The first period drawn now, while the thread waits for the answer: off its CPU, the
     // ioctl interrupts no CPU (from the loop, right after the answer, it was an IPI of the
     // thread's CPU, about 70 us of its time, once per thread), and the first block is as
-    // jittered as the others.
+    // jittered as the others. The restart also throws away the agent's random first period:
+    // the first overflow now comes one drawn period (4P/5 to 4P/3) after the hand-over, and
+    // the CPU time of what runs in between (the rest of the agent's start, main's first
+    // instructions) is charged to the function that runs then (tests/record's Coverage
+    // measures it: 0.2 to 0.35 of a period per process on the AMD EPYC VM). The other way, a
+    // re-draw after the first record, is an interrupt of the running thread's CPU.
     redraw(e);
+    e->cut_in_exchange = e->restart_pending;
     events.push_back(e);
     std::lock_guard<std::mutex> l(stats_mu);
     ++stats.events;

@@ -76,11 +76,13 @@ TEST(Coverage, ShortProcessesSamplesPlusUnsampledIsTheirCpu) {
   // process's own kernel time (its rusage, in its truth file): kernel time charged to
   // burn_main is kernel time its process spent (5% for the time the hypervisor steals, as
   // above). Its user samples stand for its own CPU time as its task clock measured it, with
-  // the steal that the sampling event counts too, and the part of a period between the
-  // event's opening and the record parent's first re-draw at the hand-over (the agent's
-  // exchange, which the parent credits as user time to the first sample's pc: 0.3 period a
-  // process on the AMD EPYC VM). 0.3 sample a process for the phases (18, 4 standard
-  // deviations) and 0.4 for the hand-over.
+  // the steal that the sampling event counts too, and the CPU time between the hand-over and
+  // the first overflow: the record parent's re-draw at the hand-over restarts the period, so
+  // the first overflow comes a drawn period (4P/5 to 4P/3) later, in burn_main, and takes
+  // the rest of the agent's start and main's first instructions with it (src/record/drain.cpp
+  // add(); 0.2-0.35 period a process on the AMD EPYC VM, 0.35-0.45 before the part of the
+  // period the restart cuts, the agent's exchange, was credited as kernel time). 0.3 sample
+  // a process for the phases (18, 4 standard deviations) and 0.4 for the hand-over.
   double truth = 0, task_clock = 0, system = 0;
   for (int i = 1; i <= n; ++i) {
     const auto t = read_truth(dir / ("t." + std::to_string(i)));
