@@ -36,12 +36,17 @@ constexpr size_t kRingDataPages = 8;  // 32 KiB: ~1300 records (ip + value), 0.1
 constexpr int kDrainIntervalMs = 20;
 constexpr size_t kPage = 4096;
 
-// One bit per fd: set while the fd is one of our signal-mode events (read by the handler).
-std::atomic<uint64_t> g_ours[kMaxFd / 64];
-// Per fd: the phase of its event (Event::phase), and its thread's CPU clock when it was opened
-// (0: unknown; base_at_open), read by the handler.
-std::atomic<uint64_t> g_phase[kMaxFd];
-std::atomic<uint64_t> g_cpu_open[kMaxFd];
+// Signal mode's tables by fd, read by the handler (1 MiB of bss, of which only the pages of
+// the fds in use are ever touched: fd_tables()).
+struct FdTables {
+  // One bit per fd: set while the fd is one of our signal-mode events.
+  std::atomic<uint64_t> ours[kMaxFd / 64];
+  // The phase of its event (Event::phase), and its thread's CPU clock when it was opened (0:
+  // unknown; base_at_open).
+  std::atomic<uint64_t> phase[kMaxFd];
+  std::atomic<uint64_t> cpu_open[kMaxFd];
+};
+FdTables g_fd;
 // A budget this large has its top kTopFds fds reached last (when nothing fits above it).
 constexpr uint64_t kMinBudget = 1024;
 constexpr uint64_t kTopFds = 256;
@@ -50,9 +55,9 @@ void mark(int fd, bool on) {
   if (fd < 0 || fd >= kMaxFd) return;
   const uint64_t bit = uint64_t{1} << (fd % 64);
   if (on)
-    g_ours[fd / 64].fetch_or(bit, std::memory_order_release);
+    g_fd.ours[fd / 64].fetch_or(bit, std::memory_order_release);
   else
-    g_ours[fd / 64].fetch_and(~bit, std::memory_order_release);
+    g_fd.ours[fd / 64].fetch_and(~bit, std::memory_order_release);
 }
 
 }  // namespace
@@ -245,9 +250,9 @@ int open_event(pid_t tid, uint64_t period_ns, uint64_t first_ns, int signo, bool
   out->tid = tid ? tid : static_cast<pid_t>(syscall(SYS_gettid));
   out->period = period_ns;
   out->phase = period_ns - first_ns;
-  g_phase[fd].store(out->phase, std::memory_order_relaxed);
+  g_fd.phase[fd].store(out->phase, std::memory_order_relaxed);
   const uint64_t cpu_open = util::clock_ns(thread_cpu_clock(out->tid));
-  g_cpu_open[fd].store(cpu_open, std::memory_order_relaxed);
+  g_fd.cpu_open[fd].store(cpu_open, std::memory_order_relaxed);
   if (cpu_open) base_at_open(cpu_open, out->phase, &out->credits);
   if (ring) {
     const size_t bytes = (1 + kRingDataPages) * kPage;
@@ -370,7 +375,7 @@ void start_credit(int fd, uint64_t phase, uint64_t gen) {
   t_generation = gen;
   t_credit = Credit{};
   if (const uint64_t cpu_open =
-          fd >= 0 && fd < kMaxFd ? g_cpu_open[fd].load(std::memory_order_relaxed) : 0)
+          fd >= 0 && fd < kMaxFd ? g_fd.cpu_open[fd].load(std::memory_order_relaxed) : 0)
     base_at_open(cpu_open, phase, &t_credit);
 }
 
@@ -421,7 +426,8 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
   const uint64_t now = util::clock_ns(CLOCK_MONOTONIC_RAW);
   const uint64_t gen = g_generation.load(std::memory_order_acquire);
   const uint64_t period = g_period.load(std::memory_order_relaxed);
-  const uint64_t phase = fd >= 0 && fd < kMaxFd ? g_phase[fd].load(std::memory_order_relaxed) : 0;
+  const uint64_t phase =
+      fd >= 0 && fd < kMaxFd ? g_fd.phase[fd].load(std::memory_order_relaxed) : 0;
   const bool first = t_generation != gen;
   const bool jitter_on = g_jitter.load(std::memory_order_relaxed);
   // A re-draw is due at this signal: it needs the counter (jitter()).
@@ -457,7 +463,7 @@ uint64_t signal_weight(int fd, uint64_t* system_w) {
 
 bool is_ours(int fd) {
   if (fd < 0 || fd >= kMaxFd) return false;
-  return (g_ours[fd / 64].load(std::memory_order_acquire) >> (fd % 64)) & 1;
+  return (g_fd.ours[fd / 64].load(std::memory_order_acquire) >> (fd % 64)) & 1;
 }
 
 int start_drainer() {
@@ -476,6 +482,11 @@ void reset_after_fork() {
   pthread_mutex_init(&g_ring_mu, nullptr);
   g_nrings = 0;
   forget_runtime_thread(&g_drainer);
+}
+
+void fd_tables(const void** begin, const void** end) {
+  *begin = &g_fd;
+  *end = &g_fd + 1;
 }
 
 }  // namespace sprofil::rt::perf

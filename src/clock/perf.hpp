@@ -407,6 +407,10 @@ bool jitter_asked();
 bool early_handed(uint64_t period_ns);
 bool take_early(pid_t tid, uint64_t period_ns);
 
+// Where signal mode's tables by fd lie (1 MiB of bss that a process touches a page of at a
+// time, by the fds it uses): a prefault of the library's data leaves them out.
+void fd_tables(const void** begin, const void** end);
+
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
 // (perf_clock.cpp, with the runtime mutex held).
 bool drain_mode();
