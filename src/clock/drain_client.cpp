@@ -252,6 +252,22 @@ uintptr_t thread_start() {
 }
 
 namespace {
+// m's kDrainAdd fields for tid's event, with the thread's and the process's CPU clocks now (the
+// event's opening: its counter is at 0).
+void event_fields(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter, uintptr_t start_pc,
+                  drain::DrainMsg* m) {
+  // The parent maps the ring (and so makes it: src/record/drain.cpp add()) before it answers.
+  m->pid = getpid();
+  m->tid = tid;
+  m->period_ns = period_ns;
+  m->first_ns = first_ns == 0 || first_ns > period_ns ? period_ns : first_ns;
+  m->ring_bytes = (1 + data_pages(period_ns)) * kPage;
+  m->jitter = jitter ? 1 : 0;
+  m->start_pc = start_pc;
+  m->thread_cpu_ns = util::clock_ns(thread_cpu_clock(tid));
+  m->process_cpu_ns = util::clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+}
+
 // Opens tid's drain-mode event (counting from now: make_attr's kDrain), out of the program's
 // reach, and fills m's kDrainAdd fields for it. The fd, or -1 with *err set.
 int open_event_for(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter,
@@ -263,23 +279,12 @@ int open_event_for(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter
     *err = errno;
     return -1;
   }
-  const uint64_t thread_cpu = util::clock_ns(thread_cpu_clock(tid));  // the counter is at 0
-  const uint64_t process_cpu = util::clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+  event_fields(tid, period_ns, first_ns, jitter, start_pc, m);
   const int fd = place(fd0);
   if (fd < 0) {
     *err = EMFILE;
     return -1;
   }
-  // The parent maps the ring (and so makes it: src/record/drain.cpp add()) before it answers.
-  m->pid = getpid();
-  m->tid = tid;
-  m->period_ns = period_ns;
-  m->first_ns = first_ns;
-  m->ring_bytes = (1 + data_pages(period_ns)) * kPage;
-  m->jitter = jitter ? 1 : 0;
-  m->start_pc = start_pc;
-  m->thread_cpu_ns = thread_cpu;
-  m->process_cpu_ns = process_cpu;
   return fd;
 }
 
@@ -426,30 +431,29 @@ int drained_new_file(int dirfd, const char* name, bool first, int* k, uint64_t p
     return -1;
   char path[sizeof(sockaddr_un::sun_path)] = {};
   memcpy(path, sock, strlen(sock));
-  // The calling (main) thread's event with it, where drain mode will run: one exchange with
-  // the parent instead of two, and the agent's own start-up is sampled. Its phase is drawn
-  // as arm_thread would; its pc before any user-space sample is the program's entry point.
-  int ev = -1;
+  // The calling (main) thread's event with it, where drain mode will run, opened by the
+  // parent (kNewOpenEvent): one exchange with the parent instead of two, no event's opening in
+  // the program, and the agent's own start-up is sampled. Its phase is drawn as arm_thread
+  // would; its pc before any user-space sample is the program's entry point.
   const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
   // Every signal blocked for the exchange (the agent's start holds no runtime lock): its fds
   // then stay low in a single-threaded process (program_held_off).
   const BlockAll held_off;
-  if (period_ns && tid == getpid() && drain_asked() && fd_room()) {
-    int e = 0;
-    ev = open_event_for(tid, period_ns, random_phase(period_ns), jitter_asked(),
-                        static_cast<uintptr_t>(getauxval(AT_ENTRY)), &m, &e);
+  const bool with_event = period_ns && tid == getpid() && drain_asked() && fd_room();
+  m.flags = first ? drain::kNewFirst : 0;
+  if (with_event) {
+    event_fields(tid, period_ns, random_phase(period_ns), jitter_asked(),
+                 static_cast<uintptr_t>(getauxval(AT_ENTRY)), &m);
+    m.flags |= drain::kNewOpenEvent;
   }
   m.kind = drain::kDrainNewFile;
   m.pid = getpid();
   m.tid = tid;
-  m.flags = first ? drain::kNewFirst : 0;
   memcpy(m.name, name, len + 1);
   drain::FileAnswer a;
   a.err = EPROTO;
   int fd = -1;
-  const int fds[2] = {dirfd, ev};
-  const int err = exchange(path, m, fds, ev >= 0 ? 2 : 1, &a, sizeof a, &fd);
-  if (ev >= 0) close(ev);  // the parent's now, or gone with it
+  const int err = exchange(path, m, &dirfd, 1, &a, sizeof a, &fd);
   if (err != 0 || a.err != 0 || fd < 0) {
     if (fd >= 0) close(fd);
     return -1;
@@ -457,7 +461,7 @@ int drained_new_file(int dirfd, const char* name, bool first, int* k, uint64_t p
   g_answered = true;
   g_file_by_parent = m.pid;
   g_end_watched = a.watched != 0;
-  if (ev >= 0 && a.added) {
+  if (with_event && a.added) {
     g_early_tid = tid;
     g_early_ns = period_ns;
   }

@@ -30,7 +30,6 @@ namespace sprofil::rt::perf {
 namespace {
 
 constexpr int kMaxFd = 1 << 16;
-constexpr size_t kRingDataPages = 8;  // 32 KiB: ~1300 records (ip + value), 0.13 s at 10 kHz
 // The drainer wakes when a buffer is half full, and at least this often. Its CPU time is
 // sprofil's own and is not sampled: waking less often keeps it small.
 constexpr int kDrainIntervalMs = 20;
@@ -61,41 +60,6 @@ void mark(int fd, bool on) {
 }
 
 }  // namespace
-
-perf_event_attr make_attr(uint64_t period_ns, Delivery d) {
-  perf_event_attr a;
-  memset(&a, 0, sizeof a);
-  a.type = PERF_TYPE_SOFTWARE;
-  a.size = sizeof a;
-  a.config = PERF_COUNT_SW_TASK_CLOCK;
-  a.sample_period = period_ns;  // the task clock counts nanoseconds
-  a.exclude_kernel = 1;         // user space only: allowed at perf_event_paranoid 2
-  a.exclude_hv = 1;
-  a.disabled = 1;
-  switch (d) {
-    case Delivery::kSignal:
-      a.wakeup_events = 1;
-      break;
-    case Delivery::kRing:
-      a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_READ;  // the counter gives the weight
-      a.watermark = 1;
-      a.wakeup_watermark = static_cast<uint32_t>(kRingDataPages * kPage / 2);
-      break;
-    case Delivery::kDrain:
-      a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_READ;  // drain_proto.hpp's kDrainSampleType
-      // Counting from the open: the hand-over takes tens of microseconds, a large part of a
-      // short thread (tests/harm ShortThreadsKeepTheirShare: 0.87 of its CPU time when enabled
-      // after the ring's mapping). A period that ends before the parent has mapped the ring
-      // drops its record, not its time: the next sample's weight is the counter's delta.
-      a.disabled = 0;
-      break;
-  }
-  return a;
-}
-
-int sys_perf_event_open(perf_event_attr* a, pid_t tid) {
-  return static_cast<int>(syscall(SYS_perf_event_open, a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
-}
 
 namespace {
 

@@ -46,9 +46,14 @@
 //   as perf record's own file is. Only for the peer's own pid. The
 //   answer is a FileAnswer and, when err is 0, the file's fd. Any error: the agent makes the
 //   file itself. The file is the parent's (its umask applies, not the program's): it lives in
-//   the run's private directory until `sprofil record` collects it. With a second fd, the
-//   asking (main) thread's event and the kDrainAdd fields: taken as a kDrainAdd into the file
-//   just made (FileAnswer::added), so that a process image's start is one exchange, not two.
+//   the run's private directory until `sprofil record` collects it. With kNewOpenEvent in
+//   flags and the kDrainAdd fields, the parent opens the asking (main) thread's event itself
+//   (perf_event_open on that tid, the peer's own pid, while the thread waits for the answer)
+//   and takes it as a kDrainAdd into the file just made (FileAnswer::added), so that a process
+//   image's start is one exchange, and the event's opening (a system call of 86 us on the AMD
+//   EPYC VM of docs/benchmarks.md) the parent's work, as perf record's events are perf's.
+//   Not added (the parent could not open it): the agent opens the thread's event itself
+//   later, with kDrainAdd. A second fd instead (an agent that opened it) is that event.
 // A forked child under drain mode has no file of its own until it needs one: its events come
 // with kAddPending and three fds (the event, the parent process's file, the run's directory;
 // the kDrainChildFile fields), and the parent makes the child's file at the first sample it
@@ -77,6 +82,8 @@ constexpr uint32_t kFlushRelease = 1;  // DrainMsg::flags of a kDrainFlush
 constexpr uint32_t kFlushFinish = 2;   // of a kDrainFlush: a forked child without its file
 constexpr uint32_t kAddPending = 1;    // of a kDrainAdd: a forked child without its file
 constexpr uint32_t kNewFirst = 1;      // of a kDrainNewFile: the run's first image (`name` itself)
+constexpr uint32_t kNewOpenEvent = 2;  // of a kDrainNewFile: the parent opens the asking thread's
+                                       // event (see kDrainNewFile)
 constexpr int kDrainAckMs = 2000;      // the agent's bound on waiting for the parent's answer
 // The one-byte answers (all but kDrainChildFile's and kDrainNewFile's).
 constexpr char kAckDone = 0;

@@ -891,11 +891,14 @@ struct Drainer::State {
   }
 
   // kDrainNewFile: makes a process image's file and answers with it (for the peer's own pid).
-  // With event_fd (>= 0, taken), the asking thread's event, added into the file made.
+  // With event_fd (>= 0, taken), the asking thread's event, added into the file made; with
+  // kNewOpenEvent, the asking (main) thread's event opened here.
   void new_file(int conn, const drain::DrainMsg& m, int dirfd, int event_fd) {
     drain::FileAnswer a;
     const int fd = peer_is(conn, m.pid) ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
     if (fd < 0 && a.err == 0) a.err = EPERM;
+    if (event_fd < 0 && fd >= 0 && (m.flags & drain::kNewOpenEvent) && m.tid == m.pid)
+      event_fd = open_event(m);
     if (fd >= 0)
       if (File* f = file_for(fcntl(fd, F_DUPFD_CLOEXEC, 0))) {
         a.watched = watch(m.pid);
@@ -916,6 +919,17 @@ struct Drainer::State {
     }
     (void)util::send_with_fds(conn, &a, sizeof a, &fd, fd >= 0 ? 1 : 0);
     if (fd >= 0) close(fd);
+  }
+
+  // The drain-mode event of thread m.tid (the peer's main thread, waiting for the answer), as
+  // the agent would open it (perf.hpp's make_attr): counting from now, its first period
+  // m.first_ns. -1 if it cannot be opened (the agent then opens it itself, kDrainAdd).
+  static int open_event(const drain::DrainMsg& m) {
+    if (m.period_ns == 0) return -1;
+    const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
+    perf_event_attr a = rt::perf::make_attr(rt::perf::first_overflow(m.period_ns, first),
+                                            rt::perf::Delivery::kDrain);
+    return rt::perf::sys_perf_event_open(&a, m.tid);
   }
 
   // At its exit, the file (fd) of a process that took no sample: removed now, counted as a
