@@ -897,8 +897,11 @@ struct Drainer::State {
     drain::FileAnswer a;
     const int fd = peer_is(conn, m.pid) ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
     if (fd < 0 && a.err == 0) a.err = EPERM;
-    if (event_fd < 0 && fd >= 0 && (m.flags & drain::kNewOpenEvent) && m.tid == m.pid)
+    if (event_fd < 0 && fd >= 0 && (m.flags & drain::kNewOpenEvent) && m.tid == m.pid) {
       event_fd = open_event(m);
+      std::lock_guard<std::mutex> l(stats_mu);
+      ++(event_fd >= 0 ? stats.main_events : stats.main_events_refused);
+    }
     if (fd >= 0)
       if (File* f = file_for(fcntl(fd, F_DUPFD_CLOEXEC, 0))) {
         a.watched = watch(m.pid);

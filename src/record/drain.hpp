@@ -48,6 +48,8 @@ class Drainer : util::NoCopy {
     uint64_t redraws = 0;              // periods re-drawn (PERF_EVENT_IOC_PERIOD, an IPI each)
     uint64_t new_files = 0;            // process images' files made for them (kDrainNewFile)
     uint64_t new_files_refused = 0;    // asked for and not made (the agent made its own)
+    uint64_t main_events = 0;          // their main threads' events opened here (kNewOpenEvent)
+    uint64_t main_events_refused = 0;  // asked for and not opened (the agent opened its own)
     uint64_t child_files = 0;          // forked children's files made for them (kDrainChildFile)
     uint64_t child_files_refused = 0;  // asked for and not made (the child made its own)
     uint64_t pending_alone = 0;        // forked children's events that came without the files

@@ -344,6 +344,7 @@ int record(const Options& o, FILE* log) {
         "the kernel, %llu samples unplaced, %llu lost for want of disk space, %llu periods "
         "credited at an event's end, %llu "
         "not (no pc), %llu periods re-drawn, %llu process images' files made, %llu refused, "
+        "%llu main threads' events opened for them, %llu could not be (opened by the agent), "
         "%llu forked children's files made, %llu refused, %llu forked children's events taken "
         "without their files, %llu processes' exits seen without a flush, %llu empty files "
         "removed at their process's exit\n",
@@ -354,6 +355,8 @@ int record(const Options& o, FILE* log) {
         static_cast<unsigned long long>(ds.exit_unplaced),
         static_cast<unsigned long long>(ds.redraws), static_cast<unsigned long long>(ds.new_files),
         static_cast<unsigned long long>(ds.new_files_refused),
+        static_cast<unsigned long long>(ds.main_events),
+        static_cast<unsigned long long>(ds.main_events_refused),
         static_cast<unsigned long long>(ds.child_files),
         static_cast<unsigned long long>(ds.child_files_refused),
         static_cast<unsigned long long>(ds.pending_alone),

@@ -49,7 +49,7 @@ Answer ask_new_file(const std::string& sock, const std::string& dir, const char*
   m.kind = drain::kDrainNewFile;
   m.pid = pid;
   m.tid = pid;
-  m.flags = first ? drain::kNewFirst : 0;
+  m.flags |= first ? drain::kNewFirst : 0;  // (kNewOpenEvent kept)
   snprintf(m.name, sizeof m.name, "%s", name);
   const int dirfd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   const int fds[2] = {dirfd, event};
@@ -307,6 +307,33 @@ TEST(DrainFiles, EventWithTheFileRequestIsTaken) {
   close(made.fd);
 }
 
+// The agent's start asks the parent to open its main thread's event (kNewOpenEvent, the
+// kDrainAdd fields without an fd): the parent opens it on the asking thread and takes it into
+// the file made, answered with `added`; the thread's CPU from then on is in the file.
+TEST(DrainFiles, ParentOpensTheMainThreadsEventWhenAsked) {
+  SKIP_WITHOUT_PERF();
+  if (gettid() != getpid()) GTEST_SKIP() << "needs the process's main thread";
+  DrainerIn t;
+  drain::DrainMsg m;
+  const int probe = open_event(&m);  // only for its fields (and to skip where perf is denied)
+  ASSERT_GE(probe, 0);
+  close(probe);
+  m.flags = drain::kNewOpenEvent;
+  Answer made = ask_new_file(t.d.path(), t.dir.path(), "p.sprof", getpid(), true, -1, m);
+  ASSERT_EQ(made.a.err, 0);
+  EXPECT_EQ(made.a.added, 1);
+  burn_cpu(0.1);
+  t.d.finish();
+  const record::Drainer::Stats st = t.d.stats();
+  EXPECT_EQ(st.events, 1u);
+  EXPECT_EQ(st.main_events, 1u);
+  EXPECT_EQ(st.main_events_refused, 0u);
+  sprof_header h;
+  ASSERT_EQ(pread(made.fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+  EXPECT_GE(h.delivered, 50u) << "about 100 records at 1 ms, counted into the file made";
+  close(made.fd);
+}
+
 // Under `sprofil record` every process image's file is the parent's work: a shell that runs
 // three programs, each exec'd (the shell, and each forked child's new image, make four files;
 // the forked children themselves make none), none refused.
@@ -360,6 +387,49 @@ TEST(Run, ParentSeesTheExitAndCompletesTheFile) {
   EXPECT_NEAR(sampled_s, cpu_s, 0.05 * cpu_s + 0.02) << "sampled " << sampled_s << " s";
   EXPECT_NEAR(pr.effective_hz, static_cast<double>(pr.delivered) / cpu_s, 0.002)
       << pr.delivered << " samples in " << cpu_s << " s";
+}
+
+// An execute-only program (mode 0711) run by an unprivileged user is not dumpable: the record
+// parent, the same user, may not open a perf event on it (perf_event_open: EACCES), and the
+// agent opens its main thread's event itself (kDrainAdd), as for any other thread. The run is
+// profiled all the same: samples x period within 10% of the program's CPU from the first
+// sample on (0.3 s of burn; the loader and the agent's start before the event are the
+// summary's unsampled CPU).
+TEST(Run, ExecuteOnlyProgramOfAnotherUserIsProfiledByItsOwnEvent) {
+  SKIP_WITHOUT_PERF();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: it runs the command as another user (4242)";
+  if (agent_test::run({"setpriv", "--version"}).status != 0)
+    GTEST_SKIP() << "needs setpriv (util-linux) to run commands as another user";
+  int paranoid = 2;
+  std::ifstream("/proc/sys/kernel/perf_event_paranoid") >> paranoid;
+  if (paranoid > 2)
+    GTEST_SKIP() << "perf_event_paranoid " << paranoid << ": perf events are denied to users";
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  const std::string prog = dir / "prog", outdir = dir / "out";
+  std::filesystem::copy_file(agent_test::kProg, prog);
+  ASSERT_EQ(chmod(prog.c_str(), 0711), 0);
+  ASSERT_EQ(mkdir(outdir.c_str(), 0700), 0);
+  ASSERT_EQ(chown(outdir.c_str(), 4242, 4242), 0);
+  const std::string out = outdir + "/x.sprof";
+  agent_test::Result r = agent_test::run(
+      {"setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "env", "SPROFIL_DRAIN_STATS=1",
+       agent_test::kTool, "record", "-F", "1000", "-o", out, prog, "burn", "0.3"});
+  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
+  const std::regex opened("([0-9]+) main threads' events opened for them, ([0-9]+) could not be");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, opened)) << r.err;
+  EXPECT_EQ(std::stoull(m[1]), 0u) << r.err;
+  EXPECT_EQ(std::stoull(m[2]), 1u) << r.err;
+  const std::regex events("drain: ([0-9]+) events");
+  ASSERT_TRUE(std::regex_search(r.err, m, events)) << r.err;
+  EXPECT_EQ(std::stoull(m[1]), 1u) << "the agent's own event, handed over: " << r.err;
+  const profile::Profile p = agent_test::read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  const double cpu = static_cast<double>(p.cpu_ns) * 1e-9;
+  const double sampled = static_cast<double>(p.total_samples()) / 1000;
+  EXPECT_GE(sampled, 0.25) << "0.3 s of burn";
+  EXPECT_LE(sampled, 1.1 * cpu) << "cpu " << cpu;
 }
 
 }  // namespace
