@@ -16,6 +16,7 @@
 #include <iterator>
 #include <regex>
 #include <string>
+#include <utility>
 
 #include "format/drain_proto.hpp"
 #include "format/sprof_format.h"
@@ -71,6 +72,16 @@ Answer ask_new_file(const std::string& sock, const std::string& dir, const char*
   if (s >= 0) close(s);
   if (dirfd >= 0) close(dirfd);
   return out;
+}
+
+// The two counts that `re` (two groups) finds in a `SPROFIL_DRAIN_STATS=1` line; {~0, ~0} and a
+// failure if it finds none.
+std::pair<uint64_t, uint64_t> stat_pair(const std::string& err, const char* re) {
+  std::smatch m;
+  const bool found = std::regex_search(err, m, std::regex(re));
+  EXPECT_TRUE(found) << re << " not in: " << err;
+  if (!found) return {~0ull, ~0ull};
+  return {std::stoull(m[1]), std::stoull(m[2])};
 }
 
 struct DrainerIn {
@@ -284,54 +295,51 @@ TEST(DrainFiles, PendingEventAloneTakesTheFileItWasForkedWith) {
   close(made.fd);
 }
 
-// The main thread's event may come with the request for the file (the agent's start: one
-// exchange, not two): taken into the file made, answered with `added`.
-TEST(DrainFiles, EventWithTheFileRequestIsTaken) {
-  SKIP_WITHOUT_PERF();
+// The main thread's event with the request for the file (the agent's start: one exchange, not
+// two): the agent's own (an fd with the kDrainAdd fields), or, with kNewOpenEvent, opened by the
+// parent on the asking thread (the fields without an fd). Either is taken into the file made,
+// answered with `added`, and the thread's CPU from then on is counted there (about 100 records
+// at 1 ms). The drainer's stats at the end.
+record::Drainer::Stats main_event_with_the_file(bool parent_opens) {
   DrainerIn t;
   drain::DrainMsg m;
   const int ev = open_event(&m);
-  ASSERT_GE(ev, 0);
-  Answer made = ask_new_file(t.d.path(), t.dir.path(), "p.sprof", getpid(), true, ev, m);
-  close(ev);
-  ASSERT_EQ(made.a.err, 0);
+  EXPECT_GE(ev, 0);
+  if (ev < 0) return {};
+  if (parent_opens) {
+    close(ev);  // only its fields go
+    m.flags = drain::kNewOpenEvent;
+  }
+  Answer made =
+      ask_new_file(t.d.path(), t.dir.path(), "p.sprof", getpid(), true, parent_opens ? -1 : ev, m);
+  if (!parent_opens) close(ev);
+  EXPECT_EQ(made.a.err, 0);
   EXPECT_EQ(made.a.added, 1);
   burn_cpu(0.1);
   t.d.finish();
-  const record::Drainer::Stats st = t.d.stats();
-  EXPECT_EQ(st.events, 1u);
-  EXPECT_GE(st.samples, 50u) << "about 100 records at 1 ms";
-  sprof_header h;
-  ASSERT_EQ(pread(made.fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
+  sprof_header h{};
+  EXPECT_EQ(pread(made.fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
   EXPECT_GE(h.delivered, 50u) << "counted into the file made with it";
-  close(made.fd);
+  if (made.fd >= 0) close(made.fd);
+  return t.d.stats();
 }
 
-// The agent's start asks the parent to open its main thread's event (kNewOpenEvent, the
-// kDrainAdd fields without an fd): the parent opens it on the asking thread and takes it into
-// the file made, answered with `added`; the thread's CPU from then on is in the file.
+TEST(DrainFiles, EventWithTheFileRequestIsTaken) {
+  SKIP_WITHOUT_PERF();
+  const record::Drainer::Stats st = main_event_with_the_file(false);
+  EXPECT_EQ(st.events, 1u);
+  EXPECT_GE(st.samples, 50u);
+  EXPECT_EQ(st.main_events, 0u) << "the agent's own";
+}
+
 TEST(DrainFiles, ParentOpensTheMainThreadsEventWhenAsked) {
   SKIP_WITHOUT_PERF();
   if (gettid() != getpid()) GTEST_SKIP() << "needs the process's main thread";
-  DrainerIn t;
-  drain::DrainMsg m;
-  const int probe = open_event(&m);  // only for its fields (and to skip where perf is denied)
-  ASSERT_GE(probe, 0);
-  close(probe);
-  m.flags = drain::kNewOpenEvent;
-  Answer made = ask_new_file(t.d.path(), t.dir.path(), "p.sprof", getpid(), true, -1, m);
-  ASSERT_EQ(made.a.err, 0);
-  EXPECT_EQ(made.a.added, 1);
-  burn_cpu(0.1);
-  t.d.finish();
-  const record::Drainer::Stats st = t.d.stats();
+  const record::Drainer::Stats st = main_event_with_the_file(true);
   EXPECT_EQ(st.events, 1u);
+  EXPECT_GE(st.samples, 50u);
   EXPECT_EQ(st.main_events, 1u);
   EXPECT_EQ(st.main_events_refused, 0u);
-  sprof_header h;
-  ASSERT_EQ(pread(made.fd, &h, sizeof h, 0), static_cast<ssize_t>(sizeof h));
-  EXPECT_GE(h.delivered, 50u) << "about 100 records at 1 ms, counted into the file made";
-  close(made.fd);
 }
 
 // Under `sprofil record` every process image's file is the parent's work: a shell that runs
@@ -348,11 +356,11 @@ TEST(Run, ParentMakesEveryImagesFile) {
       agent_test::run({agent_test::kTool, "record", "-o", out, "bash", "-c", script},
                       {{"SPROFIL_DRAIN_STATS", "1"}});
   ASSERT_EQ(r.status, 0) << agent_test::describe(r);
-  const std::regex made("([0-9]+) process images' files made, ([0-9]+) refused");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.err, m, made)) << r.err;
-  EXPECT_GE(std::stoull(m[1]), 4u) << r.err;
-  EXPECT_EQ(std::stoull(m[2]), 0u) << r.err;
+  const auto [made, refused] = stat_pair(r.err,
+                                         "([0-9]+) process images' files made, "
+                                         "([0-9]+) refused");
+  EXPECT_GE(made, 4u) << r.err;
+  EXPECT_EQ(refused, 0u) << r.err;
   const profile::Profile prof = agent_test::read(out);
   EXPECT_GE(prof.processes.size(), 3u);  // the three burners at least (the shell may take none)
 }
@@ -416,14 +424,13 @@ TEST(Run, ExecuteOnlyProgramOfAnotherUserIsProfiledByItsOwnEvent) {
       {"setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "env", "SPROFIL_DRAIN_STATS=1",
        agent_test::kTool, "record", "-F", "1000", "-o", out, prog, "burn", "0.3"});
   ASSERT_EQ(r.status, 0) << agent_test::describe(r);
-  const std::regex opened("([0-9]+) main threads' events opened for them, ([0-9]+) could not be");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.err, m, opened)) << r.err;
-  EXPECT_EQ(std::stoull(m[1]), 0u) << r.err;
-  EXPECT_EQ(std::stoull(m[2]), 1u) << r.err;
-  const std::regex events("drain: ([0-9]+) events");
-  ASSERT_TRUE(std::regex_search(r.err, m, events)) << r.err;
-  EXPECT_EQ(std::stoull(m[1]), 1u) << "the agent's own event, handed over: " << r.err;
+  const auto [opened, not_opened] =
+      stat_pair(r.err, "([0-9]+) main threads' events opened for them, ([0-9]+) could not be");
+  EXPECT_EQ(opened, 0u) << r.err;
+  EXPECT_EQ(not_opened, 1u) << r.err;
+  const auto [events, records] = stat_pair(r.err, "drain: ([0-9]+) events, ([0-9]+) sample");
+  EXPECT_EQ(events, 1u) << "the agent's own event, handed over: " << r.err;
+  EXPECT_GE(records, 200u) << r.err;
   const profile::Profile p = agent_test::read(out);
   ASSERT_EQ(p.processes.size(), 1u);
   const double cpu = static_cast<double>(p.cpu_ns) * 1e-9;
