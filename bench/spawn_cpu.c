@@ -4,7 +4,9 @@
 // Run it under a tool (sprofil record, perf record) for that tool's cost to each process; the
 // tool's own start-up is not counted. For bench/spawn_ab.sh. With SPAWN_EACH=1 in its
 // environment it also prints "W CPU" (microseconds) on stderr for each process as it ends
-// (bench/process_split.sh pairs them with the probe's lines).
+// (bench/process_split.sh pairs them with the probe's lines). With SPAWN_FORK=1 it forks and
+// the child execs CMD (execvp): the child's time before its exec (a profiled parent's fork
+// handlers, its hand-over, the exec's flush) is then in CMD's.
 // Usage: spawn_cpu LABEL N CMD [ARGS...]
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 extern char** environ;
 
@@ -25,6 +28,8 @@ int main(int argc, char** argv) {
   if (argc < 4) return 2;
   const int n = atoi(argv[2]);
   const char* each_env = getenv("SPAWN_EACH");
+  const char* fork_env = getenv("SPAWN_FORK");
+  const int use_fork = fork_env && fork_env[0] == '1';
   const int each = each_env && each_env[0] == '1';
   if (n <= 0) return 2;
   double* cpu = calloc((size_t)n, sizeof *cpu);
@@ -35,7 +40,18 @@ int main(int argc, char** argv) {
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   for (int i = 0; i < n; ++i) {
     pid_t pid;
-    if (posix_spawnp(&pid, argv[3], &fa, NULL, argv + 3, environ) != 0) return 1;
+    if (use_fork) {
+      pid = fork();
+      if (pid < 0) return 1;
+      if (pid == 0) {
+        const int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        execvp(argv[3], argv + 3);
+        _exit(127);
+      }
+    } else if (posix_spawnp(&pid, argv[3], &fa, NULL, argv + 3, environ) != 0) {
+      return 1;
+    }
     struct rusage ru;
     int status;
     if (wait4(pid, &status, 0, &ru) != pid) return 1;
