@@ -761,7 +761,14 @@ struct Drainer::State {
     uint64_t at = value > e->cur_period ? value - e->cur_period : 0;
     if (at < e->boundary) at = e->boundary;  // not before the last overflow seen
     const uint64_t partial = rt::perf::into_period(at, e->boundary, e->old_period);
-    if (partial && !std::exchange(e->cut_in_exchange, false)) {
+    // The hand-over's restart (cut_in_exchange): the period ran from the event's opening
+    // through the agent's exchange (clock reads, then socket, connect, the pin, sendmsg) and
+    // was cut while the thread waited in recvmsg; it is the kernel's, left out of the user
+    // periods. Credited as user time, as the proportion of an event that has had no overflow
+    // yet made it, it went to the user samples at the first sample's pc: 0.3 to 0.45 of a
+    // period per process on the AMD EPYC VM of docs/benchmarks.md (tests/record's Coverage).
+    const bool in_exchange = std::exchange(e->cut_in_exchange, false);
+    if (partial && !in_exchange) {
       // Split in the proportion seen so far: the partial period's end is a moment whose
       // state (user or kernel) nobody saw.
       const rt::perf::Credit& c = e->credit;
@@ -769,13 +776,6 @@ struct Drainer::State {
           c.periods ? 1.0 - static_cast<double>(c.system) / static_cast<double>(c.periods) : 1.0;
       e->credit.user_ns += static_cast<uint64_t>(static_cast<double>(partial) * user);
     }
-    // The hand-over's restart (cut_in_exchange): the period ran from the event's opening
-    // through the agent's exchange (clock reads, then socket, connect, the pin, sendmsg) and
-    // was cut while the thread waited in recvmsg; it is the kernel's, left out of the user
-    // periods. Credited as user time, as the proportion of an event that has had no overflow
-    // yet made it, it went to the user samples at the first sample's pc: 0.3 to 0.45 of a
-    // period per process on the AMD EPYC VM of docs/benchmarks.md (tests/record's Coverage).
-    e->cut_in_exchange = false;
     e->boundary = at;
   }
 
