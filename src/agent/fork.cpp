@@ -176,6 +176,7 @@ void before_exec() {
 // file was removed at the exec: a new one is the same file under its name again.
 void after_failed_exec() {
   if (!g_on) return;
+  catch_up_table();
   if (g_pending) {  // the file made for its samples (finished at the flush), or a new one
     take_own_file();
     if (g_on) std::atomic_ref<uint32_t>(g_hdr->flags).fetch_and(~SPROF_F_FINISHED);

@@ -209,6 +209,10 @@ void free_list(FoundList* list);
 // regions.cpp
 bool add_region(int fd, const Found& f, const char* path, bool dlopened);
 int publish();
+// Before the clock starts again with the channel's table (the restart after a failed exec,
+// which may take a signal where drain mode ran): the table brought up to the records, if
+// publish() left it behind. The clock is stopped (nothing reads the table).
+void catch_up_table();
 // Brings the regions and g_snap in line with a scan; fd: the open output file, or -1 to
 // re-open it if a region must be added. 1: regions changed, 0: not, -1: out of memory
 // (nothing changed).
