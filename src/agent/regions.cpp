@@ -366,7 +366,8 @@ int merge(const FoundList& list, bool dlopened, int fd) {
     free(skip);
     return -1;
   }
-  bool changed = false;
+  bool changed = false;  // regions added, unloaded or loaded again: a new table
+  bool moved = false;    // a committed record changed, or one added where one unloaded was
   // Under sprofil record the parent counts the samples already taken by the regions as they
   // are, before any is marked unloaded (drain_proto.hpp, kDrainSync).
   if (gone > 0) rt::perf::sync_drained();
@@ -391,7 +392,7 @@ int merge(const FoundList& list, bool dlopened, int fd) {
         a.rec->flags |= SPROF_R_UNLOADED;
         a.rec->unload_ns = now_ns();
         g_unloaded[g_nunloaded++] = k;
-        changed = true;
+        changed = moved = true;
       }
       continue;
     }
@@ -453,7 +454,7 @@ int merge(const FoundList& list, bool dlopened, int fd) {
         a.live = true;
         live_insert(a);
         z->regs[nr++] = k;
-        changed = true;
+        changed = moved = true;
         continue;
       }
       if (!opened && !g_spilled) {
@@ -465,6 +466,7 @@ int merge(const FoundList& list, bool dlopened, int fd) {
         live_insert(g_regs[g_nregs - 1]);
         z->regs[nr++] = static_cast<uint32_t>(g_nregs - 1);
         changed = true;
+        moved |= g_nunloaded > 0;  // it may lie where an unloaded one was
       }
     }
     o.reg_n = static_cast<uint32_t>(nr) - o.reg_first;
@@ -525,8 +527,10 @@ int merge(const FoundList& list, bool dlopened, int fd) {
   free(own_seen);
   free(skip);
   // A reader holding a table over the records (sprofil record's drainer) rebuilds it when this
-  // moves: a record unloaded, loaded again elsewhere, or one added at an unloaded one's place.
-  if (changed)
+  // moves: a record unloaded, loaded again elsewhere, or one added where an unloaded one may
+  // have been. A record added while none is unloaded lies where no other does: a reader finds
+  // it by region_count (and reads only the records added, src/record/drain.cpp refresh).
+  if (moved)
     std::atomic_ref<uint32_t>(g_hdr->regions_changes).fetch_add(1, std::memory_order_release);
   return changed ? 1 : 0;
 }

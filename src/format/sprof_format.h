@@ -12,9 +12,12 @@
  * header.region_count (a release store), after it has stored regions_end; so a reader that
  * sees region_count = n also sees a regions_end at or past the end of record n - 1, and it
  * trusts only the first region_count records. After a change to committed records (one marked
- * SPROF_R_UNLOADED, one loaded again at a new address, one added), the runtime increments
- * header.regions_changes (release): a reader that keeps a table over the records while the
- * program runs rebuilds it when that number moves. Profiles written by the host tools hold 0.
+ * SPROF_R_UNLOADED, one loaded again at a new address) or a record added while one is marked
+ * unloaded (it may lie where that one was), the runtime increments header.regions_changes
+ * (release): a reader that keeps a table over the records while the program runs rebuilds it
+ * when that number moves, and reads the records past those it has when region_count moves
+ * (a record added while none is unloaded overlaps no other). Profiles written by the host tools
+ * hold 0.
  * Counters and the header's sample tallies are updated in place while the program runs. */
 #ifndef SPROFIL_SPROF_FORMAT_H
 #define SPROFIL_SPROF_FORMAT_H

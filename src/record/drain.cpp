@@ -90,6 +90,18 @@ struct File {
   uint32_t seen_changes = 0;  // header.regions_changes when the table was built
   int dirfd = -1;  // made here (kDrainNewFile): its directory, for its process's forked children
   std::vector<bool> reserved;  // the file's pages known reserved (reserve_counter)
+  // The records read so far (refresh), by their offsets in the file: a later refresh reads only
+  // those added since (a change to these moves regions_changes: all are read again).
+  struct Rec {
+    uintptr_t lo = 0, last = 0;
+    uint64_t counters_off = 0, nbins = 0, system_off = 0;  // system_off 0: none
+    uint8_t shift = 0, width = 0;
+    bool live = false;
+  };
+  std::vector<Rec> recs;
+  uint32_t recs_count = 0;    // records read (valid or not)
+  uint64_t recs_off = 0;      // where the next one starts
+  uint32_t recs_changes = 0;  // regions_changes when recs was started
 };
 
 // A forked child without its own file yet (drain_proto.hpp's kAddPending): where to make it.
@@ -244,6 +256,7 @@ void refresh(File* f) {
   if (size != f->len) {
     engine::Table::destroy(f->table);
     f->table = nullptr;
+    if (size < f->len) f->recs_off = 0;  // shrunk (a record given up): every record read again
     // A file that grew keeps its mapped pages (mremap moves their page-table entries): a new
     // mapping took a page fault on every record's header again at each rebuild.
     void* m = f->map ? mremap(f->map, f->len, size, MREMAP_MAYMOVE)
@@ -261,31 +274,58 @@ void refresh(File* f) {
   const uint64_t end = std::atomic_ref<uint64_t>(h->regions_end).load(std::memory_order_acquire);
   f->seen_count = count;
   f->seen_end = end;
-  struct Cand {
-    engine::Region r;
-    bool live;
-  };
-  std::vector<Cand> c;
-  uint64_t off = SPROF_PAGE;
-  for (uint32_t i = 0; i < count && off + SPROF_PAGE <= std::min<uint64_t>(end, f->len); ++i) {
+  // Only the records added since the last read, unless committed ones changed. A program that
+  // dlopens objects one by one added a record each time, and each rebuild read every record's
+  // page again: with 5,000 objects most of this process's CPU (docs/benchmarks.md, "After
+  // 3005695").
+  if (f->recs_off == 0 || f->recs_changes != f->seen_changes) {
+    f->recs.clear();
+    f->recs_count = 0;
+    f->recs_off = SPROF_PAGE;
+    f->recs_changes = f->seen_changes;
+  }
+  uint64_t off = f->recs_off;
+  uint32_t i = f->recs_count;
+  for (; i < count && off + SPROF_PAGE <= std::min<uint64_t>(end, f->len); ++i) {
     auto* rec = reinterpret_cast<sprof_region*>(f->map + off);
     const uint64_t rs = rec->record_size;
     if (rec->magic != SPROF_REGION_MAGIC || rs < SPROF_PAGE || off + rs > f->len) break;
     const uint32_t width = rec->counter_width, bin = rec->bin_size;
     if (rec->end > rec->start && rec->nbins && (width == 2 || width == 4 || width == 8) && bin &&
         (bin & (bin - 1)) == 0 && rec->counters_offset + rec->nbins * width <= f->len) {
-      engine::Region r;
+      File::Rec r;
       r.lo = rec->start;
       r.last = rec->end - 1;
-      r.map = engine::BinMap{rec->start, 65536, 0, static_cast<uint8_t>(__builtin_ctz(bin))};
-      r.counters = engine::Counters{f->map + rec->counters_offset, rec->nbins,
-                                    static_cast<uint8_t>(width), engine::Policy::kSaturate, 0};
+      r.counters_off = rec->counters_offset;
+      r.nbins = rec->nbins;
+      r.shift = static_cast<uint8_t>(__builtin_ctz(bin));
+      r.width = static_cast<uint8_t>(width);
       if ((rec->flags & SPROF_R_SYSTEM) && rec->system_offset &&
           rec->system_offset + rec->nbins * width <= f->len)
-        r.system = f->map + rec->system_offset;
-      c.push_back(Cand{r, (rec->flags & SPROF_R_UNLOADED) == 0});
+        r.system_off = rec->system_offset;
+      r.live = (rec->flags & SPROF_R_UNLOADED) == 0;
+      f->recs.push_back(r);
     }
     off += rs;
+  }
+  f->recs_count = i;
+  f->recs_off = off;
+  struct Cand {
+    engine::Region r;
+    bool live;
+  };
+  std::vector<Cand> c;
+  c.reserve(f->recs.size());
+  for (const File::Rec& x : f->recs) {
+    // (a record read before the file grew lies inside it still: a file that shrank is read anew)
+    engine::Region r;
+    r.lo = x.lo;
+    r.last = x.last;
+    r.map = engine::BinMap{x.lo, 65536, 0, x.shift};
+    r.counters =
+        engine::Counters{f->map + x.counters_off, x.nbins, x.width, engine::Policy::kSaturate, 0};
+    if (x.system_off) r.system = f->map + x.system_off;
+    c.push_back(Cand{r, x.live});
   }
   std::sort(c.begin(), c.end(), [](const Cand& a, const Cand& b) {
     return a.r.lo != b.r.lo ? a.r.lo < b.r.lo : a.live > b.live;
