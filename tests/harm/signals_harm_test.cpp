@@ -157,8 +157,8 @@ TEST(Signals, SiglongjmpOutOfHandlerLeavesNoReader) {
   ASSERT_EQ(native.o.out, "cycles 5\n") << native.o.status << " " << native.raw_err;
   for (const std::string& clock : clocks()) {
     SCOPED_TRACE("clock " + clock);
-    const Kept k = run_kept(clock, {SIG_LONGJMP}, false, {"-F", "10000"},
-                            {{"SPROFIL_PERF_MODE", "signal"}});
+    const Kept k =
+        run_kept(clock, {SIG_LONGJMP}, false, {"-F", "10000"}, {{"SPROFIL_PERF_MODE", "signal"}});
     expect_same(native, k);
     ASSERT_GE(field(k.report, "exchanges"), 10) << k.report;
     EXPECT_LE(field(k.report, "retired"), 1) << k.report;
