@@ -278,7 +278,7 @@ void refresh(File* f) {
   // dlopens objects one by one added a record each time, and each rebuild read every record's
   // page again: with 5,000 objects most of this process's CPU (docs/benchmarks.md, "After
   // 3005695").
-  if (f->recs_off == 0 || f->recs_changes != f->seen_changes) {
+  if (f->recs_off == 0 || f->recs_changes != f->seen_changes || count < f->recs_count) {
     f->recs.clear();
     f->recs_count = 0;
     f->recs_off = SPROF_PAGE;
