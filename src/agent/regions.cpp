@@ -520,6 +520,8 @@ int merge(const FoundList& list, bool dlopened, int fd) {
   z->nregs = nr;
   z->stamp = list.stamp;
   z->has_stamp = list.has_stamp;
+  z->subs = list.subs;
+  z->tail = list.tail;
   release_snapshot(y);
   g_snap = z;
   free(remap);

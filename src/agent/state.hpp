@@ -25,6 +25,8 @@
 #include "format/sprof_format.h"
 #include "util/mutex.hpp"
 
+struct link_map;  // <link.h>: an object in the loader's list
+
 namespace sprofil::agent {
 
 // The agent's counters: 4 bytes each, saturating (a region record's counter_width).
@@ -158,6 +160,8 @@ struct Snapshot {
   int refs;  // under g_mu: g_snap's own and each scan's
   uint64_t stamp;
   bool has_stamp;
+  uint64_t subs;           // the loader's subs (unloads) when the scan was taken
+  const ::link_map* tail;  // the last object of the loader's list then, or null (objects.cpp)
   size_t n;
   SnapObj* obj;      // in the loader's order (dl_iterate_phdr lists new objects last)
   uint32_t* sorted;  // object indices in key order
@@ -192,13 +196,15 @@ struct FoundList {
   size_t names_len, names_cap;
   NewObj* objs;  // in the loader's order
   size_t nobjs, objs_cap;
-  const Snapshot* known;  // what the scan compared with (the caller holds a reference), or null
-  uint8_t* seen;          // per known object: listed by this scan
-  size_t nseen;           // how many
-  size_t cursor;          // the known object expected next (the loader's order is stable)
-  uint64_t stamp;         // the loader's adds + subs when it was taken
-  bool has_stamp;         // false on a libc without dlpi_adds: every scan is merged
-  bool unchanged;         // same stamp as known: stopped at the first object, nothing else set
+  const Snapshot* known;   // what the scan compared with (the caller holds a reference), or null
+  uint8_t* seen;           // per known object: listed by this scan
+  size_t nseen;            // how many
+  size_t cursor;           // the known object expected next (the loader's order is stable)
+  uint64_t stamp;          // the loader's adds + subs when it was taken
+  bool has_stamp;          // false on a libc without dlpi_adds: every scan is merged
+  uint64_t subs;           // the loader's subs when it was taken
+  const ::link_map* tail;  // the last object of the loader's list then, or null
+  bool unchanged;          // same stamp as known: stopped at the first object, nothing else set
   bool started;
   bool partial;  // out of memory: not everything loaded is listed (not merged)
   const char* path(const Found& f) const { return names + f.path_off; }

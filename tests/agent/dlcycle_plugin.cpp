@@ -1,7 +1,8 @@
 // The plugins of dlcycle_prog.cpp, one source built into several modules: each defines its
 // own burn function, DLCYCLE_FN. The module built with DLCYCLE_INNER (the "outer" one) loads
 // that other module from its constructor and burns CPU in it there, before the outer
-// dlopen returns: its samples count only if the constructor's own dlopen registered it.
+// dlopen returns: its samples count only if the constructor's own dlopen registered it. The one
+// built with DLCYCLE_NEEDS (the "user" one) calls into another module it is linked with.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -10,6 +11,14 @@
 #include "burn.hpp"
 
 SPROFIL_BURN(DLCYCLE_FN)
+
+#ifdef DLCYCLE_NEEDS
+// The "user" module burns in the module it needs (DT_NEEDED), which a dlopen of it loads too.
+extern "C" double DLCYCLE_NEEDS(double);
+extern "C" __attribute__((visibility("default"))) double dlcycle_needed(double seconds) {
+  return DLCYCLE_NEEDS(seconds);
+}
+#endif
 
 #ifdef DLCYCLE_INNER
 // The inner module's CPU burnt in the constructor (main reads it with dlsym), -1 on failure.

@@ -8,7 +8,9 @@
 // 3. opens b and burns in it (b stays loaded);
 // 4. opens "outer", whose constructor opens "inner" and burns in it before the outer dlopen
 //    returns, then burns in inner again from main;
-// 5. burns in its own code, and churns a once more (its counts must not change).
+// 5. burns in its own code, and churns a once more (its counts must not change);
+// 6. opens "user", which needs "dep" (DT_NEEDED: one dlopen, two new objects, the first scan
+//    after the churn's unloads), and burns in dep through user.
 // TRUTH gets "name seconds" lines: each function's thread CPU time, process_cpu, and
 // a_same_address (1 if a's second load was at the first one's address).
 #include <dlfcn.h>
@@ -107,11 +109,13 @@ int main(int argc, char** argv) {
 
   main_s += dlcycle_main(0.3);
   for (int i = 0; i < g_cycles; ++i) dlclose(open_or_die("libdlcycle_a.so"));
+  const double dep_s = burn_in(open_or_die("libdlcycle_user.so"), "dlcycle_needed", 0.2);
 
   FILE* f = fopen(argv[2], "w");
   if (!f) return 2;
   fprintf(f, "dlcycle_a %.6f\ndlcycle_b %.6f\ndlcycle_inner %.6f\ndlcycle_main %.6f\n", a_s, b_s,
           inner_s, main_s);
+  fprintf(f, "dlcycle_dep %.6f\n", dep_s);
   fprintf(f, "process_cpu %.6f\na_same_address %d\n", burn_process_cpu(), first == second);
   fclose(f);
   printf("done\n");
