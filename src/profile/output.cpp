@@ -44,11 +44,14 @@ bool write_in_place(const std::string& path, const std::function<bool(int, std::
 // data before it returns, which a large profile waited for (1.4 s for the 74 MB profile of a
 // program with 5,000 objects on the VM of docs/benchmarks.md); the exchange leaves that to
 // the kernel's writeback, as for a new name. Where it cannot exchange (nothing there, a file
-// system without it), a rename.
+// system without it), a rename. A directory put at path since the caller looked (lstat) is
+// exchanged back and refused, as a rename over it would be (EISDIR).
 bool put_in_place(const std::string& tmp, const std::string& path) {
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
-    ::unlink(tmp.c_str());  // the old file (or the link that was at path)
-    return true;
+    if (::unlink(tmp.c_str()) == 0 || errno != EISDIR) return true;  // the old file, or link
+    ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE);
+    errno = EISDIR;
+    return false;
   }
   return ::rename(tmp.c_str(), path.c_str()) == 0;
 }
