@@ -185,11 +185,16 @@ TEST_P(SystemTimeOf, PageFaultsGoToTheSystemArray) {
   // charged outside the region).
   const double f_sys_s = static_cast<double>(f_sys) * interval * 1e-9;
   EXPECT_NEAR(f_sys_s, fault_kernel, 0.35 * fault_kernel);
-  // Pure compute: the system part stays small, under 8% of the function's samples. It is not
-  // 0: the sampling itself is kernel time (signal delivery, the handler's read and ioctl: a
-  // few microseconds per sample), plus the jittered periods' drift from P. Measured here on a
-  // shared 2-core VM: 0.7% to 4.5% (without jitter, 0.7%).
-  EXPECT_LT(static_cast<double>(c_sys), 0.08 * static_cast<double>(c_all));
+  // Pure compute: the system part stays small, under 8% of the function's samples beyond
+  // the system time the kernel itself charged to the phase. It is not 0: the sampling itself
+  // is kernel time (signal delivery, the handler's read and ioctl: a few microseconds per
+  // sample), plus the jittered periods' drift from P. Measured here on a shared 2-core VM:
+  // 0.7% to 4.5% (without jitter, 0.7%). On a machine overloaded five times over (two busy
+  // loops beside `ctest -j3`) the kernel charged the compute phase 0.17-0.21 s of system
+  // time, and the cpu and wall clocks' samples put 19-21% of it there.
+  const double c_kernel_samples = compute_kernel / (static_cast<double>(interval) * 1e-9);
+  EXPECT_LT(static_cast<double>(c_sys), 0.08 * static_cast<double>(c_all) + c_kernel_samples)
+      << "the kernel's own account: " << c_kernel_samples << " samples' worth";
 }
 
 INSTANTIATE_TEST_SUITE_P(Clocks, SystemTimeOf,
