@@ -84,21 +84,24 @@ TEST_F(FaceTest, AixForm1Formula) {
   // ((pc - off) * 0x8000) >> 16 = (pc - off) / 2 bytes, rounded down to even: element
   // (pc - off) / 4. The burn loop lies 32 KiB above off.
   static unsigned short c[0x8000 / 2];
-  ASSERT_EQ(aix_profil(c, sizeof c, catch_offset() + 0x7000, 0x8000), 0);
-  burn_cpu_ms(30);
-  aix_off();
   const uintptr_t pc = reinterpret_cast<uintptr_t>(&burn_cpu_ms);
   const size_t first = (pc - catch_offset() - 0x7000) / 4;
-  uint64_t in_burn = 0;
-  for (size_t i = first; i < first + 64 && i < 0x4000; ++i) in_burn += c[i];
-  EXPECT_GT(in_burn, 0u);
-  EXPECT_GT(in_burn * 10, sum(c) * 9);
+  const auto in_burn = [&] {
+    uint64_t n = 0;
+    for (size_t i = first; i < first + 64 && i < 0x4000; ++i) n += c[i];
+    return n;
+  };
+  ASSERT_EQ(aix_profil(c, sizeof c, catch_offset() + 0x7000, 0x8000), 0);
+  EXPECT_TRUE(faces_test::burn_for(30, [&] { return in_burn() > 0; }));
+  aix_off();
+  EXPECT_GT(in_burn(), 0u);
+  EXPECT_GT(in_burn() * 10, sum(c) * 9);
 }
 
 TEST_F(FaceTest, AixForm1Saturates) {
   unsigned short c[4] = {65530, 65530, 0, 0};
   ASSERT_EQ(aix_profil(c, sizeof c, catch_offset(), 2), 0);
-  burn_cpu_ms(50);
+  EXPECT_TRUE(faces_test::burn_for(50, [&] { return c[0] == USHRT_MAX; }));
   aix_off();
   EXPECT_EQ(c[0], USHRT_MAX);
 }
@@ -130,13 +133,13 @@ TEST_F(FaceTest, AixForm2BuffersMustBeContiguous) {
 
 TEST_F(FaceTest, AixForm2ComputedScaleFillsTheBuffer) {
   Form2 f;
-  ASSERT_EQ(aix_profil(f.p, -1, 0, 0), 0);
-  burn_cpu_ms(40);
-  aix_off();
   // 64 KiB of text over 128 bytes of buffer: scale 128 * 65536 / 65536 = 128, element
   // ((pc - lo) * 128 >> 16) / 2 = (pc - lo) / 1024: the burn loop is near element 32.
   const size_t e = (reinterpret_cast<uintptr_t>(&burn_cpu_ms) - catch_offset()) / 1024;
-  EXPECT_EQ(e, 32u);
+  ASSERT_EQ(e, 32u);
+  ASSERT_EQ(aix_profil(f.p, -1, 0, 0), 0);
+  EXPECT_TRUE(faces_test::burn_for(40, [&] { return f.hot[e] + f.hot[e + 1] > 0; }));
+  aix_off();
   EXPECT_GT(f.hot[e] + f.hot[e + 1], 0);
   EXPECT_EQ(f.cold_sum(), 0u);
 }
@@ -191,7 +194,7 @@ TEST_F(FaceTest, AixFailedCallChangesNothing) {
   EXPECT_ERRNO(aix_profil(faces_test::unmapped_page(), -1, 0, 0), EFAULT);
   // 100 ms of CPU (about 100 samples): CPU timers are checked only at ticks that find the
   // thread running, so on a loaded machine a short burn's samples may arrive late.
-  burn_cpu_ms(100);
+  EXPECT_TRUE(faces_test::burn_for(100, [&] { return f.hot_sum() > h0 + 10; }));
   EXPECT_GT(f.hot_sum(), h0 + 10);
 }
 

@@ -146,7 +146,7 @@ TEST_F(FaceTest, N64OverflowCounterCountsPcsOutsideEverySegment) {
   far.text_end = far.text_start + kWords - 1;
   osProfileInit(&far, 1);
   osProfileStart(1000);
-  burn_cpu_ms(40);
+  EXPECT_TRUE(faces_test::burn_for(40, [] { return osProfileOverflowCount() >= 20; }));
   osProfileStop();
   EXPECT_GE(osProfileOverflowCount(), 20u);
   EXPECT_EQ(s.total(), 0u);
@@ -157,12 +157,15 @@ TEST_F(FaceTest, N64SixteenBitCountersWrap) {
   osProfileInit(&s.p, 1);
   ASSERT_EQ(osProfileLastError(), 0);
   for (u32 i = 0; i < kWords; ++i) s.h[i] = 65535;  // after Init, which clears
+  const auto wrapped = [] {
+    u32 n = 0;
+    for (u32 i = 0; i < kWords; ++i) n += s.h[i] < 1000;
+    return n;
+  };
   osProfileStart(1000);
-  burn_cpu_ms(30);
+  EXPECT_TRUE(faces_test::burn_for(30, [&] { return wrapped() > 0; }));
   osProfileStop();
-  u32 wrapped = 0;
-  for (u32 i = 0; i < kWords; ++i) wrapped += s.h[i] < 1000;
-  EXPECT_GT(wrapped, 0u);
+  EXPECT_GT(wrapped(), 0u);
 }
 
 TEST_F(FaceTest, N64InitExGivesThirtyTwoBitCounters) {
@@ -171,12 +174,15 @@ TEST_F(FaceTest, N64InitExGivesThirtyTwoBitCounters) {
   osProfileInitEx(&p, 1, OS_PROFILE_U32);
   ASSERT_EQ(osProfileLastError(), 0);
   for (u32 i = 0; i < kWords; ++i) s.h32[i] = 65535;
+  const auto above = [] {
+    uint64_t n = 0;
+    for (u32 i = 0; i < kWords; ++i) n += s.h32[i] > 65535 ? s.h32[i] - 65535 : 0;
+    return n;
+  };
   osProfileStart(1000);
-  burn_cpu_ms(30);
+  EXPECT_TRUE(faces_test::burn_for(30, [&] { return above() > 10; }));
   osProfileStop();
-  uint64_t above = 0;
-  for (u32 i = 0; i < kWords; ++i) above += s.h32[i] > 65535 ? s.h32[i] - 65535 : 0;
-  EXPECT_GT(above, 10u);
+  EXPECT_GT(above(), 10u);
   osProfileInitEx(&p, 1, 0x2);  // unknown flag
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILEINIT_CNT);
 }
@@ -185,7 +191,7 @@ TEST_F(FaceTest, N64FlushSnapshotEqualsTheCounters) {
   static Seg s;
   osProfileInit(&s.p, 1);
   osProfileStart(1000);
-  burn_cpu_ms(30);
+  EXPECT_TRUE(faces_test::burn_for(30, [] { return s.total() > 0; }));
   setenv("SPROFIL_GPERF_SOCKET", "/nonexistent/gperf.sock", 1);  // no host tool
   osProfileFlush();  // safe while running; the snapshot is taken even with no host tool
   EXPECT_EQ(osProfileLastError(), ERR_OSPROFILEFLUSH_HOST);
