@@ -44,6 +44,9 @@ pid_t g_file_by_parent = 0;
 // the parent completes the file when it sees the process gone. Not after a flush before an
 // exec (the parent let that file go; an exec that failed keeps it). (g_mu)
 bool g_end_watched = false;
+// The process a thread of which is sampled by something an exec does not remove (kept_at_exec),
+// 0 if none: by pid, so that a forked child starts without it. (g_mu)
+pid_t g_kept_pid = 0;
 int (*g_open_file)() = nullptr;                // the agent's: a new fd of its profile file
 bool (*g_child)(DrainChild*, bool) = nullptr;  // the agent's (set once, at start)
 
@@ -239,6 +242,14 @@ void set_drain_file(int (*open_file)()) {
   g_open_file = open_file;
 }
 
+void kept_at_exec() {
+  g_kept_pid = getpid();
+}
+
+bool exec_removes_events() {
+  return g_sock[0] && g_kept_pid != getpid() && g_child && g_child(nullptr, false);
+}
+
 namespace {
 __attribute__((tls_model("initial-exec"))) thread_local uintptr_t t_start_pc;
 }  // namespace
@@ -274,7 +285,9 @@ int open_event_for(pid_t tid, uint64_t period_ns, uint64_t first_ns, bool jitter
                    uintptr_t start_pc, drain::DrainMsg* m, int* err) {
   if (first_ns == 0 || first_ns > period_ns) first_ns = period_ns;
   perf_event_attr a = make_attr(first_overflow(period_ns, first_ns), Delivery::kDrain);
-  const int fd0 = sys_perf_event_open(&a, tid);
+  bool at_exec = false;
+  const int fd0 = open_drain_event(&a, tid, &at_exec);
+  if (fd0 >= 0 && !at_exec) kept_at_exec();
   if (fd0 < 0) {
     *err = errno;
     return -1;

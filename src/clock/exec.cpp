@@ -10,9 +10,11 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdlib>
+#include <utility>
 
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
+#include "clock/perf.hpp"
 #include "clock/runtime.hpp"
 
 namespace {
@@ -111,6 +113,7 @@ SPROFIL_EXEC_LIST(execle, path, true, execve(path, argv, envp))
 namespace sprofil::rt {
 namespace {
 bool g_exec_suspended = false;  // stopped by before_exec(); restarted if exec fails
+bool g_exec_untouched = false;  // before_exec() left sampling on: the exec ends it (drain mode)
 }  // namespace
 
 void before_exec() {
@@ -118,6 +121,14 @@ void before_exec() {
   if (getpid() != g_pid) return;
   Lock lock;
   if (!g_active) return;
+  // A forked child in drain mode whose events the exec removes (perf.hpp,
+  // exec_removes_events): nothing to stop, no flush exchange; its samples up to the exec are
+  // in the parent's rings. It takes no signal: none can be pending at the exec.
+  if (g_signo == 0 && g_clock.kind == ClockKind::kPerf && perf::drain_mode() &&
+      perf::exec_removes_events()) {
+    g_exec_untouched = true;
+    return;
+  }
   // The clock first: its last samples (in drain mode the parent's credit for the time since
   // the last one) must be in the file the hook completes, or removes when it holds none.
   stop_clock();
@@ -128,6 +139,7 @@ void before_exec() {
 void after_failed_exec() {
   if (getpid() != g_pid) return;
   Lock lock;
+  if (std::exchange(g_exec_untouched, false)) return;  // sampling went on: nothing to resume
   if (!g_exec_suspended) return;
   g_exec_suspended = false;
   // The hook first: the clock's first samples (and drain mode's hand-over of the file) go to

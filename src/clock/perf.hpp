@@ -19,6 +19,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -326,6 +327,12 @@ inline perf_event_attr make_attr(uint64_t period_ns, Delivery d) {
       // after the ring's mapping). A period that ends before the parent has mapped the ring
       // drops its record, not its time: the next sample's weight is the counter's delta.
       a.disabled = 0;
+      // Ended by the kernel at an exec (Linux 5.13): its samples up to the exec are in the
+      // ring, the parent sees its end (POLLHUP), and no event of the old image goes on
+      // sampling the new one, even one exec'd behind the agent's back (a raw execve system
+      // call). So a forked child without a file of its own makes no flush exchange at its
+      // exec (drain_client.cpp, exec_removes_events).
+      a.remove_on_exec = 1;
       break;
   }
   return a;
@@ -333,6 +340,19 @@ inline perf_event_attr make_attr(uint64_t period_ns, Delivery d) {
 
 inline int sys_perf_event_open(perf_event_attr* a, pid_t tid) {
   return static_cast<int>(syscall(SYS_perf_event_open, a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
+// perf_event_open of a drain-mode event (make_attr's kDrain) on tid, without remove_on_exec
+// where the kernel refuses it (EINVAL before Linux 5.13); *at_exec: whether the exec removes
+// the event opened.
+inline int open_drain_event(perf_event_attr* a, pid_t tid, bool* at_exec) {
+  int fd = sys_perf_event_open(a, tid);
+  if (fd < 0 && errno == EINVAL && a->remove_on_exec) {
+    a->remove_on_exec = 0;
+    fd = sys_perf_event_open(a, tid);
+  }
+  *at_exec = fd >= 0 && a->remove_on_exec;
+  return fd;
 }
 
 // Signal mode, in the handler: the weight of the overflow signalled on fd, from the event's
@@ -455,5 +475,16 @@ void fd_tables(const void** begin, const void** end);
 // Whether the running (or just prepared) perf clock is in drain mode: it takes no signal
 // (perf_clock.cpp, with the runtime mutex held).
 bool drain_mode();
+
+// Whether an exec ends this process's sampling by itself, with nothing to stop or flush: a
+// forked child without its own file yet (its flush would carry no end fields of a file of its
+// own) in drain mode, every event of which the kernel removes at the exec (remove_on_exec)
+// and no thread of which is sampled another way (kept_at_exec). The parent drains each
+// event to its end when it sees it end (record/drain.cpp, event_ended()). A failed exec then
+// leaves everything as it was. (g_mu)
+bool exec_removes_events();
+// A thread of this process is sampled by something an exec does not remove (an event
+// without remove_on_exec, a signal-mode event, a timer): its exec stops the clock. (g_mu)
+void kept_at_exec();
 
 }  // namespace sprofil::rt::perf

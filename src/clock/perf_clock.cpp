@@ -68,6 +68,7 @@ int arm_thread(Slot* s, const ClockRequest& c) {
       s->event = ev;
       return 0;
     }
+    perf::kept_at_exec();  // sampled another way, or not at all: its exec stops the clock
     static bool said = false;
     if (!said)
       note("sprofil: cannot hand a thread's perf event to sprofil record (%s)%s\n", strerror(e),

@@ -15,7 +15,11 @@
 //   flush, or another pid namespace), and the agent sends it again with the file.
 // - kDrainFlush: the process is about to stop sampling (exit, exec): the parent disables,
 //   drains and closes every event of that pid before it answers, so the file is complete
-//   when the agent writes its end fields. With kFlushRelease in flags (the process exits),
+//   when the agent writes its end fields. A forked child without its own file sends none at
+//   its exec where its events go with it (perf.hpp's remove_on_exec): the parent drains each
+//   to its end when it sees it end (POLLHUP), and the last completes the file it made for the
+//   child's samples, if any (the end fields of kFlushFinish, from the child's counter). A
+//   kDrainNewFile ends any event of its pid still held (the image before's). With kFlushRelease in flags (the process exits),
 //   the parent then, after its answer, gives back the file's reserved space that no sample
 //   wrote (the region records' arrays), the agent's last job at an exit outside drain mode.
 //   A process whose file the parent made and whose end it watches (FileAnswer::watched: a

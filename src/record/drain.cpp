@@ -836,8 +836,56 @@ struct Drainer::State {
     release(e);
   }
 
-  // Disables e and counts all it has: its records, and the periods since the last one.
-  void finalize(Event* e) {
+  // An event that the kernel ended (POLLHUP: its thread exited, or an exec removed it,
+  // perf.hpp's remove_on_exec), drained to its end and closed. The last of a forked child
+  // without its own file (pending), which makes no flush at its exec (and none at an _exit),
+  // completes the file made for its samples, if any, as kFlushFinish would: its end now, its
+  // CPU time the process's at its first event's opening (Proc::cpu_base) plus this counter
+  // (a child's time since the fork; exact for one thread, the usual fork-then-exec child).
+  void event_ended(Event* e) {
+    Proc* p = e->proc;
+    const bool last_pending = p && p->events == 1 && (p->pending || p->made);
+    const uint64_t counter = finalize(e);
+    File* made = last_pending ? p->made : nullptr;
+    if (made && counter)
+      finish_file(made, (p->based ? p->cpu_base : 0) + counter + e->phase,
+                  util::clock_ns(CLOCK_REALTIME));
+    if (made) {
+      std::lock_guard<std::mutex> l(stats_mu);
+      ++stats.finished_at_end;
+    }
+    release(e);
+  }
+
+  // The events of pid still held: of the image before this one, which an exec removed while
+  // this pass did not see them end yet (a new image's first request can come before). Ended
+  // first, so that no sample of the old image counts into the new one's file.
+  void end_events_of(pid_t pid) {
+    for (size_t i = 0; i < events.size();) {
+      if (events[i]->pid != pid) {
+        ++i;
+        continue;
+      }
+      Event* e = events[i];
+      events.erase(events.begin() + static_cast<std::ptrdiff_t>(i));
+      event_ended(e);
+    }
+  }
+
+  // Writes f's end fields (its process's CPU time and the end's time) and marks it finished,
+  // the agent's job at an exit or exec that a pending child leaves to the parent.
+  static void finish_file(File* f, uint64_t cpu_ns, uint64_t end_ns) {
+    sprof_header h;
+    if (pread(f->fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h)) {
+      layout::finish_header(&h, cpu_ns, end_ns);
+      h.flags |= SPROF_F_FINISHED;
+      (void)!pwrite(f->fd, &h, sizeof h, 0);
+    }
+  }
+
+  // Disables e and counts all it has: its records, and the periods since the last one. Its
+  // counter at the end (0 if it could not be read).
+  uint64_t finalize(Event* e) {
     ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
     const bool full = ring_full(e);
     drain(e);
@@ -848,7 +896,8 @@ struct Drainer::State {
     // within a period, even for a thread shorter than one (whose lone period boundary, when
     // it fell in the kernel, was lost before: tests/harm ShortThreadsKeepTheirShare).
     uint64_t value = 0;
-    if (read(e->fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
+    if (read(e->fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) value = 0;
+    if (value) {
       const uint64_t elapsed = steal_free(e, value + e->phase) / e->period;
       if (elapsed > e->credit.periods) {
         const uint64_t w = elapsed - e->credit.periods;
@@ -862,6 +911,7 @@ struct Drainer::State {
         (full ? stats.lost_records : e->last_pc ? stats.exit_credited : stats.exit_unplaced) += w;
       }
     }
+    return value;
   }
 
   // Frees a finalized e: its ring, fds, its process's entry with the last, its file with the
@@ -935,7 +985,9 @@ struct Drainer::State {
   // kNewOpenEvent, the asking (main) thread's event opened here.
   void new_file(int conn, const drain::DrainMsg& m, int dirfd, int event_fd) {
     drain::FileAnswer a;
-    const int fd = peer_is(conn, m.pid) ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
+    const bool peer = peer_is(conn, m.pid);
+    if (peer) end_events_of(m.pid);
+    const int fd = peer ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
     if (fd < 0 && a.err == 0) a.err = EPERM;
     if (event_fd < 0 && fd >= 0 && (m.flags & drain::kNewOpenEvent) && m.tid == m.pid) {
       event_fd = open_event(m);
@@ -972,7 +1024,8 @@ struct Drainer::State {
     const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
     perf_event_attr a = rt::perf::make_attr(rt::perf::first_overflow(m.period_ns, first),
                                             rt::perf::Delivery::kDrain);
-    return rt::perf::sys_perf_event_open(&a, m.tid);
+    bool at_exec = false;  // (an image the parent made the file of flushes at its exec)
+    return rt::perf::open_drain_event(&a, m.tid, &at_exec);
   }
 
   // At its exit, the file (fd) of a process that took no sample: removed now, counted as a
@@ -1030,6 +1083,8 @@ struct Drainer::State {
       } else if (m.kind == drain::kDrainFlush) {
         release_fd = flush(m);
         ack = 0;
+        std::lock_guard<std::mutex> l(stats_mu);
+        ++stats.flushes;
       } else if (m.kind == drain::kDrainSync) {
         for (Event* e : events)
           if (e->pid == m.pid) drain(e);
@@ -1205,14 +1260,7 @@ struct Drainer::State {
     if (const auto it = own_files.find(m.pid); it != own_files.end()) f = it->second;
     for (Event* e : events)
       if (e->pid == m.pid && e->file) f = e->file;
-    if (f && (m.flags & drain::kFlushFinish)) {
-      sprof_header h;
-      if (pread(f->fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h)) {
-        layout::finish_header(&h, m.cpu_ns, m.end_ns);
-        h.flags |= SPROF_F_FINISHED;
-        (void)!pwrite(f->fd, &h, sizeof h, 0);
-      }
-    }
+    if (f && (m.flags & drain::kFlushFinish)) finish_file(f, m.cpu_ns, m.end_ns);
     const int file_fd =
         f && (m.flags & drain::kFlushRelease) ? fcntl(f->fd, F_DUPFD_CLOEXEC, 0) : -1;
     for (size_t i = 0; i < events.size();) {
@@ -1284,8 +1332,8 @@ struct Drainer::State {
           if (x->fd == p[i].fd) e = x;
         if (!e) continue;
         if (p[i].revents & (POLLHUP | POLLERR | POLLNVAL)) {
-          close_event(e);
           events.erase(std::find(events.begin(), events.end(), e));
+          event_ended(e);
         }
       }
       // Then new events and flushes (before the pollfds above could name a reused fd).

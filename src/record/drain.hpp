@@ -56,6 +56,9 @@ class Drainer : util::NoCopy {
                                        // (the file they were forked with, held here)
     uint64_t exits_seen = 0;           // processes whose exit completed their file without a
                                        // flush, seen ending here (a pidfd): then finished here
+    uint64_t flushes = 0;              // kDrainFlush requests (an exit or exec that stops sampling)
+    uint64_t finished_at_end = 0;      // forked children's files completed at their last event's
+                                       // end (no flush: an exec removed it, or an _exit)
     uint64_t dropped = 0;              // processes that exited without a sample: file removed then
     uint64_t dropped_cpu_ns = 0;       // their CPU time
   };

@@ -346,8 +346,9 @@ int record(const Options& o, FILE* log) {
         "not (no pc), %llu periods re-drawn, %llu process images' files made, %llu refused, "
         "%llu main threads' events opened for them, %llu could not be (opened by the agent), "
         "%llu forked children's files made, %llu refused, %llu forked children's events taken "
-        "without their files, %llu processes' exits seen without a flush, %llu empty files "
-        "removed at their process's exit\n",
+        "without their files, %llu processes' exits seen without a flush, %llu flushes, %llu "
+        "forked children's files completed at their events' end, %llu empty files removed at "
+        "their process's exit\n",
         static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
         static_cast<unsigned long long>(ds.lost_records),
         static_cast<unsigned long long>(ds.unplaced), static_cast<unsigned long long>(ds.no_space),
@@ -360,7 +361,8 @@ int record(const Options& o, FILE* log) {
         static_cast<unsigned long long>(ds.child_files),
         static_cast<unsigned long long>(ds.child_files_refused),
         static_cast<unsigned long long>(ds.pending_alone),
-        static_cast<unsigned long long>(ds.exits_seen),
+        static_cast<unsigned long long>(ds.exits_seen), static_cast<unsigned long long>(ds.flushes),
+        static_cast<unsigned long long>(ds.finished_at_end),
         static_cast<unsigned long long>(ds.dropped));
   }
   sigaction(SIGINT, &old_int, nullptr);

@@ -242,6 +242,41 @@ TEST(ForkDrain, RecordParentMakesTheChildsFile) {
   EXPECT_EQ(samples_of(report_json(out), "burn_child"), 0);
 }
 
+// In drain mode a forked child without its own file makes no flush exchange at its exec: the
+// exec removes its event (perf.hpp's remove_on_exec), and the record parent, which sees the
+// event end, drains it to its end and completes the file it made for the child's samples
+// (drain.cpp's event_ended): finished, with the child's CPU time up to the exec (its own
+// counter's) and its samples. The program's and /bin/true's exits are watched: no flush at
+// all in the run.
+TEST(ForkDrain, AnExecEndsAForkedChildsSamplingWithoutAFlush) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "fork.sprof", truth = dir / "truth";
+  Result r = record(out, {"--clock", "perf", "-F", "2000"},
+                    {kProg, "--truth", truth, "forkexec", "0.2", "/bin/true"},
+                    {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find(" 0 flushes, 1 forked children's files completed at their events' end"),
+            std::string::npos)
+      << r.err;
+  auto child = read_truth(truth + ".child");
+  explode_run(out);
+  const std::string cf = out + "." + std::to_string(static_cast<int>(child["child_pid"]));
+  ASSERT_TRUE(std::filesystem::exists(cf)) << ::testing::PrintToString(list_dir(dir.path()));
+  const profile::Profile c = read(cf);
+  EXPECT_TRUE(c.finished());
+  expect_consistent(c, "child");
+  // Its CPU time: the process's at the event's opening plus the event's counter, against the
+  // child's own clock read just before its exec (0.2 s, and its steal): within 10%.
+  const double cpu = static_cast<double>(c.cpu_ns) * 1e-9;
+  EXPECT_GE(cpu, 0.9 * child["child_cpu"]);
+  EXPECT_LE(cpu, 1.1 * (child["child_cpu"] + steal_of(child, "child_cpu")));
+  // 0.2 s at 2000 Hz, nearly all in the kernel (the record parent's credit at the end).
+  const double got = static_cast<double>(c.total_samples());
+  EXPECT_GE(got, 0.9 * child["child_cpu"] * 2000);
+  EXPECT_LE(got, 1.1 * (child["child_cpu"] + steal_of(child, "child_cpu")) * 2000);
+}
+
 INSTANTIATE_TEST_SUITE_P(Clocks, Fork, ::testing::Values("cpu", "perf"),
                          [](const auto& pi) { return std::string(pi.param); });
 
