@@ -19,13 +19,13 @@
 //   its exec where its events go with it (perf.hpp's remove_on_exec): the parent drains each
 //   to its end when it sees it end (POLLHUP), and the last completes the file it made for the
 //   child's samples, if any (the end fields of kFlushFinish, from the child's counter). A
-//   kDrainNewFile ends any event of its pid still held (the image before's). With kFlushRelease in flags (the process exits),
-//   the parent then, after its answer, gives back the file's reserved space that no sample
-//   wrote (the region records' arrays), the agent's last job at an exit outside drain mode.
-//   A process whose file the parent made and whose end it watches (FileAnswer::watched: a
-//   pidfd) sends no flush at its exit: the agent writes the end fields, and the parent,
-//   once the process has ended (the pidfd readable; every event of it ended before), drains
-//   its events to their end, recomputes the file's effective rate from every sample counted
+//   kDrainNewFile ends any event of its pid still held (the image before's). With kFlushRelease in
+//   flags (the process exits), the parent then, after its answer, gives back the file's reserved
+//   space that no sample wrote (the region records' arrays), the agent's last job at an exit
+//   outside drain mode. A process whose file the parent made and whose end it watches
+//   (FileAnswer::watched: a pidfd) sends no flush at its exit: the agent writes the end fields, and
+//   the parent, once the process has ended (the pidfd readable; every event of it ended before),
+//   drains its events to their end, recomputes the file's effective rate from every sample counted
 //   and gives back the space (or removes the file, empty) as after kFlushRelease.
 // - kDrainSync: objects of the process are about to be marked unloaded (a dlclose): the
 //   parent drains every event of that pid, by the regions as they still are, before it
