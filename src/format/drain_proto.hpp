@@ -19,7 +19,8 @@
 //   its exec where its events go with it (perf.hpp's remove_on_exec): the parent drains each
 //   to its end when it sees it end (POLLHUP), and the last completes the file it made for the
 //   child's samples, if any (the end fields of kFlushFinish, from the child's counter). A
-//   kDrainNewFile ends any event of its pid still held (the image before's). With kFlushRelease in
+//   kDrainNewFile first ends the events of its pid that ended (the image before's, removed at its
+//   exec) where the parent has not seen that yet. With kFlushRelease in
 //   flags (the process exits), the parent then, after its answer, gives back the file's reserved
 //   space that no sample wrote (the region records' arrays), the agent's last job at an exit
 //   outside drain mode. A process whose file the parent made and whose end it watches

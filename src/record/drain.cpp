@@ -847,26 +847,28 @@ struct Drainer::State {
     const bool last_pending = p && p->events == 1 && (p->pending || p->made);
     const uint64_t counter = finalize(e);
     File* made = last_pending ? p->made : nullptr;
-    if (made && counter)
+    if (made && counter) {
       finish_file(made, (p->based ? p->cpu_base : 0) + counter + e->phase,
                   util::clock_ns(CLOCK_REALTIME));
-    if (made) {
       std::lock_guard<std::mutex> l(stats_mu);
       ++stats.finished_at_end;
     }
     release(e);
   }
 
-  // The events of pid still held: of the image before this one, which an exec removed while
-  // this pass did not see them end yet (a new image's first request can come before). Ended
-  // first, so that no sample of the old image counts into the new one's file.
-  void end_events_of(pid_t pid) {
+  // The events of pid that have ended (POLLHUP) where this pass has not seen them end: an
+  // exec removed them (perf.hpp's remove_on_exec), and the new image's first request can
+  // come before the pass that sees their end. Ended first, so that no sample of the old image
+  // counts into the new one's file. Live events of pid stay: a forked child that cannot have
+  // the file made from its parent's asks for a new one while it samples (agent/fork.cpp).
+  void end_ended_events_of(pid_t pid) {
     for (size_t i = 0; i < events.size();) {
-      if (events[i]->pid != pid) {
+      Event* e = events[i];
+      pollfd pf{e->fd, 0, 0};
+      if (e->pid != pid || poll(&pf, 1, 0) != 1 || !(pf.revents & (POLLHUP | POLLERR))) {
         ++i;
         continue;
       }
-      Event* e = events[i];
       events.erase(events.begin() + static_cast<std::ptrdiff_t>(i));
       event_ended(e);
     }
@@ -986,7 +988,7 @@ struct Drainer::State {
   void new_file(int conn, const drain::DrainMsg& m, int dirfd, int event_fd) {
     drain::FileAnswer a;
     const bool peer = peer_is(conn, m.pid);
-    if (peer) end_events_of(m.pid);
+    if (peer) end_ended_events_of(m.pid);
     const int fd = peer ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
     if (fd < 0 && a.err == 0) a.err = EPERM;
     if (event_fd < 0 && fd >= 0 && (m.flags & drain::kNewOpenEvent) && m.tid == m.pid) {
