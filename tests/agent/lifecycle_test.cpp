@@ -113,11 +113,14 @@ class Fork : public ::testing::TestWithParam<const char*> {
   }
   std::string files() { return ::testing::PrintToString(list_dir(dir_.path())); }
   // A burn's samples at 2000 Hz: within 10% of its CPU time (the machine's noise), above
-  // within 10% of its CPU time plus the steal the perf clock counted (steal_of).
+  // within 10% of its CPU time plus the steal the perf clock counted (steal_of). Below, the
+  // cpu clock within 20%: its tick-checked timers fall short on a loaded machine (0.82 of a
+  // kernel burn's CPU with two busy loops beside ctest -j3 on 2 cores).
   static void expect_burn(double got, const std::map<std::string, double>& truth,
                           const std::string& name) {
     const double cpu = truth.at(name), steal = steal_of(truth, name);
-    EXPECT_GE(got, 0.9 * cpu * 2000) << name << ": " << got << " samples";
+    const double low = std::string(GetParam()) == "cpu" ? 0.8 : 0.9;
+    EXPECT_GE(got, low * cpu * 2000) << name << ": " << got << " samples";
     EXPECT_LE(got, 1.1 * (cpu + steal) * 2000) << name << ": " << got << ", steal " << steal;
   }
 

@@ -96,15 +96,18 @@ TEST(Signals, OwnSigprofHandlerAndItimerKeepTheirRate) {
       // Its own signals per CPU-second as natively: ITIMER_PROF at 100 Hz over 0.6 s, about
       // 60 signals. ITIMER_PROF runs on tick-sampled CPU time, which drifts from the precise
       // CPU clock under contention: native runs alone gave 59 to 85 signals at a load average
-      // of 6.8 on this 2-core machine, so +-10% (the goal on a quiet machine) is not robust
-      // here; +-35% of the native median, with an outlier re-run once. The bug this guards against
-      // gave ~10x (sprofil's samples reaching the program's handler) or 0.
+      // of 6.8 on this 2-core machine, and with two busy loops beside ctest -j3 the native
+      // median fell to 31 and the profiled runs gave 43-47: so +-10% (the goal on a quiet
+      // machine) is not robust here; half to twice the native median, with an outlier re-run
+      // once. The bug this guards against gave ~10x (sprofil's samples reaching the program's
+      // handler) or 0.
       double rate = field(k.report, "signals") / field(k.report, "cpu");
       if (std::abs(rate - rate0) > 0.1 * rate0) {
         k = run_kept(clock, {SIG_OWN_SIGPROF, mode});
         rate = field(k.report, "signals") / field(k.report, "cpu");
       }
-      EXPECT_NEAR(rate, rate0, 0.35 * rate0) << k.report << native.report;
+      EXPECT_GT(rate, 0.5 * rate0) << k.report << native.report;
+      EXPECT_LT(rate, 2 * rate0) << k.report << native.report;
       // sprofil still samples: its counts cover the CPU time (generous bounds: the itimer
       // clock moves to the CPU-time timers when the program takes SIGPROF).
       const double f = sampled_fraction(k, field(k.report, "cpu"));
