@@ -64,6 +64,10 @@ struct ClockOps {
   void (*stop)();
   // In a forked child (only the forking thread lives), before it is armed anew.
   void (*after_fork_child)(const ClockRequest& c);
+  // Before an exec, with the runtime mutex: true when the exec itself ends this process's
+  // sampling with nothing to stop or flush (perf's drain mode, perf.hpp's
+  // exec_removes_events); nullptr: the exec stops the clock first.
+  bool (*ends_at_exec)();
 };
 
 // The clock of kind k (not kAuto: resolve it first with resolve_auto). Signal-safe.

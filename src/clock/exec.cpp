@@ -14,7 +14,6 @@
 
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
-#include "clock/perf.hpp"
 #include "clock/runtime.hpp"
 
 namespace {
@@ -121,11 +120,10 @@ void before_exec() {
   if (getpid() != g_pid) return;
   Lock lock;
   if (!g_active) return;
-  // A forked child in drain mode whose events the exec removes (perf.hpp,
-  // exec_removes_events): nothing to stop, no flush exchange; its samples up to the exec are
-  // in the parent's rings. It takes no signal: none can be pending at the exec.
-  if (g_signo == 0 && g_clock.kind == ClockKind::kPerf && perf::drain_mode() &&
-      perf::exec_removes_events()) {
+  // A clock whose sampling the exec itself ends (a forked child in perf's drain mode:
+  // ClockOps::ends_at_exec): nothing to stop, no flush exchange; its samples up to the exec
+  // are in the parent's rings. It takes no signal: none can be pending at the exec.
+  if (const auto ends = clock_ops(g_clock.kind).ends_at_exec; g_signo == 0 && ends && ends()) {
     g_exec_untouched = true;
     return;
   }

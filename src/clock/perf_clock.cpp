@@ -127,6 +127,11 @@ void after_fork_child(const ClockRequest& c) {
   if (g_perf_ring) perf::start_drainer();
 }
 
+// Drain mode only: a signal per sample, or a ring this process drains, stops first.
+bool ends_at_exec() {
+  return g_perf_drain && !g_perf_ring && perf::exec_removes_events();
+}
+
 }  // namespace
 
 bool perf::drain_mode() {
@@ -136,9 +141,9 @@ bool perf::drain_mode() {
 extern constinit const ClockOps g_clock_PERF = {
     /*sigprof_only=*/false,
     /*process_wide=*/false,
-    /*splits_system=*/true,  prepare,    perf::drain_mode, start,
-    /*arm_process=*/nullptr, arm_thread, disarm,           weight, stop,
-    after_fork_child,
+    /*splits_system=*/true,  prepare,      perf::drain_mode, start,
+    /*arm_process=*/nullptr, arm_thread,   disarm,           weight, stop,
+    after_fork_child,        ends_at_exec,
 };
 
 ClockRequest resolve_auto(const ClockRequest& c) {
