@@ -46,23 +46,30 @@ bool copy_record(int from, int to, uint64_t off) {
 // kDrainChildFile): making it here was most of a fork-then-exec child's time before its exec
 // (about 0.7 of 0.85 ms, by temporary timers, for a python3 child with 18 objects).
 void take_own_file() {
-  const int from = read_output();                // the parent's file: g_path still names it
-  const size_t nfrom = from >= 0 ? g_nfile : 0;  // records [0, nfrom) are copied from it
-  auto* saved = static_cast<sprof_region*>(malloc((g_nregs - nfrom + 1) * sizeof(sprof_region)));
-  if (!saved) {
-    if (from >= 0) close(from);
-    return child_stops(strerror(ENOMEM));
-  }
-  const uint32_t clock = g_hdr->clock;
-  for (size_t i = nfrom; i < g_nregs; ++i) saved[i - nfrom] = *g_regs[i].rec;
+  const int from = read_output();  // the parent's file: g_path still names it
   // In drain mode the record parent makes the file, every record in it (none kept in memory):
-  // the child only maps it.
-  const bool ask = from >= 0 && nfrom == g_nregs && rt::perf::drain_mode();
+  // the child only maps it. A pending child asks even where it cannot read the file it was
+  // forked with (gone: the record parent removes the file of a process that took no sample at
+  // its end, a daemon's launcher that forks and exits): the record parent holds that file, and
+  // the child's events count into the one it made from it, which the child must take, not a
+  // new one beside it where their samples would never go.
+  const bool pending = g_pending.load(std::memory_order_acquire);
+  const bool ask = rt::perf::drain_mode() && g_nfile == g_nregs && (from >= 0 || pending);
   g_fork_nfile = static_cast<uint32_t>(g_nfile);
   g_fork_end = g_file_end;
   int fd = ask ? drained_child_output(from) : -1;
   const bool by_parent = fd >= 0;
   g_pending.store(false, std::memory_order_release);
+  // Records [0, nfrom) are in the new file (the parent's) or copied into it from `from`.
+  const size_t nfrom = by_parent ? g_nregs : from >= 0 ? g_nfile : 0;
+  auto* saved = static_cast<sprof_region*>(malloc((g_nregs - nfrom + 1) * sizeof(sprof_region)));
+  if (!saved) {
+    if (fd >= 0) close(fd);
+    if (from >= 0) close(from);
+    return child_stops(strerror(ENOMEM));
+  }
+  const uint32_t clock = g_hdr->clock;
+  for (size_t i = nfrom; i < g_nregs; ++i) saved[i - nfrom] = *g_regs[i].rec;
   if (fd < 0) fd = create_output(false, false);
   if (fd < 0) {
     const int e = errno;

@@ -489,11 +489,15 @@ int drained_child_file(int from, const DrainChild& c, int* k) {
   m.pid = getpid();
   m.tid = m.pid;
   if (!child_fields(c, &m)) return -1;
+  // Without `from` (a pending child that cannot read it), the directory alone: the parent
+  // makes the file from the one it holds.
   const int fds[2] = {from, c.dirfd};
+  const bool with_from = from >= 0;
   drain::FileAnswer a;
   a.err = EPROTO;
   int fd = -1;
-  const int err = exchange(g_sock, m, fds, 2, &a, sizeof a, &fd);
+  const int err =
+      exchange(g_sock, m, with_from ? fds : fds + 1, with_from ? 2 : 1, &a, sizeof a, &fd);
   if (err != 0 || a.err != 0 || fd < 0) {
     if (fd >= 0) close(fd);
     return -1;

@@ -448,7 +448,8 @@ void set_drain_child(bool (*pending)(DrainChild* out, bool dir));
 // child's samples, or a new one made from `from` (the parent process's file), its first
 // c.region_count records copied and their space reserved. The fd (close-on-exec) and *k (its
 // name, profile_name.hpp), or -1: not in drain mode, or the parent could not (the child then
-// makes the file itself).
+// makes the file itself). `from` -1: a pending child that cannot read that file; the parent
+// gives it the file it made (or makes now) from the one it holds, else refuses.
 int drained_child_file(int from, const DrainChild& c, int* k);
 // This process image's own file from the record parent listening on SPROFIL_DRAIN
 // (kDrainNewFile), made in dirfd (O_PATH, the run's directory) under `name` (first: the run's

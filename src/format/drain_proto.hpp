@@ -41,7 +41,10 @@
 //   regions_end, the pages of the first region_count records copied, the arrays holes that the
 //   parent reserves page by page as it counts into them (drain.cpp, reserve_counter), the
 //   header filled from the parent process's: CHILD, pid, ppid, start_ns). Any error: the
-//   child makes the file itself.
+//   child makes the file itself. A pending child (kAddPending below) that cannot read the
+//   parent process's file (removed: the record parent removes the file of a process that took
+//   no sample at its end) sends the directory alone: the parent gives it the file made for its
+//   samples, made now if there is none, from the file it holds.
 // - kDrainNewFile, with one fd: the directory of the run's files (O_PATH). A process image's
 //   own profile file (the agent's first job at start-up), made by the parent as
 //   format/profile_file.hpp defines (a private temporary, its first page written, renamed to

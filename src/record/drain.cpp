@@ -1091,13 +1091,13 @@ struct Drainer::State {
         for (Event* e : events)
           if (e->pid == m.pid) drain(e);
         ack = 0;
-      } else if ((m.kind == drain::kDrainChildFile && nfds == 2) ||
+      } else if ((m.kind == drain::kDrainChildFile && (nfds == 1 || nfds == 2)) ||
                  (m.kind == drain::kDrainNewFile && (nfds == 1 || nfds == 2))) {
         if (m.kind == drain::kDrainNewFile) {
           new_file(conn, m, fds[0], nfds == 2 ? fds[1] : -1);
           nfds = 1;  // new_file() took the event
         } else {
-          child_file(conn, m, fds[0], fds[1]);
+          child_file(conn, m, nfds == 2 ? fds[0] : -1, fds[nfds - 1]);
         }
         for (int i = 0; i < nfds; ++i) close(fds[i]);
         close(conn);

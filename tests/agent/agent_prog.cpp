@@ -14,7 +14,11 @@
 //                       program that does not exist
 //   forkdl SO FN S      fork; the child burns 0.1 s in burn_child, dlopens SO and burns S s in
 //                       its FN (double FN(double s)), then exits (truth .child: child_pid,
-//                       child_cpu, dl_cpu); the parent waits
+//                       child_cpu, dl_cpu); the parent waits. With `gone` as a 4th argument,
+//                       the parent first removes its own profile file ($SPROFIL_OUTPUT: the
+//                       first image's under `sprofil record`), as the record parent removes
+//                       the file of a process that took no sample at its end: the child then
+//                       cannot read the file it was forked with
 //   forkexec SC CMD...  fork; the child spends SC s of CPU in the kernel (reading /dev/zero,
 //                       nearly no user time), writes its truth (.child: child_pid, child_cpu,
 //                       child_cpu_task_clock) and execs CMD; the parent waits
@@ -226,7 +230,14 @@ int fork_mode(double sp, double sc, bool failexec) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
-int forkdl(const char* so, const char* fn, double seconds) {
+int forkdl(const char* so, const char* fn, double seconds, bool gone) {
+  if (gone) {
+    const char* own = getenv("SPROFIL_OUTPUT");
+    if (!own || unlink(own) != 0) {
+      perror("agent_prog: unlink $SPROFIL_OUTPUT");
+      return 2;
+    }
+  }
   const pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
@@ -337,7 +348,8 @@ int main(int argc, char** argv) {
                      i + 3 < argc && !strcmp(argv[i + 3], "failexec"));
   } else if (mode == "forkdl") {
     if (i + 3 >= argc) return 2;
-    return forkdl(argv[i + 1], argv[i + 2], atof(argv[i + 3]));
+    return forkdl(argv[i + 1], argv[i + 2], atof(argv[i + 3]),
+                  i + 4 < argc && !strcmp(argv[i + 4], "gone"));
   } else if (mode == "forkexec") {
     if (i + 2 >= argc) return 2;
     return forkexec(s, argv + i + 2);

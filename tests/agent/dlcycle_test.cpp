@@ -147,5 +147,42 @@ TEST(ForkDrain, ChildThatDlopensKeepsOneFile) {
   EXPECT_EQ(samples_of(report_json(out), "burn_child"), 0);
 }
 
+// The same where the file the child was forked with is gone (the record parent removes the
+// file of a process that took no sample at its end: a daemon's launcher that forks and exits).
+// The child cannot read that file when it must take its own at the dlopen, but the record
+// parent holds it, and made the child's file from it: the child takes that one (kDrainChildFile
+// without the parent process's file), not a new one of its own beside the one its events count
+// into, where the module has no record and its samples had nowhere to go.
+TEST(ForkDrain, ChildThatDlopensAfterItsParentsFileIsGone) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "fd.sprof", truth = dir / "truth";
+  Result r = record(
+      out, {"--clock", "perf", "-F", "2000"},
+      {kProg, "--truth", truth, "forkdl", kDir + "/libdlcycle_b.so", "dlcycle_b", "0.3", "gone"},
+      {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find(" 1 forked children's files made, 0 refused"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" 0 samples unplaced"), std::string::npos) << r.err;
+  auto child = read_truth(truth + ".child");
+  const std::string pid = std::to_string(static_cast<int>(child["child_pid"]));
+  explode_run(out);
+  const std::string listing = ::testing::PrintToString(list_dir(dir.path()));
+  ASSERT_TRUE(std::filesystem::exists(out + "." + pid)) << listing;
+  EXPECT_FALSE(std::filesystem::exists(out + "." + pid + ".1")) << listing;
+  profile::Profile c = read(out + "." + pid);
+  EXPECT_TRUE(c.flags & SPROF_F_CHILD);
+  EXPECT_TRUE(c.finished());
+  EXPECT_EQ(records_of(c, "libdlcycle_b.so").size(), 1u);
+  expect_consistent(c, "child");
+  // 0.1 s and 0.3 s at 2000 Hz: within 10% of each burn's CPU (and its steal).
+  const Json j = report_json(out + "." + pid);
+  const double dl = child["dl_cpu"], child_burn = child["child_cpu"];
+  EXPECT_GE(samples_of(j, "dlcycle_b"), 0.9 * dl * 2000);
+  EXPECT_LE(samples_of(j, "dlcycle_b"), 1.1 * (dl + steal_of(child, "dl_cpu")) * 2000);
+  EXPECT_GE(samples_of(j, "burn_child"), 0.9 * child_burn * 2000);
+  EXPECT_LE(samples_of(j, "burn_child"), 1.1 * (child_burn + steal_of(child, "child_cpu")) * 2000);
+}
+
 }  // namespace
 }  // namespace sprofil::agent_test
