@@ -69,7 +69,10 @@
 // parent made the file of the process the child was forked from (kDrainNewFile) the event
 // comes alone, with that file's from_dev and from_ino: the parent takes the file it holds
 // and the directory it made it in; kAckNeedFile if it holds no such file (that process
-// flushed it: its exit or exec), and the child sends the three fds. Its flushes
+// flushed it: its exit or exec), and the child sends the three fds. A pending child's later
+// events (its threads') need neither once one of its events brought them: the parent keeps
+// them for the child's process, and takes those events alone whether or not it still holds
+// that file (gone with a daemon's launcher). Its flushes
 // carry kFlushFinish with its CPU time and the time (cpu_ns, end_ns): the parent writes the
 // end fields of the file it made, if any (the agent's own job at an exit or exec).
 #pragma once

@@ -1117,7 +1117,12 @@ struct Drainer::State {
   char add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd) {
     const uint64_t data = m.ring_bytes > kPage ? m.ring_bytes - kPage : 0;
     const bool pending = (m.flags & drain::kAddPending) != 0;
-    if (pending && file_fd < 0 && dirfd < 0) {
+    // A later event of a pending child whose first one brought the fds to make its file with
+    // (its Proc keeps them): it needs none. The file it was forked with may be gone meanwhile
+    // (its process ended, and the file was removed, empty: a daemon's launcher).
+    const auto known = pending ? procs.find(m.pid) : procs.end();
+    const bool kept = known != procs.end() && (known->second.pending || known->second.made);
+    if (pending && file_fd < 0 && dirfd < 0 && !kept) {
       // A file made here (it has its directory) and still held: gone with its process's
       // flush (its exit or exec).
       const File* from = find_file(m.from_dev, m.from_ino);
@@ -1139,7 +1144,7 @@ struct Drainer::State {
     if (file_fd < 0 && !pending)
       if (const auto it = own_files.find(m.pid); it != own_files.end()) own = it->second;
     if (data == 0 || data > 64 * kPage || (data & (data - 1)) != 0 || m.period_ns == 0 ||
-        pending != (dirfd >= 0) || (file_fd < 0 && !own)) {
+        (pending ? dirfd < 0 && !kept : dirfd >= 0) || (file_fd < 0 && !own && !pending)) {
       close(fd);
       if (file_fd >= 0) close(file_fd);
       if (dirfd >= 0) close(dirfd);
@@ -1165,8 +1170,8 @@ struct Drainer::State {
         posix_fadvise(file_fd, 0, 0, POSIX_FADV_RANDOM);  // as file_for's
         p.pending = std::make_unique<Pending>(file_fd, dirfd, m);
       } else {
-        close(file_fd);
-        close(dirfd);
+        if (file_fd >= 0) close(file_fd);
+        if (dirfd >= 0) close(dirfd);
       }
       f = p.made;  // null until its first sample
     } else if (r != MAP_FAILED) {

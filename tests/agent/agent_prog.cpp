@@ -22,6 +22,13 @@
 //   forkexec SC CMD...  fork; the child spends SC s of CPU in the kernel (reading /dev/zero,
 //                       nearly no user time), writes its truth (.child: child_pid, child_cpu,
 //                       child_cpu_task_clock) and execs CMD; the parent waits
+//   daemon S            the daemon pattern: runs `agent_prog launch S FD` (fork and exec), which
+//                       removes its own profile file (as the record parent removes the file of
+//                       a process that took no sample at its end), forks a child and exits
+//                       once the child runs; the child, once its parent has exited, starts a
+//                       thread that burns S s in burn_daemon (truth .daemon: daemon_pid,
+//                       daemon_cpu, its task clock) and exits. This process waits for both
+//                       (the child holds the pipe FD)
 //   threads N S         N late threads (pthread_create in main) plus $AGENT_EARLY_THREADS
 //                       threads started by a library constructor, each burning S s in a
 //                       function of its own (burn_late_K, burn_early_K)
@@ -57,6 +64,7 @@ SPROFIL_BURN(burn_late_0)
 SPROFIL_BURN(burn_late_1)
 SPROFIL_BURN(burn_late_2)
 SPROFIL_BURN(burn_late_3)
+SPROFIL_BURN(burn_daemon)
 
 extern "C" int agent_early_count(bool* before_agent);
 extern "C" void agent_early_go(double seconds);
@@ -293,6 +301,90 @@ int forkexec(double seconds, char** cmd) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
+// This process's own profile file under `sprofil record`: the file mapped shared at offset 0
+// (its header) whose name is that of $SPROFIL_OUTPUT or follows it (NAME.PID, NAME.PID.K).
+// Empty if none.
+std::string own_profile() {
+  const char* out = getenv("SPROFIL_OUTPUT");
+  const char* slash = out ? strrchr(out, '/') : nullptr;
+  if (!slash) return "";
+  const std::string name = slash + 1;
+  FILE* maps = fopen("/proc/self/maps", "r");
+  if (!maps) return "";
+  char line[4096];
+  std::string found;
+  while (found.empty() && fgets(line, sizeof line, maps)) {
+    char perms[8] = {}, path[4096] = {};
+    unsigned long long off = 1;
+    const char* base = nullptr;
+    if (sscanf(line, "%*s %7s %llx %*s %*s %4095s", perms, &off, path) == 3 && perms[3] == 's' &&
+        off == 0 && (base = strrchr(path, '/')) && std::string(base + 1).rfind(name, 0) == 0)
+      found = path;
+  }
+  fclose(maps);
+  return found;
+}
+
+void* daemon_thread(void* p) {
+  burn_noting("daemon_cpu", burn_daemon, *static_cast<double*>(p));
+  return nullptr;
+}
+
+// `launch S FD`: see `daemon` above.
+int launch(double seconds, int fd) {
+  const std::string own = own_profile();
+  if (own.empty() || unlink(own.c_str()) != 0) {
+    fprintf(stderr, "agent_prog: no profile file of its own to remove\n");
+    return 2;
+  }
+  // The launcher exits once the child runs: its fork's hand-over (its main thread's event)
+  // is done by then.
+  int up[2];
+  if (pipe(up) != 0) return 1;
+  const pid_t launcher = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid > 0) {
+    char c;
+    close(up[1]);
+    _exit(read(up[0], &c, 1) == 1 ? 0 : 5);
+  }
+  close(up[0]);
+  if (write(up[1], "r", 1) != 1) _exit(5);
+  close(up[1]);
+  for (int i = 0; i < 5000 && getppid() == launcher; ++i) usleep(1000);
+  if (getppid() == launcher) _exit(3);
+  double s = seconds;
+  pthread_t t;
+  if (pthread_create(&t, nullptr, daemon_thread, &s) != 0) _exit(4);
+  pthread_join(t, nullptr);
+  note("daemon_pid", getpid());
+  write_truth(".daemon");
+  close(fd);
+  exit(0);
+}
+
+int daemon_mode(const char* self, double seconds) {
+  int p[2];
+  if (pipe(p) != 0) return 1;  // the write end is inherited by the launcher and its child
+  const pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    close(p[0]);
+    const std::string s = std::to_string(seconds), fd = std::to_string(p[1]);
+    execl(self, self, "--truth", g_truth ? g_truth : "/dev/null", "launch", s.c_str(), fd.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(p[1]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  char c;
+  while (read(p[0], &c, 1) > 0) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -350,6 +442,11 @@ int main(int argc, char** argv) {
     if (i + 3 >= argc) return 2;
     return forkdl(argv[i + 1], argv[i + 2], atof(argv[i + 3]),
                   i + 4 < argc && !strcmp(argv[i + 4], "gone"));
+  } else if (mode == "daemon") {
+    return daemon_mode("/proc/self/exe", s);
+  } else if (mode == "launch") {
+    if (i + 2 >= argc) return 2;
+    return launch(s, atoi(argv[i + 2]));
   } else if (mode == "forkexec") {
     if (i + 2 >= argc) return 2;
     return forkexec(s, argv + i + 2);

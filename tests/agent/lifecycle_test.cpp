@@ -280,6 +280,35 @@ TEST(ForkDrain, AnExecEndsAForkedChildsSamplingWithoutAFlush) {
   EXPECT_LE(got, 1.1 * (child["child_cpu"] + steal_of(child, "child_cpu")) * 2000);
 }
 
+// The daemon pattern in drain mode: a launcher (an exec'd image, its own file) forks a child
+// and exits at once; its file goes (removed here by the launcher itself, as the record parent
+// removes one without samples). The child, pending (no file of its own), then starts a thread:
+// its event comes alone, and the record parent takes it on the fds the child's first event
+// brought (it holds the launcher's file no longer). Before, the parent asked for the file, the
+// child could not open it, and the thread was not sampled.
+TEST(ForkDrain, DaemonsThreadAfterItsLauncherIsGoneIsSampled) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "d.sprof", truth = dir / "truth";
+  Result r = record(out, {"--clock", "perf", "-F", "2000"},
+                    {kProg, "--truth", truth, "daemon", "0.3"}, {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find(" 0 samples unplaced"), std::string::npos) << r.err;
+  auto d = read_truth(truth + ".daemon");
+  const std::string pid = std::to_string(static_cast<int>(d["daemon_pid"]));
+  explode_run(out);
+  const std::string df = out + "." + pid;
+  ASSERT_TRUE(std::filesystem::exists(df))
+      << ::testing::PrintToString(list_dir(dir.path())) << " " << r.err;
+  const profile::Profile c = read(df);
+  EXPECT_TRUE(c.flags & SPROF_F_CHILD);
+  expect_consistent(c, "daemon");
+  // 0.3 s at 2000 Hz: within 10% of the thread's CPU (and its steal).
+  const double got = samples_of(report_json(df), "burn_daemon");
+  EXPECT_GE(got, 0.9 * d["daemon_cpu"] * 2000);
+  EXPECT_LE(got, 1.1 * (d["daemon_cpu"] + steal_of(d, "daemon_cpu")) * 2000);
+}
+
 INSTANTIATE_TEST_SUITE_P(Clocks, Fork, ::testing::Values("cpu", "perf"),
                          [](const auto& pi) { return std::string(pi.param); });
 
