@@ -110,6 +110,41 @@ INSTANTIATE_TEST_SUITE_P(Cycles, Dlcycle,
                                   std::get<1>(pi.param);
                          });
 
+// `agent_prog forkdl` on libdlcycle_b.so under `sprofil record` in drain mode (with `extra`
+// after its arguments): the forked child's one file, FILE.PID, with its record of the module
+// and both of its burns (0.1 s and 0.3 s at 2000 Hz) within 10% of their CPU (and its steal),
+// as the Fork tests ask; and the record parent's stats: no sample unplaced.
+void expect_child_with_both_burns(const TempDir& dir, const std::string& extra) {
+  const std::string out = dir / "fd.sprof", truth = dir / "truth";
+  std::vector<std::string> cmd = {
+      kProg, "--truth", truth, "forkdl", kDir + "/libdlcycle_b.so", "dlcycle_b", "0.3"};
+  if (!extra.empty()) cmd.push_back(extra);
+  Result r = record(out, {"--clock", "perf", "-F", "2000"}, cmd, {{"SPROFIL_DRAIN_STATS", "1"}});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find(" 1 forked children's files made, 0 refused"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" 0 samples unplaced"), std::string::npos) << r.err;
+  auto child = read_truth(truth + ".child");
+  const std::string pid = std::to_string(static_cast<int>(child["child_pid"]));
+  explode_run(out);
+  const std::string listing = ::testing::PrintToString(list_dir(dir.path()));
+  EXPECT_FALSE(std::filesystem::exists(out + "." + pid + ".1")) << listing;
+  if (!std::filesystem::exists(out + "." + pid)) {
+    ADD_FAILURE() << "no file of the child: " << listing;
+    return;
+  }
+  profile::Profile c = read(out + "." + pid);
+  EXPECT_TRUE(c.flags & SPROF_F_CHILD);
+  EXPECT_TRUE(c.finished());
+  EXPECT_EQ(records_of(c, "libdlcycle_b.so").size(), 1u);
+  expect_consistent(c, "child");
+  const Json j = report_json(out + "." + pid);
+  const double dl = child["dl_cpu"], child_burn = child["child_cpu"];
+  EXPECT_GE(samples_of(j, "dlcycle_b"), 0.9 * dl * 2000);
+  EXPECT_LE(samples_of(j, "dlcycle_b"), 1.1 * (dl + steal_of(child, "dl_cpu")) * 2000);
+  EXPECT_GE(samples_of(j, "burn_child"), 0.9 * child_burn * 2000);
+  EXPECT_LE(samples_of(j, "burn_child"), 1.1 * (child_burn + steal_of(child, "child_cpu")) * 2000);
+}
+
 // Drain mode: a forked child has no file of its own until it must write into one. One that
 // burns (its samples go to the file the record parent makes at the first of them), then
 // dlopens a module (it takes that file and adds the module's record) and burns in it, has one
@@ -117,32 +152,8 @@ INSTANTIATE_TEST_SUITE_P(Cycles, Dlcycle,
 TEST(ForkDrain, ChildThatDlopensKeepsOneFile) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
-  const std::string out = dir / "fd.sprof", truth = dir / "truth";
-  Result r =
-      record(out, {"--clock", "perf", "-F", "2000"},
-             {kProg, "--truth", truth, "forkdl", kDir + "/libdlcycle_b.so", "dlcycle_b", "0.3"},
-             {{"SPROFIL_DRAIN_STATS", "1"}});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  EXPECT_NE(r.err.find(" 1 forked children's files made, 0 refused"), std::string::npos) << r.err;
-  auto child = read_truth(truth + ".child");
-  const std::string pid = std::to_string(static_cast<int>(child["child_pid"]));
-  const std::vector<std::string> names = explode_run(out);
-  const std::string listing = ::testing::PrintToString(list_dir(dir.path()));
-  EXPECT_TRUE(std::filesystem::exists(out + "." + pid)) << listing;
-  EXPECT_FALSE(std::filesystem::exists(out + "." + pid + ".1")) << listing;
-  profile::Profile c = read(out + "." + pid);
-  EXPECT_TRUE(c.flags & SPROF_F_CHILD);
-  EXPECT_TRUE(c.finished());
-  EXPECT_EQ(records_of(c, "libdlcycle_b.so").size(), 1u);
-  expect_consistent(c, "child");
-  // 0.1 s and 0.3 s at 2000 Hz: within 10% of each burn's CPU (and its steal), as the Fork
-  // tests ask.
-  const Json j = report_json(out + "." + pid);
-  const double dl = child["dl_cpu"], child_burn = child["child_cpu"];
-  EXPECT_GE(samples_of(j, "dlcycle_b"), 0.9 * dl * 2000);
-  EXPECT_LE(samples_of(j, "dlcycle_b"), 1.1 * (dl + steal_of(child, "dl_cpu")) * 2000);
-  EXPECT_GE(samples_of(j, "burn_child"), 0.9 * child_burn * 2000);
-  EXPECT_LE(samples_of(j, "burn_child"), 1.1 * (child_burn + steal_of(child, "child_cpu")) * 2000);
+  expect_child_with_both_burns(dir, "");
+  const std::string out = dir / "fd.sprof";
   EXPECT_EQ(samples_of(report_json(out), "dlcycle_b"), 0);
   EXPECT_EQ(samples_of(report_json(out), "burn_child"), 0);
 }
@@ -156,32 +167,7 @@ TEST(ForkDrain, ChildThatDlopensKeepsOneFile) {
 TEST(ForkDrain, ChildThatDlopensAfterItsParentsFileIsGone) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
-  const std::string out = dir / "fd.sprof", truth = dir / "truth";
-  Result r = record(
-      out, {"--clock", "perf", "-F", "2000"},
-      {kProg, "--truth", truth, "forkdl", kDir + "/libdlcycle_b.so", "dlcycle_b", "0.3", "gone"},
-      {{"SPROFIL_DRAIN_STATS", "1"}});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  EXPECT_NE(r.err.find(" 1 forked children's files made, 0 refused"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(" 0 samples unplaced"), std::string::npos) << r.err;
-  auto child = read_truth(truth + ".child");
-  const std::string pid = std::to_string(static_cast<int>(child["child_pid"]));
-  explode_run(out);
-  const std::string listing = ::testing::PrintToString(list_dir(dir.path()));
-  ASSERT_TRUE(std::filesystem::exists(out + "." + pid)) << listing;
-  EXPECT_FALSE(std::filesystem::exists(out + "." + pid + ".1")) << listing;
-  profile::Profile c = read(out + "." + pid);
-  EXPECT_TRUE(c.flags & SPROF_F_CHILD);
-  EXPECT_TRUE(c.finished());
-  EXPECT_EQ(records_of(c, "libdlcycle_b.so").size(), 1u);
-  expect_consistent(c, "child");
-  // 0.1 s and 0.3 s at 2000 Hz: within 10% of each burn's CPU (and its steal).
-  const Json j = report_json(out + "." + pid);
-  const double dl = child["dl_cpu"], child_burn = child["child_cpu"];
-  EXPECT_GE(samples_of(j, "dlcycle_b"), 0.9 * dl * 2000);
-  EXPECT_LE(samples_of(j, "dlcycle_b"), 1.1 * (dl + steal_of(child, "dl_cpu")) * 2000);
-  EXPECT_GE(samples_of(j, "burn_child"), 0.9 * child_burn * 2000);
-  EXPECT_LE(samples_of(j, "burn_child"), 1.1 * (child_burn + steal_of(child, "child_cpu")) * 2000);
+  expect_child_with_both_burns(dir, "gone");
 }
 
 }  // namespace
