@@ -15,10 +15,9 @@
 //   forkdl SO FN S      fork; the child burns 0.1 s in burn_child, dlopens SO and burns S s in
 //                       its FN (double FN(double s)), then exits (truth .child: child_pid,
 //                       child_cpu, dl_cpu); the parent waits. With `gone` as a 4th argument,
-//                       the parent first removes its own profile file ($SPROFIL_OUTPUT: the
-//                       first image's under `sprofil record`), as the record parent removes
-//                       the file of a process that took no sample at its end: the child then
-//                       cannot read the file it was forked with
+//                       the parent first removes its own profile file (the one it maps), as
+//                       the record parent removes the file of a process that took no sample
+//                       at its end: the child then cannot read the file it was forked with
 //   forkexec SC CMD...  fork; the child spends SC s of CPU in the kernel (reading /dev/zero,
 //                       nearly no user time), writes its truth (.child: child_pid, child_cpu,
 //                       child_cpu_task_clock) and execs CMD; the parent waits
@@ -238,14 +237,43 @@ int fork_mode(double sp, double sc, bool failexec) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
-int forkdl(const char* so, const char* fn, double seconds, bool gone) {
-  if (gone) {
-    const char* own = getenv("SPROFIL_OUTPUT");
-    if (!own || unlink(own) != 0) {
-      perror("agent_prog: unlink $SPROFIL_OUTPUT");
-      return 2;
-    }
+// This process's own profile file under `sprofil record`: the file mapped shared at offset 0
+// (its header) whose name is that of $SPROFIL_OUTPUT or follows it (NAME.PID, NAME.PID.K).
+// Empty if none.
+std::string own_profile() {
+  const char* out = getenv("SPROFIL_OUTPUT");
+  const char* slash = out ? strrchr(out, '/') : nullptr;
+  if (!slash) return "";
+  const std::string name = slash + 1;
+  FILE* maps = fopen("/proc/self/maps", "r");
+  if (!maps) return "";
+  char line[4096];
+  std::string found;
+  while (found.empty() && fgets(line, sizeof line, maps)) {
+    char perms[8] = {}, path[4096] = {};
+    unsigned long long off = 1;
+    const char* base = nullptr;
+    if (sscanf(line, "%*s %7s %llx %*s %*s %4095s", perms, &off, path) == 3 && perms[3] == 's' &&
+        off == 0 && (base = strrchr(path, '/')) && std::string(base + 1).rfind(name, 0) == 0)
+      found = path;
   }
+  fclose(maps);
+  return found;
+}
+
+// Removes own_profile(), as the record parent removes the file of a process that took no
+// sample at its end. False (said) if there is none.
+bool remove_own_profile() {
+  const std::string own = own_profile();
+  if (own.empty() || unlink(own.c_str()) != 0) {
+    fprintf(stderr, "agent_prog: no profile file of its own to remove\n");
+    return false;
+  }
+  return true;
+}
+
+int forkdl(const char* so, const char* fn, double seconds, bool gone) {
+  if (gone && !remove_own_profile()) return 2;
   const pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
@@ -301,30 +329,6 @@ int forkexec(double seconds, char** cmd) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
-// This process's own profile file under `sprofil record`: the file mapped shared at offset 0
-// (its header) whose name is that of $SPROFIL_OUTPUT or follows it (NAME.PID, NAME.PID.K).
-// Empty if none.
-std::string own_profile() {
-  const char* out = getenv("SPROFIL_OUTPUT");
-  const char* slash = out ? strrchr(out, '/') : nullptr;
-  if (!slash) return "";
-  const std::string name = slash + 1;
-  FILE* maps = fopen("/proc/self/maps", "r");
-  if (!maps) return "";
-  char line[4096];
-  std::string found;
-  while (found.empty() && fgets(line, sizeof line, maps)) {
-    char perms[8] = {}, path[4096] = {};
-    unsigned long long off = 1;
-    const char* base = nullptr;
-    if (sscanf(line, "%*s %7s %llx %*s %*s %4095s", perms, &off, path) == 3 && perms[3] == 's' &&
-        off == 0 && (base = strrchr(path, '/')) && std::string(base + 1).rfind(name, 0) == 0)
-      found = path;
-  }
-  fclose(maps);
-  return found;
-}
-
 void* daemon_thread(void* p) {
   burn_noting("daemon_cpu", burn_daemon, *static_cast<double*>(p));
   return nullptr;
@@ -332,11 +336,7 @@ void* daemon_thread(void* p) {
 
 // `launch S FD`: see `daemon` above.
 int launch(double seconds, int fd) {
-  const std::string own = own_profile();
-  if (own.empty() || unlink(own.c_str()) != 0) {
-    fprintf(stderr, "agent_prog: no profile file of its own to remove\n");
-    return 2;
-  }
+  if (!remove_own_profile()) return 2;
   // The launcher exits once the child runs: its fork's hand-over (its main thread's event)
   // is done by then.
   int up[2];
