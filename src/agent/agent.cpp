@@ -9,7 +9,7 @@
 // pages of counters actually hit. Counters that cannot go into the file (RLIMIT_FSIZE, no space,
 // the file is gone) live in anonymous memory and are written at a clean exit if they fit.
 //
-// This file: the agent's state, start-up (the constructor) and exit. state.hpp lists the
+// This file: the agent's state and start-up (the constructor). state.hpp lists the
 // other files, one job each; docs/agent.md describes the whole.
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -92,15 +92,6 @@ void prefault_start() {
   }
 }
 
-void agent_exit() {
-  Lock lock;
-  if (!g_on) return;
-  rt::perf::release_at_flush();  // drain mode: the parent gives the unused space back
-  stop_sampling();
-  complete_file(true);
-  g_on = false;
-}
-
 // glibc calls an object's initializers with the program's argc, argv and envp.
 __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**) {
   // A setuid or setgid program: the caller's environment must not steer it. Not even read.
@@ -170,7 +161,7 @@ __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**
   g_hdr->clock = static_cast<uint32_t>(g_clock.kind);
   if (const char* reason = rt::auto_fallback_reason(); *reason) say("sprofil: %s%s\n", reason, "");
   g_on = true;
-  atexit(agent_exit);
+  install_exit_hooks();
 }
 
 }  // namespace

@@ -80,21 +80,6 @@ void write_spilled(int fd) {
   }
 }
 
-// Writes the end fields. The counts are already in the file.
-void finish_header() {
-  if (!g_hdr) return;
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  const uint64_t cpu =
-      static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
-      static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
-  // The clock may have moved (itimer to cpu when the program took ITIMER_PROF or SIGPROF).
-  // (last_clock_kind, not running_clock: the exec hook runs with the runtime mutex held.)
-  if (g_on) g_hdr->clock = static_cast<uint32_t>(rt::last_clock_kind());
-  layout::finish_header(g_hdr, cpu, now_ns());
-  std::atomic_ref<uint32_t>(g_hdr->flags).fetch_or(SPROF_F_FINISHED);
-}
-
 // A forked child's file that never got a sample (the usual fork-then-exec) holds nothing:
 // remove it rather than leave empty files behind.
 bool drop_empty_child_file() {
@@ -113,6 +98,22 @@ void release_untouched(int fd) {
 }
 
 }  // namespace
+
+// Writes the end fields. The counts are already in the file. Signal-safe: getrusage, the
+// clock, plain stores into the header (the _exit path, exit.cpp).
+void finish_header() {
+  if (!g_hdr) return;
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  const uint64_t cpu =
+      static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
+      static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
+  // The clock may have moved (itimer to cpu when the program took ITIMER_PROF or SIGPROF).
+  // (last_clock_kind, not running_clock: the exec hook runs with the runtime mutex held.)
+  if (g_on) g_hdr->clock = static_cast<uint32_t>(rt::last_clock_kind());
+  layout::finish_header(g_hdr, cpu, now_ns());
+  std::atomic_ref<uint32_t>(g_hdr->flags).fetch_or(SPROF_F_FINISHED);
+}
 
 bool empty_child_file() {
   return (g_hdr->flags & SPROF_F_CHILD) && std::atomic_ref<uint64_t>(g_hdr->delivered).load() == 0;

@@ -6,6 +6,7 @@
 //   layout.hpp       the record layout (format/layout.hpp, filled in the machine's order)
 //   regions.cpp      region records with their counters, the engine table, merging a rescan
 //   finish.cpp       completing a file: spilled records, end fields, untouched space
+//   exit.cpp         the ends of a process: exit, quick_exit and the interposed _exit
 //   fork.cpp         fork (a new file for the child, same addresses) and exec hooks
 //   dlopen.cpp       the dlopen/dlmopen/dlclose interposers
 // The signal handler never runs agent code: it only sees the engine table that publish()
@@ -231,7 +232,14 @@ void fill_header(sprof_header* h, uint32_t flags, int argc = 0, char* const* arg
 // A forked child's file with no sample: complete_file removes it instead of completing it.
 bool empty_child_file();
 void complete_file(bool at_exit);
+// The header's end fields (time, CPU time, effective rate) and its FINISHED flag.
+void finish_header();
 void stop_sampling();
+
+// exit.cpp
+// At the agent's start: its exit handlers (atexit, at_quick_exit), and the _exit that the
+// interposed _exit and _Exit end with.
+void install_exit_hooks();
 
 // fork.cpp
 void install_process_hooks();

@@ -6,6 +6,12 @@
 //   split S             burn S/3 s in burn_a and 2S/3 s in burn_b, interleaved
 //   exit_ S             burn S s, then _exit(0) (atexit handlers do not run)
 //   abort S             burn S s, then abort()
+//   vforkkill S         burn S s, vfork a child that calls _exit(0) at once, burn S s more,
+//                       write the truth, then SIGKILL itself
+//   handlerexit S       malloc and free in a loop (with 1 ms burns in burn_main) until a
+//                       SIGALRM S s of wall time later, whose handler calls _exit(9); a
+//                       watchdog SIGUSR2 (default action: terminate) 30 s later ends a
+//                       process that hangs in that _exit
 //   forever PIDFILE     write the pid to PIDFILE, then burn until killed
 //   burnexec S CMD...   burn S s, then execvp CMD
 //   fork SP SC [failexec]  fork; the child burns SC s in burn_child and exits; the parent
@@ -38,8 +44,10 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -191,6 +199,44 @@ int sleepburn(double s) {
                          static_cast<double>(t1.tv_nsec - t0.tv_nsec) * 1e-9);
   write_truth();
   return 0;
+}
+
+int vforkkill(double s) {
+  double used = burn_main(s);
+  const pid_t pid = vfork();
+  if (pid == 0) _exit(0);
+  if (pid < 0 || waitpid(pid, nullptr, 0) != pid) return 3;
+  used += burn_main(s);
+  note("burn_main", used);
+  write_truth();
+  raise(SIGKILL);
+  return 4;
+}
+
+void exit_nine(int) {
+  _exit(9);
+}
+
+int handlerexit(double s) {
+  timer_t watchdog;
+  sigevent ev{};
+  ev.sigev_notify = SIGEV_SIGNAL;
+  ev.sigev_signo = SIGUSR2;
+  const itimerspec dog{{0, 0}, {30, 0}};
+  if (timer_create(CLOCK_MONOTONIC, &ev, &watchdog) != 0 ||
+      timer_settime(watchdog, 0, &dog, nullptr) != 0)
+    return 3;
+  signal(SIGALRM, exit_nine);
+  const auto whole = static_cast<time_t>(s);
+  const itimerval when{{0, 0},
+                       {whole, static_cast<suseconds_t>((s - static_cast<double>(whole)) * 1e6)}};
+  if (setitimer(ITIMER_REAL, &when, nullptr) != 0) return 3;
+  for (unsigned k = 1;; ++k) {
+    void* p = malloc(16 + (k * 2654435761u) % 100000);
+    if (p) memset(p, static_cast<int>(k), 16);
+    free(p);
+    if (k % 256 == 0) burn_main(0.001);
+  }
 }
 
 int anonexec(double s) {
@@ -422,6 +468,10 @@ int main(int argc, char** argv) {
     note("burn_main", burn_main(s));
     write_truth();
     abort();
+  } else if (mode == "vforkkill") {
+    return vforkkill(s);
+  } else if (mode == "handlerexit") {
+    return handlerexit(s);
   } else if (mode == "forever") {
     if (FILE* f = fopen(argv[i + 1], "w")) {
       fprintf(f, "%d\n", static_cast<int>(getpid()));
