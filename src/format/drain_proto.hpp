@@ -68,8 +68,10 @@
 // counts (most fork-then-exec children never get one, and leave no file behind). Where the
 // parent made the file of the process the child was forked from (kDrainNewFile) the event
 // comes alone, with that file's from_dev and from_ino: the parent takes the file it holds
-// and the directory it made it in; kAckNeedFile if it holds no such file (that process
-// flushed it: its exit or exec), and the child sends the three fds. A pending child's later
+// and the directory it made it in, also for 5 s after that process ended (the newest 64 such
+// files: a launcher that exits right after its fork, its file removed, empty, before the
+// child's first event came); kAckNeedFile if it has no such file, and the child sends the
+// three fds. A pending child's later
 // events (its threads') need neither once one of its events brought them: the parent keeps
 // them for the child's process, and takes those events alone whether or not it still holds
 // that file (gone with a daemon's launcher). Its flushes

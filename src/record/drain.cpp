@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -466,7 +467,22 @@ struct Drainer::State {
   std::vector<File*> files;
   std::vector<Event*> events;
   std::unordered_map<pid_t, Proc> procs;  // node-based: Event::proc stays valid
-  std::atomic<uint64_t> redraws{0};       // PERF_EVENT_IOC_PERIOD calls
+
+  // The files made here (kDrainNewFile) whose last user let go (their process ended or
+  // exec'd), with their directory: kept open for kEndedKeepNs, the newest kEndedMax. A forked
+  // child's first hand-over (kAddPending alone, by the file's device and inode) may come
+  // after its parent process's end was seen here and that file, empty, was removed: a
+  // launcher that exits right after its fork (ForkDrain.DaemonOfALauncherThatExitsAtOnce).
+  struct Ended {
+    dev_t dev;
+    ino_t ino;
+    int fd, dirfd;
+    uint64_t at_ns;
+  };
+  static constexpr size_t kEndedMax = 64;
+  static constexpr uint64_t kEndedKeepNs = 5'000'000'000;
+  std::deque<Ended> ended_files;
+  std::atomic<uint64_t> redraws{0};  // PERF_EVENT_IOC_PERIOD calls
   rlimit saved_nofile{};
   bool nofile_raised = false;
   mutable std::mutex stats_mu;
@@ -545,9 +561,51 @@ struct Drainer::State {
   // Drops a user of f: the file goes with its last.
   void unuse(File* f) {
     if (--f->users > 0) return;
+    keep_ended(f);
     close_file(f);
     files.erase(std::find(files.begin(), files.end(), f));
     delete f;
+  }
+
+  // Moves the fds of f, made here and let go by its last user, to ended_files.
+  void keep_ended(File* f) {
+    if (f->fd < 0 || f->dirfd < 0) return;
+    ended_files.push_back(Ended{f->dev, f->ino, f->fd, f->dirfd, mono_ns()});
+    f->fd = f->dirfd = -1;
+    trim_ended(mono_ns());
+  }
+
+  void trim_ended(uint64_t now) {
+    while (!ended_files.empty() &&
+           (ended_files.size() > kEndedMax || ended_files.front().at_ns + kEndedKeepNs < now)) {
+      close(ended_files.front().fd);
+      close(ended_files.front().dirfd);
+      ended_files.pop_front();
+    }
+  }
+
+  // New fds of the file of that device and inode made here, and of its directory: held (its
+  // process lives) or ended a moment ago (ended_files). False if there is none.
+  bool made_file(uint64_t dev, uint64_t ino, int* file_fd, int* dirfd) {
+    int f = -1, d = -1;
+    if (const File* from = find_file(dev, ino); from && from->dirfd >= 0) {
+      f = from->fd;
+      d = from->dirfd;
+    } else {
+      trim_ended(mono_ns());
+      for (const Ended& e : ended_files)
+        if (static_cast<uint64_t>(e.dev) == dev && static_cast<uint64_t>(e.ino) == ino) {
+          f = e.fd;
+          d = e.dirfd;
+        }
+    }
+    *file_fd = f >= 0 ? fcntl(f, F_DUPFD_CLOEXEC, 0) : -1;
+    *dirfd = d >= 0 ? fcntl(d, F_DUPFD_CLOEXEC, 0) : -1;
+    if (*file_fd >= 0 && *dirfd >= 0) return true;
+    if (*file_fd >= 0) close(*file_fd);
+    if (*dirfd >= 0) close(*dirfd);
+    *file_fd = *dirfd = -1;
+    return false;
   }
 
   // Holds f as pid's own file, in place of the one before (an exec'd image of the same pid).
@@ -1123,15 +1181,8 @@ struct Drainer::State {
     const auto known = pending ? procs.find(m.pid) : procs.end();
     const bool kept = known != procs.end() && (known->second.pending || known->second.made);
     if (pending && file_fd < 0 && dirfd < 0 && !kept) {
-      // A file made here (it has its directory) and still held: gone with its process's
-      // flush (its exit or exec).
-      const File* from = find_file(m.from_dev, m.from_ino);
-      const bool made_here = from && from->dirfd >= 0;
-      file_fd = made_here ? fcntl(from->fd, F_DUPFD_CLOEXEC, 0) : -1;
-      dirfd = made_here ? fcntl(from->dirfd, F_DUPFD_CLOEXEC, 0) : -1;
-      if (file_fd < 0 || dirfd < 0) {
-        if (file_fd >= 0) close(file_fd);
-        if (dirfd >= 0) close(dirfd);
+      // A file made here (it has its directory), held or just ended (made_file).
+      if (!made_file(m.from_dev, m.from_ino, &file_fd, &dirfd)) {
         close(fd);
         return drain::kAckNeedFile;
       }
@@ -1373,6 +1424,11 @@ struct Drainer::State {
       delete f;
     }
     files.clear();
+    for (const Ended& e : ended_files) {
+      close(e.fd);
+      close(e.dirfd);
+    }
+    ended_files.clear();
   }
 };
 

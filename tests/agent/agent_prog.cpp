@@ -33,7 +33,9 @@
 //                       once the child runs; the child, once its parent has exited, starts a
 //                       thread that burns S s in burn_daemon (truth .daemon: daemon_pid,
 //                       daemon_cpu, its task clock) and exits. This process waits for both
-//                       (the child holds the pipe FD)
+//                       (the child holds the pipe FD). With `now` as a 2nd argument the
+//                       launcher exits right after its fork, and its child hands its event
+//                       over only after that end (libagent_early_fork's atfork handler)
 //   threads N S         N late threads (pthread_create in main) plus $AGENT_EARLY_THREADS
 //                       threads started by a library constructor, each burning S s in a
 //                       function of its own (burn_late_K, burn_early_K)
@@ -76,6 +78,7 @@ SPROFIL_BURN(burn_daemon)
 extern "C" int agent_early_count(bool* before_agent);
 extern "C" void agent_early_go(double seconds);
 extern "C" double agent_early_join(int k);
+extern "C" void agent_early_hold_child();
 
 namespace {
 
@@ -381,22 +384,25 @@ void* daemon_thread(void* p) {
 }
 
 // `launch S FD`: see `daemon` above.
-int launch(double seconds, int fd) {
+int launch(double seconds, int fd, bool now) {
   if (!remove_own_profile()) return 2;
   // The launcher exits once the child runs: its fork's hand-over (its main thread's event)
-  // is done by then.
+  // is done by then. With `now`, right after its fork, and the child's hand-over waits
+  // until the record parent has seen this end (early_fork.cpp).
   int up[2];
   if (pipe(up) != 0) return 1;
   const pid_t launcher = getpid();
+  if (now) agent_early_hold_child();  // the child hands over after this process ended
   const pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid > 0) {
     char c;
+    if (now) _exit(0);
     close(up[1]);
     _exit(read(up[0], &c, 1) == 1 ? 0 : 5);
   }
   close(up[0]);
-  if (write(up[1], "r", 1) != 1) _exit(5);
+  if (!now && write(up[1], "r", 1) != 1) _exit(5);
   close(up[1]);
   for (int i = 0; i < 5000 && getppid() == launcher; ++i) usleep(1000);
   if (getppid() == launcher) _exit(3);
@@ -410,7 +416,7 @@ int launch(double seconds, int fd) {
   exit(0);
 }
 
-int daemon_mode(const char* self, double seconds) {
+int daemon_mode(const char* self, double seconds, bool now) {
   int p[2];
   if (pipe(p) != 0) return 1;  // the write end is inherited by the launcher and its child
   const pid_t pid = fork();
@@ -419,7 +425,7 @@ int daemon_mode(const char* self, double seconds) {
     close(p[0]);
     const std::string s = std::to_string(seconds), fd = std::to_string(p[1]);
     execl(self, self, "--truth", g_truth ? g_truth : "/dev/null", "launch", s.c_str(), fd.c_str(),
-          static_cast<char*>(nullptr));
+          now ? "now" : static_cast<char*>(nullptr), static_cast<char*>(nullptr));
     _exit(127);
   }
   close(p[1]);
@@ -493,10 +499,10 @@ int main(int argc, char** argv) {
     return forkdl(argv[i + 1], argv[i + 2], atof(argv[i + 3]),
                   i + 4 < argc && !strcmp(argv[i + 4], "gone"));
   } else if (mode == "daemon") {
-    return daemon_mode("/proc/self/exe", s);
+    return daemon_mode("/proc/self/exe", s, i + 2 < argc && !strcmp(argv[i + 2], "now"));
   } else if (mode == "launch") {
     if (i + 2 >= argc) return 2;
-    return launch(s, atoi(argv[i + 2]));
+    return launch(s, atoi(argv[i + 2]), i + 3 < argc && !strcmp(argv[i + 3], "now"));
   } else if (mode == "forkexec") {
     if (i + 2 >= argc) return 2;
     return forkexec(s, argv + i + 2);
