@@ -27,7 +27,9 @@
 //   (FileAnswer::watched: a pidfd) sends no flush at its exit: the agent writes the end fields, and
 //   the parent, once the process has ended (the pidfd readable; every event of it ended before),
 //   drains its events to their end, recomputes the file's effective rate from every sample counted
-//   and gives back the space (or removes the file, empty) as after kFlushRelease.
+//   and gives back the space (or removes the file, empty) as after kFlushRelease. A file the
+//   agent did not complete (a raw exit_group) the parent completes if the process exited and
+//   was not killed (record/drain.cpp, how_it_ended).
 // - kDrainSync: objects of the process are about to be marked unloaded (a dlclose): the
 //   parent drains every event of that pid, by the regions as they still are, before it
 //   answers. Their samples were taken before the unmapping; drained after the change, those

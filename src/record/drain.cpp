@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -200,6 +201,67 @@ constexpr uint64_t kStealSlackNs = 10000000;
 uint64_t process_cpu_ns(pid_t pid) {
   clockid_t id;
   return clock_getcpuclockid(pid, &id) == 0 ? util::clock_ns(id) : 0;
+}
+
+// How a watched process ended (its pidfd readable: every thread of it has exited).
+struct End {
+  bool known = false;   // the exit code was read
+  bool exited = false;  // an exit (exit, _exit, a raw exit_group), not a signal
+  uint64_t cpu_ns = 0;  // its CPU time, where it could be read (not yet reaped); else 0
+};
+
+// PIDFD_GET_INFO (Linux 6.15, <linux/pidfd.h>; Debian 12's headers predate it): the exit code of
+// a process reaped since, kept with its pidfd. The first 64 bytes of struct pidfd_info.
+struct PidfdInfo {
+  uint64_t mask = 0, cgroupid = 0;
+  uint32_t pid = 0, tgid = 0, ppid = 0, ruid = 0, rgid = 0, euid = 0, egid = 0, suid = 0, sgid = 0,
+           fsuid = 0, fsgid = 0;
+  int32_t exit_code = 0;
+};
+static_assert(sizeof(PidfdInfo) == 64, "PIDFD_INFO_SIZE_VER0");
+constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfo);
+constexpr uint64_t kPidfdInfoExit = 1u << 3;
+
+// The exit code field (the 52nd) of /proc/PID/stat, as wait(2) would give it, or -1.
+int proc_exit_code(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char* c = strrchr(buf, ')');  // after the command name, which may hold spaces
+  if (!c) return -1;
+  int field = 2;
+  for (; *c && field < 52; ++c)
+    if (*c == ' ') ++field;
+  return field == 52 && *c >= '0' && *c <= '9' ? atoi(c) : -1;
+}
+
+// How pid ended. While its parent has not reaped it (a zombie: the pidfd can still signal it,
+// checked after the reads, so they were of this process and not of a new one with its pid),
+// /proc/PID/stat has its exit code and its CPU clock its whole CPU time. Once reaped, only the
+// exit code, from the pidfd (Linux 6.15; before 6.15 nothing), and the CPU time is reckoned
+// (gone(), Watch).
+End how_it_ended(pid_t pid, int pidfd) {
+  End e;
+  const uint64_t cpu = process_cpu_ns(pid);
+  const int code = proc_exit_code(pid);
+  if (code >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) == 0) {
+    e.known = true;
+    e.exited = WIFEXITED(code);
+    e.cpu_ns = cpu;
+    return e;
+  }
+  PidfdInfo info;
+  info.mask = kPidfdInfoExit;
+  if (ioctl(pidfd, kPidfdGetInfo, &info) == 0 && (info.mask & kPidfdInfoExit)) {
+    e.known = true;
+    e.exited = WIFEXITED(info.exit_code);
+  }
+  return e;
 }
 
 // Where the thread is gone (its records drained late, as under a busy host), the process's
@@ -505,19 +567,27 @@ struct Drainer::State {
 
   // A pidfd (pidfd_open) of each process whose image's file was made here (kDrainNewFile),
   // until it ends: its exit then needs no flush (FileAnswer::watched), the end is seen here.
-  std::unordered_map<pid_t, int> watched;
+  // With what its CPU time at its end is reckoned from where the process was reaped before
+  // this saw it end (gone()): its CPU clock at its first event's opening (the agent's
+  // process_cpu_ns) and its events' counters at their ends (their threads' CPU time since).
+  struct Watch {
+    int fd = -1;
+    uint64_t base_ns = 0;  // 0: not known
+    uint64_t counted_ns = 0;
+  };
+  std::unordered_map<pid_t, Watch> watched;
 
   // Watches pid's end (a pidfd) if it is not watched yet; whether it is. Where pidfd_open is
   // missing (Linux before 5.3) or refused, the agent flushes at its exit as before.
   bool watch(pid_t pid) {
     if (const auto it = watched.find(pid); it != watched.end()) {
-      pollfd p{it->second, POLLIN, 0};
+      pollfd p{it->second.fd, POLLIN, 0};
       if (poll(&p, 1, 0) != 1) return true;
       gone(pid);  // ended, and its pid is another process's now: that one is watched anew
     }
     const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // close-on-exec
     if (fd < 0) return false;
-    watched[pid] = fd;
+    watched[pid] = Watch{fd};
     return true;
   }
 
@@ -525,28 +595,45 @@ struct Drainer::State {
   // own file let go, as its exit's flush with kFlushRelease would have had them (flush()).
   // The file, if the agent's exit completed it (SPROF_F_FINISHED, the end fields, without a
   // flush), gets its effective rate from every sample counted, and its unused space back or,
-  // empty, is removed (let_go).
+  // empty, is removed (let_go). If the agent did not complete it but the process exited (not
+  // killed by a signal: how_it_ended), its exit is one the agent does not see (a raw
+  // exit_group, as Go's runtime makes; glibc's own calls of _exit, as daemon() makes; an _exit
+  // whose agent's mutex was held): the file is completed here, its end now and its CPU time
+  // the process's where it could still be read. A file of a process killed by a signal, or
+  // whose end is not known, is left as it is (the report says it did not finish cleanly).
   void gone(pid_t pid) {
-    if (const auto it = watched.find(pid); it != watched.end()) {
-      close(it->second);
-      watched.erase(it);
-    }
+    End how;
+    if (const auto it = watched.find(pid); it != watched.end())
+      how = how_it_ended(pid, it->second.fd);
     drain::DrainMsg m;
     m.pid = pid;
     m.flags = drain::kFlushRelease;
-    const int fd = flush(m);
+    const int fd = flush(m);  // its events' last counters go into its Watch
+    if (const auto it = watched.find(pid); it != watched.end()) {
+      if (how.exited && how.cpu_ns == 0 && it->second.base_ns)  // reaped already: reckoned
+        how.cpu_ns = it->second.base_ns + it->second.counted_ns;
+      close(it->second.fd);
+      watched.erase(it);
+    }
     if (fd < 0) return;
     sprof_header h;
     if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
-        memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) != 0 || !(h.flags & SPROF_F_FINISHED)) {
-      close(fd);  // not completed (SIGKILL): left as it is
+        memcmp(h.magic, SPROF_MAGIC, sizeof h.magic) != 0 ||
+        (!(h.flags & SPROF_F_FINISHED) && !how.exited)) {
+      close(fd);  // not completed (SIGKILL, say): left as it is
       return;
+    }
+    const bool here = !(h.flags & SPROF_F_FINISHED);
+    if (here) {
+      h.flags |= SPROF_F_FINISHED;
+      h.cpu_ns = how.cpu_ns;
+      h.end_ns = util::clock_ns(CLOCK_REALTIME);
     }
     layout::finish_header(&h, h.cpu_ns, h.end_ns);
     (void)!pwrite(fd, &h, sizeof h, 0);
     {
       std::lock_guard<std::mutex> l(stats_mu);
-      ++stats.exits_seen;
+      ++(here ? stats.exits_completed : stats.exits_seen);
     }
     let_go(fd, h.cpu_ns);
   }
@@ -957,6 +1044,7 @@ struct Drainer::State {
     // it fell in the kernel, was lost before: tests/harm ShortThreadsKeepTheirShare).
     uint64_t value = 0;
     if (read(e->fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) value = 0;
+    if (const auto w = watched.find(e->pid); w != watched.end()) w->second.counted_ns += value;
     if (value) {
       const uint64_t elapsed = steal_free(e, value + e->phase) / e->period;
       if (elapsed > e->credit.periods) {
@@ -1266,6 +1354,8 @@ struct Drainer::State {
     if (!p.based && m.process_cpu_ns) {  // its other threads' time before this counts too
       p.cpu_base = m.process_cpu_ns > e->phase ? m.process_cpu_ns - e->phase : 0;
       p.based = true;
+      if (const auto w = watched.find(e->pid); w != watched.end() && w->second.base_ns == 0)
+        w->second.base_ns = m.process_cpu_ns;
     }
     // The first period drawn now, while the thread waits for the answer: off its CPU, the
     // ioctl interrupts no CPU (from the loop, right after the answer, it was an IPI of the
@@ -1356,9 +1446,9 @@ struct Drainer::State {
       // The pidfds before the events: a process seen ended here has its events' ends seen
       // below (their ends came first), in this pass.
       ended.clear();
-      for (const auto& [pid, fd] : watched) {
-        p.push_back(pollfd{fd, POLLIN, 0});
-        ended.emplace_back(pid, fd);
+      for (const auto& [pid, w] : watched) {
+        p.push_back(pollfd{w.fd, POLLIN, 0});
+        ended.emplace_back(pid, w.fd);
       }
       const size_t first_event = p.size();
       for (Event* e : events) p.push_back(pollfd{e->fd, POLLIN, 0});
@@ -1402,7 +1492,7 @@ struct Drainer::State {
       }
       for (Event* e : events) drain(e);
       for (const auto& [pid, fd] : ended)  // (unless already seen ended, by a watch() above)
-        if (const auto w = watched.find(pid); pid != 0 && w != watched.end() && w->second == fd)
+        if (const auto w = watched.find(pid); pid != 0 && w != watched.end() && w->second.fd == fd)
           gone(pid);
       if (stopping) break;
       for (Event* e : events)
@@ -1416,7 +1506,7 @@ struct Drainer::State {
       close_event(events.back());
       events.pop_back();
     }
-    for (const auto& [pid, fd] : watched) close(fd);  // those that outlive the run
+    for (const auto& [pid, w] : watched) close(w.fd);  // those that outlive the run
     watched.clear();
     own_files.clear();
     for (File* f : files) {  // those held for their processes (own_files): the others went

@@ -56,6 +56,8 @@ class Drainer : util::NoCopy {
                                        // (the file they were forked with, held here)
     uint64_t exits_seen = 0;           // processes whose exit completed their file without a
                                        // flush, seen ending here (a pidfd): then finished here
+    uint64_t exits_completed = 0;      // processes seen ending here that exited without their
+                                       // agent completing the file (a raw exit_group): completed
     uint64_t flushes = 0;              // kDrainFlush requests (an exit or exec that stops sampling)
     uint64_t finished_at_end = 0;      // forked children's files completed at their last event's
                                        // end (no flush: an exec removed it, or an _exit)

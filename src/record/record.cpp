@@ -331,11 +331,17 @@ int record(const Options& o, FILE* log) {
   close(exec_pipe[0]);
   int status = 0;
   struct rusage ru {};
-  while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+  // The command's end is waited for without reaping it (WNOWAIT): the drainer's last pass then
+  // finds it a zombie, whose exit code and CPU time it can still read where the agent did not
+  // complete its file (drain.cpp, how_it_ended). Then it is reaped.
+  siginfo_t ended{};
+  while (waitid(P_PID, static_cast<id_t>(pid), &ended, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
   }
   const uint64_t end_ns = now_ns();
   // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
   drainer.finish();
+  while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+  }
   const Drainer::Stats ds = drainer.stats();  // after finish(): all of the run
   if (drain && getenv("SPROFIL_DRAIN_STATS")) {
     fprintf(
@@ -346,7 +352,8 @@ int record(const Options& o, FILE* log) {
         "not (no pc), %llu periods re-drawn, %llu process images' files made, %llu refused, "
         "%llu main threads' events opened for them, %llu could not be (opened by the agent), "
         "%llu forked children's files made, %llu refused, %llu forked children's events taken "
-        "without their files, %llu processes' exits seen without a flush, %llu flushes, %llu "
+        "without their files, %llu processes' exits seen without a flush, %llu exits the "
+        "agent did not see (files completed here), %llu flushes, %llu "
         "forked children's files completed at their events' end, %llu empty files removed at "
         "their process's exit\n",
         static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
@@ -361,7 +368,9 @@ int record(const Options& o, FILE* log) {
         static_cast<unsigned long long>(ds.child_files),
         static_cast<unsigned long long>(ds.child_files_refused),
         static_cast<unsigned long long>(ds.pending_alone),
-        static_cast<unsigned long long>(ds.exits_seen), static_cast<unsigned long long>(ds.flushes),
+        static_cast<unsigned long long>(ds.exits_seen),
+        static_cast<unsigned long long>(ds.exits_completed),
+        static_cast<unsigned long long>(ds.flushes),
         static_cast<unsigned long long>(ds.finished_at_end),
         static_cast<unsigned long long>(ds.dropped));
   }

@@ -6,6 +6,8 @@
 //   split S             burn S/3 s in burn_a and 2S/3 s in burn_b, interleaved
 //   exit_ S             burn S s, then _exit(0) (atexit handlers do not run)
 //   abort S             burn S s, then abort()
+//   rawexit S           burn S s, write the truth, then end with a raw exit_group(3) system
+//                       call (as Go's runtime does): no atexit handler, no _exit
 //   vforkkill S         burn S s, vfork a child that calls _exit(0) at once, burn S s more,
 //                       write the truth, then SIGKILL itself
 //   handlerexit S       malloc and free in a loop (with 1 ms burns in burn_main) until a
@@ -474,6 +476,10 @@ int main(int argc, char** argv) {
     note("burn_main", burn_main(s));
     write_truth();
     abort();
+  } else if (mode == "rawexit") {
+    burn_noting("burn_main", burn_main, s);
+    write_truth();
+    syscall(SYS_exit_group, 3);
   } else if (mode == "vforkkill") {
     return vforkkill(s);
   } else if (mode == "handlerexit") {

@@ -87,6 +87,13 @@ TEST(Drain, CgoGoProgramIsSampled) {
   RecordProperty("coverage", std::to_string(sampled_s / cpu_s));
   EXPECT_GE(sampled_s, 0.9 * cpu_s) << "sampled " << sampled_s << " s of " << cpu_s;
   EXPECT_GT(samples_of(j, "main.goBurn"), 0.8 * total) << j.dump();
+  // Go's runtime exits with a raw exit_group, which the agent does not see: the record parent
+  // completes the file (drain.cpp, gone()), its CPU time the process's at its end.
+  const profile::Profile p = read(out);
+  EXPECT_TRUE(p.finished());
+  EXPECT_GE(static_cast<double>(p.cpu_ns) / 1e9, cpu_s);
+  EXPECT_LE(static_cast<double>(p.cpu_ns) / 1e9, 1.1 * cpu_s + 0.02);
+  EXPECT_GT(p.effective_hz, 0.0);
 }
 
 // SIGKILL of the program at a random moment: every sample the kernel took up to the kill is

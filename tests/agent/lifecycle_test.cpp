@@ -1,7 +1,12 @@
-// The life of a recorded program. Exit status passes through; _exit, SIGKILL and
-// abort leave readable profiles with every sample; forked children and exec'd programs write
-// files of their own; threads made before and after the agent starts are all sampled; the
-// agent works without the tool.
+// The life of a recorded program. Exit status passes through; _exit, a raw exit_group, SIGKILL
+// and abort leave readable profiles with every sample, finished where the process exited; forked
+// children and exec'd programs write files of their own; threads made before and after the agent
+// starts are all sampled; the agent works without the tool.
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <iterator>
@@ -71,6 +76,80 @@ TEST(Exit, UnderscoreExitKeepsEverySampleAndFinishes) {
     EXPECT_NEAR(samples_of(j, "burn_main"), static_cast<double>(p.total_samples()),
                 0.1 * static_cast<double>(p.total_samples()));
     expect_report_finished(out);
+  }
+}
+
+// A process that ends with a raw exit_group (Go's runtime does) runs neither atexit handlers
+// nor _exit. In drain mode the record parent, which sees the process end while it is a zombie,
+// reads its exit code and CPU time and completes the file (drain.cpp, gone()): finished, its
+// CPU time the process's (the truth is read just before the exit), an effective rate.
+TEST(Exit, RawExitGroupIsCompletedByTheRecordParent) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "raw.sprof", truth_file = dir / "truth";
+  Result r =
+      record(out, {"--clock", "perf", "-F", "1000"},
+             {kProg, "--truth", truth_file, "rawexit", "0.3"}, {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 3) << describe(r);
+  EXPECT_NE(r.err.find(" 1 exits the agent did not see"), std::string::npos) << r.err;
+  const double cpu = read_truth(truth_file)["process_cpu"];
+  profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  EXPECT_TRUE(p.finished());
+  expect_consistent(p, "raw exit");
+  const double end_cpu = static_cast<double>(p.processes[0].cpu_ns) * 1e-9;
+  EXPECT_GE(end_cpu, cpu);
+  EXPECT_LE(end_cpu, cpu + std::max(0.02, 0.1 * cpu));
+  EXPECT_NEAR(p.processes[0].effective_hz, 1000, 100);
+  expect_report_finished(out);
+}
+
+// Whether a reaped process's exit code can be read from its pidfd (PIDFD_GET_INFO with
+// PIDFD_INFO_EXIT, Linux 6.15): a child is made, reaped, and asked.
+bool pidfd_keeps_exit_code() {
+  struct Info {
+    uint64_t mask = 0, cgroupid = 0;
+    uint32_t ids[11] = {};
+    int32_t exit_code = 0;
+  } info;
+  const pid_t pid = fork();
+  if (pid == 0) _exit(5);
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  waitpid(pid, nullptr, 0);
+  if (fd < 0) return false;
+  info.mask = 1u << 3;
+  const bool ok = ioctl(fd, _IOWR(0xFF, 11, Info), &info) == 0 && (info.mask & (1u << 3)) &&
+                  WIFEXITED(info.exit_code) && WEXITSTATUS(info.exit_code) == 5;
+  close(fd);
+  return ok;
+}
+
+// The same exit in a shell's child: the shell may reap it before the record parent sees its
+// end. Then its exit code comes from its pidfd, and its CPU time is reckoned from its CPU at
+// its start and its events' counters (drain.cpp, Watch).
+TEST(Exit, RawExitGroupOfAShellsChildIsCompletedByTheRecordParent) {
+  SKIP_WITHOUT_PERF();
+  if (!pidfd_keeps_exit_code())
+    GTEST_SKIP() << "this kernel keeps no exit code with a reaped process's pidfd (Linux 6.15)";
+  TempDir dir;
+  const std::string out = dir / "raw.sprof", truth_file = dir / "truth";
+  for (int k = 0; k < 3 && !HasFailure(); ++k) {
+    SCOPED_TRACE("run " + std::to_string(k));
+    Result r = record(out, {"--clock", "perf", "-F", "1000"},
+                      {"/bin/sh", "-c", kProg + " --truth " + truth_file + " rawexit 0.2; true"});
+    ASSERT_EQ(r.status, 0) << describe(r);
+    const double cpu = read_truth(truth_file)["process_cpu"];
+    profile::Profile p = read(out);
+    bool seen = false;
+    for (const auto& proc : p.processes) {
+      if (proc.comm != "agent_prog") continue;
+      seen = true;
+      EXPECT_TRUE(proc.flags & SPROF_F_FINISHED);
+      const double end_cpu = static_cast<double>(proc.cpu_ns) * 1e-9;
+      EXPECT_GE(end_cpu, 0.95 * cpu);
+      EXPECT_LE(end_cpu, cpu + std::max(0.02, 0.1 * cpu));
+    }
+    EXPECT_TRUE(seen) << describe(r);
   }
 }
 
