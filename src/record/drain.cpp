@@ -205,8 +205,7 @@ uint64_t process_cpu_ns(pid_t pid) {
 
 // How a watched process ended (its pidfd readable: every thread of it has exited).
 struct End {
-  bool known = false;   // the exit code was read
-  bool exited = false;  // an exit (exit, _exit, a raw exit_group), not a signal
+  bool exited = false;  // known to have exited (exit, _exit, a raw exit_group), not by a signal
   uint64_t cpu_ns = 0;  // its CPU time, where it could be read (not yet reaped); else 0
 };
 
@@ -250,17 +249,14 @@ End how_it_ended(pid_t pid, int pidfd) {
   const uint64_t cpu = process_cpu_ns(pid);
   const int code = proc_exit_code(pid);
   if (code >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) == 0) {
-    e.known = true;
     e.exited = WIFEXITED(code);
     e.cpu_ns = cpu;
     return e;
   }
   PidfdInfo info;
   info.mask = kPidfdInfoExit;
-  if (ioctl(pidfd, kPidfdGetInfo, &info) == 0 && (info.mask & kPidfdInfoExit)) {
-    e.known = true;
+  if (ioctl(pidfd, kPidfdGetInfo, &info) == 0 && (info.mask & kPidfdInfoExit))
     e.exited = WIFEXITED(info.exit_code);
-  }
   return e;
 }
 
