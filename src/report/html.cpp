@@ -65,8 +65,7 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
             (profile::counts_off_cpu(p.clock) ? " is in no process's profile" : " has no sample"));
   const Coverage cov = coverage_of(p, total);
   if (!cov.warning.empty()) add("warning", cov.warning);
-  if (!p.finished())
-    add("finished", "no: the program did not end cleanly; counts up to its end are kept");
+  if (const std::string note = unfinished_note(p); !note.empty()) add("finished", "no: " + note);
   return h;
 }
 

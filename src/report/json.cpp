@@ -37,6 +37,8 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["lost"] = p.lost;
   j["cpu_seconds"] = significant(double(p.cpu_ns) / 1e9, 12);
   j["finished"] = p.finished();
+  if (const std::string note = unfinished_note(p); !note.empty())
+    j["unfinished_warning"] = valid_utf8(note);
   // samples x tick / cpu_seconds for CPU clocks (null for the wall clock or without cpu_ns);
   // coverage_warning is set when the samples fall far below the process's CPU time.
   // With system data (SPROF_R_SYSTEM): the system part of the total and of each row; with
@@ -57,6 +59,7 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
                      {"comm", valid_utf8(pr.comm)},
                      {"argv", json_strings(pr.argv)},
                      {"delivered", pr.delivered},
+                     {"finished", (pr.flags & SPROF_F_FINISHED) != 0},
                      {"cpu_seconds", significant(double(pr.cpu_ns) / 1e9, 12)}});
   j["processes"] = std::move(procs);
   j["dropped_processes"] = p.dropped_processes;

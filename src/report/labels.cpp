@@ -204,4 +204,24 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+std::string unfinished_note(const profile::Profile& p) {
+  if (p.finished()) return "";
+  constexpr size_t kNamed = 5;
+  std::vector<const profile::Process*> open;
+  for (const profile::Process& pr : p.processes)
+    if (!(pr.flags & SPROF_F_FINISHED)) open.push_back(&pr);
+  if (p.processes.size() <= 1 || open.empty())
+    return "the profile did not finish cleanly (the program crashed, was killed, or is still "
+           "running): its samples up to then are counted; its CPU time and effective rate are "
+           "unknown";
+  std::string s = std::to_string(open.size()) + " of " + std::to_string(p.processes.size()) +
+                  " processes did not finish cleanly (crashed, killed, or still running): ";
+  for (size_t i = 0; i < open.size() && i < kNamed; ++i)
+    s += (i ? ", " : "") + std::to_string(open[i]->pid) + " (" + open[i]->comm + ")";
+  if (open.size() > kNamed) s += " and " + std::to_string(open.size() - kNamed) + " more";
+  return s +
+         "; their samples up to then are counted; their CPU time and effective rate are "
+         "unknown";
+}
+
 }  // namespace sprofil::report

@@ -51,4 +51,9 @@ struct Coverage {
 };
 Coverage coverage_of(const profile::Profile& p, uint64_t total_samples);
 
+// "" for a finished profile; else what the reports say of it: which processes did not finish
+// (a crash, a kill, or still running; up to five named by pid and command), that their samples
+// up to then are counted, and that their CPU time and effective rate are unknown.
+std::string unfinished_note(const profile::Profile& p);
+
 }  // namespace sprofil::report

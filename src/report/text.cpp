@@ -79,9 +79,8 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
                   double(profile::unsampled_cpu_ns(p)) / 1e9, double(p.run_cpu_ns) / 1e9);
     out << buf;
   }
-  if (!p.finished())
-    out << "warning: the profile did not finish cleanly (crash, kill or still running); "
-           "the counts are partial\n";
+  if (const std::string note = unfinished_note(p); !note.empty())
+    out << "warning: " << printable(note) << "\n";
   Coverage cov = coverage_of(
       p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples);
   if (!cov.warning.empty()) out << "warning: " << cov.warning << "\n";

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "report/exporter.hpp"
+#include "report/labels.hpp"
 #include "symbolize/symbolize.hpp"
 #include "test_util.hpp"
 
@@ -446,6 +447,30 @@ TEST(Report, TextCsvAndFolded) {
 
 // gprof's counters are 16-bit: a bin of 70000 makes every count halved (factor 2, rounded to
 // nearest), one record per region, and a warning says so; the size follows the text only.
+// A run profile that did not finish: the warning names the processes that did not (the first
+// five, by pid and command), says their samples are counted, and their CPU time unknown. A
+// lone process's profile says so of the program. A finished one has none.
+TEST(Report, UnfinishedProcessesAreNamed) {
+  profile::Profile p = report_test::base_profile(kTick);
+  p.flags = SPROF_F_FINISHED;
+  EXPECT_EQ(report::unfinished_note(p), "");
+  p.flags = 0;
+  EXPECT_NE(report::unfinished_note(p).find("the profile did not finish cleanly (the program"),
+            std::string::npos)
+      << report::unfinished_note(p);
+  for (int k = 0; k < 8; ++k) {
+    profile::Process pr;
+    pr.pid = 100 + k;
+    pr.comm = "p" + std::to_string(k);
+    pr.flags = k == 1 || k >= 3 ? 0 : SPROF_F_FINISHED;  // 1, 3, 4, 5, 6, 7 did not
+    p.processes.push_back(pr);
+  }
+  EXPECT_EQ(report::unfinished_note(p),
+            "6 of 8 processes did not finish cleanly (crashed, killed, or still running): 101 "
+            "(p1), 103 (p3), 104 (p4), 105 (p5), 106 (p6) and 1 more; their samples up to then "
+            "are counted; their CPU time and effective rate are unknown");
+}
+
 TEST(Report, GmonScalesLargeCounts) {
   auto fns = nm_functions(TESTPROG);
   const NmSymbol& s = fns["demo::Widget::spin(long)"];
