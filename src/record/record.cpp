@@ -27,6 +27,7 @@
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
 #include "record/drain.hpp"
+#include "record/relay.hpp"
 #include "util/clock_ns.hpp"
 #include "util/count_of.hpp"
 
@@ -261,13 +262,13 @@ int record(const Options& o, FILE* log) {
   if (const char* cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
 
   // 3. Run it. Like time(1): the terminal's interrupt goes to the command; we wait for it.
-  // SIGXFSZ too, for the tool only: under a file-size limit (`ulimit -f N; sprofil record`)
-  // writing the profile fails with EFBIG, said clearly, instead of killing the tool.
+  // A termination signal sent to record alone is relayed to the command (relay.hpp).
+  // SIGXFSZ is ignored, for the tool only: under a file-size limit (`ulimit -f N; sprofil
+  // record`) writing the profile fails with EFBIG, said clearly, instead of killing the tool.
+  SignalRelay relay;
   struct sigaction ign {
-  }, old_int{}, old_quit{}, old_xfsz{};
+  }, old_xfsz{};
   ign.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ign, &old_int);
-  sigaction(SIGQUIT, &ign, &old_quit);
   sigaction(SIGXFSZ, &ign, &old_xfsz);
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
@@ -293,8 +294,7 @@ int record(const Options& o, FILE* log) {
     return 2;
   }
   if (pid == 0) {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGQUIT, &old_quit, nullptr);
+    relay.restore();
     sigaction(SIGXFSZ, &old_xfsz, nullptr);
     close(exec_pipe[0]);
     setenv("LD_PRELOAD", preload.c_str(), 1);
@@ -323,6 +323,7 @@ int record(const Options& o, FILE* log) {
     (void)ignored;
     _exit(err == ENOENT ? 127 : 126);
   }
+  relay.started(pid);
   close(exec_pipe[1]);
   int exec_errno = 0;
   ssize_t got;
@@ -334,9 +335,7 @@ int record(const Options& o, FILE* log) {
   // The command's end is waited for without reaping it (WNOWAIT): the drainer's last pass then
   // finds it a zombie, whose exit code and CPU time it can still read where the agent did not
   // complete its file (drain.cpp, how_it_ended). Then it is reaped.
-  siginfo_t ended{};
-  while (waitid(P_PID, static_cast<id_t>(pid), &ended, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
-  }
+  relay.wait_for_end();
   const uint64_t end_ns = now_ns();
   // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
   drainer.finish();
@@ -374,8 +373,6 @@ int record(const Options& o, FILE* log) {
         static_cast<unsigned long long>(ds.finished_at_end),
         static_cast<unsigned long long>(ds.dropped));
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGQUIT, &old_quit, nullptr);
 
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
     fprintf(log, "sprofil record: cannot run %s: %s\n", check.path.c_str(), strerror(exec_errno));

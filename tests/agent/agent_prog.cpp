@@ -8,6 +8,9 @@
 //   abort S             burn S s, then abort()
 //   rawexit S           burn S s, write the truth, then end with a raw exit_group(3) system
 //                       call (as Go's runtime does): no atexit handler, no _exit
+//   sigcount PIDFILE    count the SIGINTs and SIGTERMs it gets: write the pid to PIDFILE, burn
+//                       in burn_main until 0.3 s after the first of them (or 20 s in all),
+//                       then write the truth (sigint, sigterm: how many) and exit 0
 //   vforkkill S         burn S s, vfork a child that calls _exit(0) at once, burn S s more,
 //                       write the truth, then SIGKILL itself
 //   handlerexit S       malloc and free in a loop (with 1 ms burns in burn_main) until a
@@ -59,6 +62,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -202,6 +206,32 @@ int sleepburn(double s) {
   note("burn_main", l.used);
   note("sleep_wall", static_cast<double>(t1.tv_sec - t0.tv_sec) +
                          static_cast<double>(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+  write_truth();
+  return 0;
+}
+
+std::atomic<int> g_sigint{0}, g_sigterm{0};  // lock-free: signal-safe
+
+void count_signal(int sig) {
+  (sig == SIGINT ? g_sigint : g_sigterm).fetch_add(1);
+}
+
+int sigcount(const char* pidfile) {
+  signal(SIGINT, count_signal);
+  signal(SIGTERM, count_signal);
+  if (FILE* f = fopen(pidfile, "w")) {
+    fprintf(f, "%d\n", static_cast<int>(getpid()));
+    fclose(f);
+  }
+  double used = 0, after = -1;
+  while (used < 20 && (after < 0 || after < 0.3)) {
+    const double b = burn_main(0.01);
+    used += b;
+    if (g_sigint || g_sigterm) after = after < 0 ? 0 : after + b;
+  }
+  note("burn_main", used);
+  note("sigint", g_sigint.load());
+  note("sigterm", g_sigterm.load());
   write_truth();
   return 0;
 }
@@ -480,6 +510,9 @@ int main(int argc, char** argv) {
     burn_noting("burn_main", burn_main, s);
     write_truth();
     syscall(SYS_exit_group, 3);
+  } else if (mode == "sigcount") {
+    if (i + 1 >= argc) return 2;
+    return sigcount(argv[i + 1]);
   } else if (mode == "vforkkill") {
     return vforkkill(s);
   } else if (mode == "handlerexit") {
