@@ -106,6 +106,12 @@ void SignalRelay::wait_for_end() {
   }
   g_command = 0;
   g_deferred = 0;
+  // While record writes the profile (a few ms) the four are ignored: its writes then see no
+  // EINTR (the relay's handler has no SA_RESTART), and the profile is written whole.
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  for (int i = 0; i < 4; ++i)
+    if (old_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &ign, nullptr);
   sigprocmask(SIG_SETMASK, &was, nullptr);
   if (pidfd >= 0) close(pidfd);
 }

@@ -37,7 +37,8 @@ class SignalRelay : util::NoCopy {
   // After the fork: relays to pid from now on (and what came before).
   void started(pid_t pid);
   // Waits until the command has ended, without reaping it (waitid WNOWAIT), relaying what
-  // comes meanwhile; then relays nothing more (its pid may be another's once it is reaped).
+  // comes meanwhile; then relays nothing more (its pid may be another's once it is reaped):
+  // the four are ignored until the destructor.
   void wait_for_end();
 
  private:
