@@ -15,19 +15,11 @@ namespace sprofil::record {
 namespace {
 
 volatile sig_atomic_t g_command = 0;   // the pid relayed to; 0: none
-volatile sig_atomic_t g_deferred = 0;  // a signal from the process group, relayed if still due
+volatile sig_atomic_t g_deferred = 0;  // a signal to relay if the command still runs later
 
 void relay(int sig, siginfo_t* si, void*) {
-  const int saved = errno;
-  const pid_t pid = g_command;
-  if (si->si_code == SI_KERNEL || pid <= 0) {
-    // The terminal's: the command has it too. (Or no command any more.)
-  } else if (si->si_code > 0 || si->si_pid <= 0 || getpgid(si->si_pid) != getpgrp()) {
-    kill(pid, sig);  // from outside the process group (si_pid 0: outside the pid namespace)
-  } else {
-    g_deferred = sig;
-  }
-  errno = saved;
+  // The terminal's (SI_KERNEL) went to the command too.
+  if (si->si_code != SI_KERNEL && g_command > 0) g_deferred = sig;
 }
 
 }  // namespace
@@ -67,7 +59,7 @@ void SignalRelay::started(pid_t pid) {
 void SignalRelay::wait_for_end() {
   // The four signals are unblocked only inside the wait (ppoll's mask), so that one that comes
   // between a look at g_deferred and the wait ends the wait. Where the kernel has no pidfds
-  // (before Linux 5.3), waitid, and a deferred signal is relayed at once.
+  // (before Linux 5.3), waitid, and a signal is relayed at once.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
   sigset_t four, was;
   sigemptyset(&four);

@@ -5,15 +5,14 @@
 // itself, and record goes on waiting for the command's end, then writes the profile:
 // - the terminal's (^C, ^\, a hangup: si_code SI_KERNEL) went to the whole foreground process
 //   group, the command with it: not relayed;
-// - one from outside record's process group (another terminal's `kill`, a container runtime,
-//   a supervisor) is for record alone: relayed at once;
-// - one from a member of the process group may have been sent to the whole group (`kill 0`,
-//   timeout(1), which signals both its child and its group) or to record alone (a script's
-//   `sprofil record ... & kill $!`): relayed if the command is still running a second
-//   (kGraceMs) later, so that the command that got it does not get it twice while it ends.
+// - any other may have been sent to the whole process group (timeout(1), which signals its
+//   child and then its group; `kill 0`; a CI runner's or systemd's kill of a job's processes)
+//   or to record alone (`kill PID`, a script's `kill $!`, a container runtime's stop of its
+//   first process). Nothing tells the two apart (a group's member or an outsider may send
+//   either), so it is relayed if the command still runs a second (kGraceMs) later: a command
+//   that got it ends meanwhile without getting it twice, and one that did not gets it late.
 // A signal the caller had ignored (nohup's SIGHUP) stays ignored, in record and in the command.
-// Limit: one sent from outside the group to each of its processes (systemd's kill of a
-// service's cgroup) reaches the command twice, as under sudo(8), whose rules these follow.
+// Limit: a command that got the signal and takes more than the grace to end gets it again.
 #pragma once
 
 #include <signal.h>
@@ -28,7 +27,7 @@ class SignalRelay : util::NoCopy {
   static constexpr int kGraceMs = 1000;
 
   // Installs the relay; the four signals are blocked until started() (a signal before the
-  // fork is relayed then).
+  // fork is relayed then, after the grace).
   SignalRelay();
   // The caller's dispositions and mask again.
   ~SignalRelay();

@@ -1,7 +1,7 @@
 // Termination signals that reach `sprofil record` while its command runs (src/record/relay.hpp):
 // the command gets each once, whoever sent it, and the profile is written. agent_prog's
 // `sigcount` counts the SIGINTs and SIGTERMs it gets and ends 0.3 s after the first (within the
-// relay's grace of a second for a signal from the process group).
+// relay's grace of a second).
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,9 +33,9 @@ void expect_profile(const TempDir& dir, const std::string& out, const Result& r)
   EXPECT_GT(p.total_samples(), 0u) << describe(r);
 }
 
-// A SIGTERM sent to record alone (a script's `kill $!`: the test is in record's process group)
-// reaches the command, once, after the relay's grace; the command ends by itself and the
-// profile is written. Before, record died of it: no profile, the command left running.
+// A SIGTERM sent to record alone (a script's `kill $!`) reaches the command, once, after the
+// relay's grace; the command ends by itself and the profile is written. Before, record died of
+// it: no profile, the command left running.
 TEST(RecordSignals, TermToRecordAloneReachesTheCommand) {
   TempDir dir;
   const std::string out = dir / "t.sprof", truth = dir / "truth", pidfile = dir / "pid";
@@ -51,9 +51,8 @@ TEST(RecordSignals, TermToRecordAloneReachesTheCommand) {
   expect_profile(dir, out, r);
 }
 
-// From outside record's process group (setsid: another session), SIGINT and SIGTERM are for
-// record alone: relayed.
-TEST(RecordSignals, SignalsFromOutsideTheGroupAreRelayed) {
+// SIGINT and SIGTERM sent to record alone from another session (setsid): relayed.
+TEST(RecordSignals, SignalsToRecordFromAnotherSessionAreRelayed) {
   for (const char* sig : {"INT", "TERM"}) {
     SCOPED_TRACE(sig);
     TempDir dir;
@@ -69,6 +68,24 @@ TEST(RecordSignals, SignalsFromOutsideTheGroupAreRelayed) {
     EXPECT_EQ(t[std::string(sig) == "INT" ? "sigint" : "sigterm"], 1) << describe(r);
     expect_profile(dir, out, r);
   }
+}
+
+// A signal to the whole process group from outside it (a CI runner's or systemd's kill of a
+// job): record (in a session of its own, setsid) and the command both get it; the command ends
+// within the relay's grace, so record relays nothing and the command gets it once.
+TEST(RecordSignals, GroupSignalFromOutsideReachesTheCommandOnce) {
+  TempDir dir;
+  const std::string out = dir / "t.sprof", truth = dir / "truth", pidfile = dir / "pid";
+  Spawned s = spawn(
+      {"setsid", kTool, "record", "-o", out, "--", kProg, "--truth", truth, "sigcount", pidfile});
+  ASSERT_GT(wait_pid(pidfile), 0);
+  ASSERT_EQ(getpgid(s.pid), s.pid) << "setsid did not make record a process group's leader";
+  ASSERT_EQ(kill(-s.pid, SIGTERM), 0);
+  Result r = finish(s);
+  EXPECT_EQ(r.status, 0) << describe(r);
+  auto t = read_truth(truth);
+  EXPECT_EQ(t["sigterm"], 1) << describe(r);
+  expect_profile(dir, out, r);
 }
 
 // timeout(1) signals its child (record) and then its whole process group (the command too):
