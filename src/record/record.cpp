@@ -354,7 +354,7 @@ int record(const Options& o, FILE* log) {
         "without their files, %llu processes' exits seen without a flush, %llu exits the "
         "agent did not see (files completed here), %llu flushes, %llu "
         "forked children's files completed at their events' end, %llu empty files removed at "
-        "their process's exit\n",
+        "their process's exit (%.3f s of CPU)\n",
         static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
         static_cast<unsigned long long>(ds.lost_records),
         static_cast<unsigned long long>(ds.unplaced), static_cast<unsigned long long>(ds.no_space),
@@ -371,7 +371,7 @@ int record(const Options& o, FILE* log) {
         static_cast<unsigned long long>(ds.exits_completed),
         static_cast<unsigned long long>(ds.flushes),
         static_cast<unsigned long long>(ds.finished_at_end),
-        static_cast<unsigned long long>(ds.dropped));
+        static_cast<unsigned long long>(ds.dropped), double(ds.dropped_cpu_ns) / 1e9);
   }
 
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
