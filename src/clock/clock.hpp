@@ -84,6 +84,10 @@ pid_t gettid_();
 timespec to_ts(uint64_t ns);
 // Uniform in (0, period]: the random phase of a thread's first period. With the runtime mutex.
 uint64_t random_phase(uint64_t period);
+// In a forked child: the next random_phase seeds its generator anew (from the time and the
+// child's pid). Inherited, every child of one parent drew the same phases: a shell's forked
+// children all got a period at their exec, or none did.
+void reseed_after_fork();
 
 // A thread of the runtime itself (perf's ring drainer, the sampler clock's re-armer;
 // threads.cpp): made with the real pthread_create, so it is never registered or sampled; it

@@ -28,6 +28,7 @@ void atfork_parent() {
 void atfork_child() {
   util::ForkSafeMutex<&g_mu>::child();
   g_pid = getpid();
+  reseed_after_fork();
   forget_slots_after_fork();
   timers_split_after_fork(ClockRequest{});  // our TLS holds the parent's thread's stime
   if (g_active) {

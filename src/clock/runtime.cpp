@@ -102,6 +102,10 @@ timespec to_ts(uint64_t ns) {
   return timespec{static_cast<time_t>(ns / 1000000000u), static_cast<long>(ns % 1000000000u)};
 }
 
+void reseed_after_fork() {
+  g_rng_state = 0;
+}
+
 // Uniform in (0, period].
 uint64_t random_phase(uint64_t period) {
   if (g_rng_state == 0) {

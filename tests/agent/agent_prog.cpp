@@ -11,6 +11,8 @@
 //   sigcount PIDFILE    count the SIGINTs and SIGTERMs it gets: write the pid to PIDFILE, burn
 //                       in burn_main until 0.3 s after the first of them (or 20 s in all),
 //                       then write the truth (sigint, sigterm: how many) and exit 0
+//   forkmany N US       fork N children in turn; each spins until its thread has US us of CPU,
+//                       then calls _exit(0); the parent waits for each (truth: children)
 //   vforkkill S         burn S s, vfork a child that calls _exit(0) at once, burn S s more,
 //                       write the truth, then SIGKILL itself
 //   handlerexit S       malloc and free in a loop (with 1 ms burns in burn_main) until a
@@ -234,6 +236,22 @@ int sigcount(const char* pidfile) {
   note("sigterm", g_sigterm.load());
   write_truth();
   return 0;
+}
+
+int forkmany(int n, double us) {
+  int made = 0;
+  for (int k = 0; k < n; ++k) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      while (burn_thread_cpu() * 1e6 < us) {
+      }
+      _exit(0);
+    }
+    if (pid > 0 && waitpid(pid, nullptr, 0) == pid) ++made;
+  }
+  note("children", made);
+  write_truth();
+  return made == n ? 0 : 1;
 }
 
 int vforkkill(double s) {
@@ -513,6 +531,9 @@ int main(int argc, char** argv) {
   } else if (mode == "sigcount") {
     if (i + 1 >= argc) return 2;
     return sigcount(argv[i + 1]);
+  } else if (mode == "forkmany") {
+    if (i + 2 >= argc) return 2;
+    return forkmany(atoi(argv[i + 1]), atof(argv[i + 2]));
   } else if (mode == "vforkkill") {
     return vforkkill(s);
   } else if (mode == "handlerexit") {
