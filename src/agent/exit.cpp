@@ -13,6 +13,9 @@
 //   unfinished file with every sample), no exchange with the record parent;
 // - in a vfork child, which shares the parent's memory: it is not the process the header
 //   names (its pid is not the header's), and it touches nothing;
+// - where a signal per sample runs the perf clock, the calling thread's kernel time since its
+//   last signal is credited first (rt::credit_at_underscore_exit), as a clean exit's stop of
+//   the clock does; the runtime's mutex is only tried;
 // - with sampling still running: samples after the end fields still count (in drain mode the
 //   record parent, which sees the process end, recomputes the effective rate from all of
 //   them, drain.cpp gone()). Records kept in memory (a full disk) are not written, the
@@ -52,6 +55,7 @@ void finish_at_underscore_exit() {
   // it leaves everything, the mutex included, as it is.
   sprof_header* const h = g_hdr;
   if (!h || std::atomic_ref<int32_t>(h->pid).load() != getpid()) return;
+  rt::credit_at_underscore_exit();  // first: its credit is in the tallies the end fields use
   if (pthread_mutex_trylock(&g_mu) != 0) return;
   if (g_on) finish_header();
   pthread_mutex_unlock(&g_mu);

@@ -285,6 +285,12 @@ void close_event(Event* e) {
   *e = Event{};
 }
 
+void credit_own_at_exit(Event* e) {
+  if (e->fd < 0 || e->ring || e->tid != gettid_()) return;
+  ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+  credit_at_close(*e);
+}
+
 void forget_event(Event* e) {
   if (e->fd < 0) return;
   if (e->ring) munmap(e->ring, e->ring_bytes);

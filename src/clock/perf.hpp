@@ -383,6 +383,11 @@ void close_event(Event* e);
 // Forgets an inherited event without touching the parent's (the child after fork).
 void forget_event(Event* e);
 
+// Signal mode, at an _exit (runtime.hpp, credit_at_underscore_exit): the calling thread's own
+// event is disabled and the whole periods since its last signal credited, as its close would
+// (credit_at_close). Signal-safe; every signal blocked in the caller.
+void credit_own_at_exit(Event* e);
+
 // True if fd is one of our signal-mode events. Signal-safe.
 bool is_ours(int fd);
 

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "clock/clock.hpp"
+#include "clock/perf.hpp"
 #include "format/sprof_format.h"
 #include "util/mutex.hpp"
 #include "util/xorshift.hpp"
@@ -276,6 +277,15 @@ int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
   }
   *old = eng.exchange(ch, table);
   return 0;
+}
+
+void credit_at_underscore_exit() {
+  if (getpid() != g_pid) return;  // a vfork child: the registry is its parent's
+  const BlockAll blocked;         // no signal of ours between the credit and the exit
+  if (pthread_mutex_trylock(&g_mu) != 0) return;
+  if (g_active && g_signo != 0 && g_clock.kind == ClockKind::kPerf)
+    if (Slot* s = find_slot(gettid_()); s && s->event) perf::credit_own_at_exit(s->event);
+  pthread_mutex_unlock(&g_mu);
 }
 
 int current_signal() {

@@ -66,6 +66,13 @@ const char* auto_fallback_reason();
 bool parse_clock(const char* name, ClockKind* out);
 const char* clock_name(ClockKind k);
 
+// At an _exit (the agent's interposer): where a signal per sample runs the perf clock, the
+// calling thread's kernel time since its last signal is credited, as at a clean exit's stop.
+// The thread ends with no stop of the clock, and that time, most of a short system-call-bound
+// process's, was not counted. Signal-safe: only tries the runtime mutex (held: nothing done);
+// nothing in a vfork child.
+void credit_at_underscore_exit();
+
 // Hooks for the agent: called with the runtime mutex held, in the forked child before its
 // timers are re-armed, before an exec (after sampling has been stopped and drained), and
 // after a failed exec (before sampling restarts).
