@@ -60,7 +60,7 @@ void SignalRelay::wait_for_end() {
   // The four signals are unblocked only inside the wait (ppoll's mask), so that one that comes
   // between a look at g_deferred and the wait ends the wait. Where the kernel has no pidfds
   // (before Linux 5.3), waitid, and a signal is relayed at once.
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
   sigset_t four, was;
   sigemptyset(&four);
   for (int s : kSignals) sigaddset(&four, s);
@@ -83,8 +83,13 @@ void SignalRelay::wait_for_end() {
         timeout = &left;
       }
       pollfd p{pidfd, POLLIN, 0};
-      if (ppoll(&p, 1, timeout, &was) == 1) break;  // ended: its pidfd is readable
-      continue;                                     // a signal, or the deferred one's time
+      const int r = ppoll(&p, 1, timeout, &was);
+      if (r == 1) break;              // ended: its pidfd is readable
+      if (r < 0 && errno != EINTR) {  // (cannot wait on it: waitid from now on)
+        close(pidfd);
+        pidfd = -1;
+      }
+      continue;  // a signal, or the deferred one's time
     }
     sigprocmask(SIG_SETMASK, &was, nullptr);
     siginfo_t si{};
