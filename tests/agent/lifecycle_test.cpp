@@ -193,14 +193,20 @@ TEST(Exit, VforkChildsUnderscoreExitLeavesTheParentsFileAlone) {
 
 // _exit from a signal handler that may have interrupted malloc: the agent's _exit takes no
 // lock it waits for and allocates nothing, so the program ends with the handler's status
-// (a watchdog in the program ends one that hangs, with SIGUSR2, after 30 s). Five runs.
+// (a watchdog in the program ends one that hangs, with SIGUSR2, after 30 s). Five runs of the
+// agent alone (no record parent, which would complete the file too: a signal per sample with
+// the perf clock, the cpu clock without perf), where its _exit alone completes the file and
+// credits the thread's last kernel time.
 TEST(Exit, UnderscoreExitFromASignalHandlerEndsTheProgram) {
   TempDir dir;
   for (int k = 0; k < 5; ++k) {
     SCOPED_TRACE("run " + std::to_string(k));
     const std::string out = dir / ("handler" + std::to_string(k) + ".sprof");
-    Result r =
-        record(out, {"--clock", precise_clock(), "-F", "1000"}, {kProg, "handlerexit", "0.3"});
+    Result r = run({kProg, "handlerexit", "0.3"}, {{"LD_PRELOAD", kRuntime},
+                                                   {"SPROFIL_OUTPUT", out},
+                                                   {"SPROFIL_HZ", "1000"},
+                                                   {"SPROFIL_CLOCK", precise_clock()},
+                                                   {"SPROFIL_STARTED", "\x01"}});
     ASSERT_EQ(r.status, 9) << describe(r);
     profile::Profile p = read(out);
     EXPECT_TRUE(p.finished());
