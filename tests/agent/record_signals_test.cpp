@@ -1,7 +1,7 @@
 // Termination signals that reach `sprofil record` while its command runs (src/record/relay.hpp):
 // the command gets each once, whoever sent it, and the profile is written. agent_prog's
-// `sigcount` counts the SIGINTs and SIGTERMs it gets and ends 0.3 s after the first (within the
-// relay's grace of a second).
+// `sigcount` counts the SIGINTs and SIGTERMs it gets and ends 0.2 s of wall time after the first
+// (within the relay's grace of a second).
 #include <signal.h>
 #include <unistd.h>
 
