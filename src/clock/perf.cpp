@@ -286,9 +286,7 @@ void close_event(Event* e) {
 }
 
 void credit_own_at_exit(Event* e) {
-  if (e->fd < 0 || e->ring || e->tid != gettid_()) return;
-  ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
-  credit_at_close(*e);
+  if (!e->ring && e->tid == gettid_()) close_event(e);  // no ring: no mutex, signal-safe
 }
 
 void forget_event(Event* e) {

@@ -384,8 +384,8 @@ void close_event(Event* e);
 void forget_event(Event* e);
 
 // Signal mode, at an _exit (runtime.hpp, credit_at_underscore_exit): the calling thread's own
-// event is disabled and the whole periods since its last signal credited, as its close would
-// (credit_at_close). Signal-safe; every signal blocked in the caller.
+// event is closed as at its end (close_event: the whole periods since its last signal are
+// credited). Signal-safe; every signal blocked in the caller.
 void credit_own_at_exit(Event* e);
 
 // True if fd is one of our signal-mode events. Signal-safe.
