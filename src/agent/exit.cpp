@@ -18,7 +18,7 @@
 //   the clock does; the runtime's mutex is only tried;
 // - with sampling still running: samples after the end fields still count (in drain mode the
 //   record parent, which sees the process end, recomputes the effective rate from all of
-//   them, drain.cpp gone()). Records kept in memory (a full disk) are not written, the
+//   them, drain_ends.cpp gone()). Records kept in memory (a full disk) are not written, the
 //   reserved space is given back only by the record parent, and an empty forked child's file
 //   is kept: each would need sampling stopped first, which frees memory.
 // Then it ends the process with the _exit the program would have called without the agent

@@ -531,7 +531,7 @@ int merge(const FoundList& list, bool dlopened, int fd) {
   // A reader holding a table over the records (sprofil record's drainer) rebuilds it when this
   // moves: a record unloaded, loaded again elsewhere, or one added where an unloaded one may
   // have been. A record added while none is unloaded lies where no other does: a reader finds
-  // it by region_count (and reads only the records added, src/record/drain.cpp refresh).
+  // it by region_count (and reads only the records added, src/record/drain_files.cpp refresh).
   if (moved)
     std::atomic_ref<uint32_t>(g_hdr->regions_changes).fetch_add(1, std::memory_order_release);
   return changed ? 1 : 0;

@@ -486,7 +486,7 @@ bool drain_mode();
 // forked child without its own file yet (its flush would carry no end fields of a file of its
 // own) in drain mode, every event of which the kernel removes at the exec (remove_on_exec)
 // and no thread of which is sampled another way (kept_at_exec). The parent drains each
-// event to its end when it sees it end (record/drain.cpp, event_ended()). A failed exec then
+// event to its end when it sees it end (record/drain_ends.cpp, event_ended()). A failed exec then
 // leaves everything as it was. (g_mu)
 bool exec_removes_events();
 // A thread of this process is sampled by something an exec does not remove (an event

@@ -1,5 +1,5 @@
 // The drain protocol between the agent in a profiled program and the `sprofil record` parent
-// that owns and drains its perf rings (src/record/drain.cpp). Header-only, plain data: the
+// that owns and drains its perf rings (src/record/drain.cpp and its parts). Header-only, plain data: the
 // runtime (libc only) and the host tool both include it.
 //
 // The record parent listens on a Unix SOCK_SEQPACKET socket whose path it puts in
@@ -29,7 +29,7 @@
 //   drains its events to their end, recomputes the file's effective rate from every sample counted
 //   and gives back the space (or removes the file, empty) as after kFlushRelease. A file the
 //   agent did not complete (a raw exit_group) the parent completes if the process exited and
-//   was not killed (record/drain.cpp, how_it_ended).
+//   was not killed (record/drain_ends.cpp, how_it_ended).
 // - kDrainSync: objects of the process are about to be marked unloaded (a dlclose): the
 //   parent drains every event of that pid, by the regions as they still are, before it
 //   answers. Their samples were taken before the unmapping; drained after the change, those
@@ -41,7 +41,7 @@
 //   the file the parent made for the child's samples already (kAddPending), else a new one
 //   (format/profile_file.hpp: a private temporary, renamed to `name`.PID or .PID.k; its size
 //   regions_end, the pages of the first region_count records copied, the arrays holes that the
-//   parent reserves page by page as it counts into them (drain.cpp, reserve_counter), the
+//   parent reserves page by page as it counts into them (drain_rings.cpp, reserve_counter), the
 //   header filled from the parent process's: CHILD, pid, ppid, start_ns). Any error: the
 //   child makes the file itself. A pending child (kAddPending below) that cannot read the
 //   parent process's file (removed: the record parent removes the file of a process that took

@@ -334,7 +334,7 @@ int record(const Options& o, FILE* log) {
   struct rusage ru {};
   // The command's end is waited for without reaping it (WNOWAIT): the drainer's last pass then
   // finds it a zombie, whose exit code and CPU time it can still read where the agent did not
-  // complete its file (drain.cpp, how_it_ended). Then it is reaped.
+  // complete its file (drain_ends.cpp, how_it_ended). Then it is reaped.
   relay.wait_for_end();
   const uint64_t end_ns = now_ns();
   // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.

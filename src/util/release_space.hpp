@@ -2,7 +2,7 @@
 // record parent's header pages in drain mode), and giving back the space reserved (fallocate)
 // for arrays that no sample wrote (the agent at a clean exit outside drain mode,
 // agent/finish.cpp; the `sprofil record` parent after a drain-mode process's last flush,
-// record/drain.cpp). Header only; libc only.
+// record/drain_files.cpp). Header only; libc only.
 #pragma once
 
 #include <fcntl.h>

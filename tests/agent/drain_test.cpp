@@ -88,7 +88,7 @@ TEST(Drain, CgoGoProgramIsSampled) {
   EXPECT_GE(sampled_s, 0.9 * cpu_s) << "sampled " << sampled_s << " s of " << cpu_s;
   EXPECT_GT(samples_of(j, "main.goBurn"), 0.8 * total) << j.dump();
   // Go's runtime exits with a raw exit_group, which the agent does not see: the record parent
-  // completes the file (drain.cpp, gone()), its CPU time the process's at its end.
+  // completes the file (drain_ends.cpp, gone()), its CPU time the process's at its end.
   const profile::Profile p = read(out);
   EXPECT_TRUE(p.finished());
   EXPECT_GE(static_cast<double>(p.cpu_ns) / 1e9, cpu_s);
@@ -139,7 +139,7 @@ TEST(Drain, SigkillAtARandomMomentLosesNoSample) {
 
 // In drain mode the program never writes its counters: its file's arrays are not reserved
 // (agent/output_file.cpp, reserve_span), and the record parent reserves each counter page as it
-// counts into it (record/drain.cpp, reserve_counter). While agent_prog burns under `sprofil
+// counts into it (record/drain_rings.cpp, reserve_counter). While agent_prog burns under `sprofil
 // record`, its file in the run directory has megabytes of arrays (1-byte bins over its text,
 // libc's, libstdc++'s and libm's) and at most a quarter of them takes disk space; before, all
 // of it did until the exit's release.

@@ -81,7 +81,7 @@ TEST(Exit, UnderscoreExitKeepsEverySampleAndFinishes) {
 
 // A process that ends with a raw exit_group (Go's runtime does) runs neither atexit handlers
 // nor _exit. In drain mode the record parent, which sees the process end while it is a zombie,
-// reads its exit code and CPU time and completes the file (drain.cpp, gone()): finished, its
+// reads its exit code and CPU time and completes the file (drain_ends.cpp, gone()): finished, its
 // CPU time the process's (the truth is read just before the exit), an effective rate.
 TEST(Exit, RawExitGroupIsCompletedByTheRecordParent) {
   SKIP_WITHOUT_PERF();
@@ -126,7 +126,7 @@ bool pidfd_keeps_exit_code() {
 
 // The same exit in a shell's child: the shell may reap it before the record parent sees its
 // end. Then its exit code comes from its pidfd, and its CPU time is reckoned from its CPU at
-// its start and its events' counters (drain.cpp, Watch).
+// its start and its events' counters (drain_state.hpp, Watch).
 TEST(Exit, RawExitGroupOfAShellsChildIsCompletedByTheRecordParent) {
   SKIP_WITHOUT_PERF();
   if (!pidfd_keeps_exit_code())
@@ -442,7 +442,7 @@ TEST(ForkDrain, RecordParentMakesTheChildsFile) {
 // In drain mode a forked child without its own file makes no flush exchange at its exec: the
 // exec removes its event (perf.hpp's remove_on_exec), and the record parent, which sees the
 // event end, drains it to its end and completes the file it made for the child's samples
-// (drain.cpp's event_ended): finished, with the child's CPU time up to the exec (its own
+// (drain_ends.cpp's event_ended): finished, with the child's CPU time up to the exec (its own
 // counter's) and its samples. The program's and /bin/true's exits are watched: no flush at
 // all in the run.
 TEST(ForkDrain, AnExecEndsAForkedChildsSamplingWithoutAFlush) {
@@ -513,7 +513,7 @@ TEST(ForkDrain, DaemonsThreadAfterItsLauncherIsGoneIsSampled) {
 // launcher's file, comes after the record parent has seen that end and removed the file
 // (empty): the child waits for it in an atfork handler that runs before the agent's
 // (early_fork.cpp), as it may under load. The parent keeps the files of ended processes a
-// while (drain.cpp, ended_files). Before it did, such a daemon was not sampled ("cannot hand a
+// while (drain_files.cpp, ended_files). Before it did, such a daemon was not sampled ("cannot hand a
 // thread's perf event ... not sampled"): in 16 of 25 runs without the wait, beside two busy
 // loops on the 2-core VM. Three runs.
 TEST(ForkDrain, DaemonOfALauncherThatExitsAtOnceIsSampled) {
