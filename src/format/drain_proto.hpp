@@ -1,6 +1,6 @@
 // The drain protocol between the agent in a profiled program and the `sprofil record` parent
-// that owns and drains its perf rings (src/record/drain.cpp and its parts). Header-only, plain data: the
-// runtime (libc only) and the host tool both include it.
+// that owns and drains its perf rings (src/record/drain.cpp and its parts). Header-only, plain
+// data: the runtime (libc only) and the host tool both include it.
 //
 // The record parent listens on a Unix SOCK_SEQPACKET socket whose path it puts in
 // SPROFIL_DRAIN. The agent connects once per message, sends one DrainMsg, and waits (bounded,

@@ -513,9 +513,9 @@ TEST(ForkDrain, DaemonsThreadAfterItsLauncherIsGoneIsSampled) {
 // launcher's file, comes after the record parent has seen that end and removed the file
 // (empty): the child waits for it in an atfork handler that runs before the agent's
 // (early_fork.cpp), as it may under load. The parent keeps the files of ended processes a
-// while (drain_files.cpp, ended_files). Before it did, such a daemon was not sampled ("cannot hand a
-// thread's perf event ... not sampled"): in 16 of 25 runs without the wait, beside two busy
-// loops on the 2-core VM. Three runs.
+// while (drain_files.cpp, ended_files). Before it did, such a daemon was not sampled ("cannot hand
+// a thread's perf event ... not sampled"): in 16 of 25 runs without the wait, beside two busy loops
+// on the 2-core VM. Three runs.
 TEST(ForkDrain, DaemonOfALauncherThatExitsAtOnceIsSampled) {
   SKIP_WITHOUT_PERF();
   for (int k = 0; k < 3 && !HasFatalFailure(); ++k) {
