@@ -97,17 +97,22 @@ void release_untouched(int fd) {
                             g_regs[k].record_offset + g_regs[k].record_bytes);
 }
 
+// The process's CPU time (user + sys), from getrusage: the header's start_cpu_ns and cpu_ns.
+// Signal-safe.
+uint64_t process_cpu_now() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
+         static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
+}
+
 }  // namespace
 
 // Writes the end fields. The counts are already in the file. Signal-safe: getrusage, the
 // clock, plain stores into the header (the _exit path, exit.cpp).
 void finish_header() {
   if (!g_hdr) return;
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  const uint64_t cpu =
-      static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
-      static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
+  const uint64_t cpu = process_cpu_now();
   // The clock may have moved (itimer to cpu when the program took ITIMER_PROF or SIGPROF).
   // (last_clock_kind, not running_clock: the exec hook runs with the runtime mutex held.)
   if (g_on) g_hdr->clock = static_cast<uint32_t>(rt::last_clock_kind());
@@ -127,6 +132,7 @@ void fill_header(sprof_header* h, uint32_t flags, int argc, char* const* argv) {
   i.start_ns = now_ns();
   i.pid = getpid();
   i.ppid = getppid();
+  i.start_cpu_ns = process_cpu_now();  // an exec'd image's includes the images' before it
   char cmdline[SPROF_CMDLINE_MAX];
   i.cmdline = cmdline;
   i.cmdline_len = argv ? util::join_argv(cmdline, sizeof cmdline, argc, argv)

@@ -127,6 +127,7 @@ struct HeaderInfo {
   uint64_t tick_ns = 0;  // requested_hz is derived from it
   uint64_t start_ns = 0;
   int32_t pid = 0, ppid = 0;
+  uint64_t start_cpu_ns = 0;      // the process's CPU time now (the agent's)
   const char* cmdline = nullptr;  // arguments, each NUL-terminated
   uint32_t cmdline_len = 0;       // cut at SPROF_CMDLINE_MAX
 };
@@ -144,6 +145,7 @@ inline void fill_header(sprof_header* h, const HeaderInfo& i) {
   h->start_ns = i.start_ns;
   h->pid = i.pid;
   h->ppid = i.ppid;
+  h->start_cpu_ns = i.start_cpu_ns;
   h->regions_end = SPROF_PAGE;
   h->cmdline_len = i.cmdline_len < SPROF_CMDLINE_MAX ? i.cmdline_len : SPROF_CMDLINE_MAX;
   if (h->cmdline_len) memcpy(h->cmdline, i.cmdline, h->cmdline_len);
@@ -201,7 +203,7 @@ constexpr void le_all(T&... fields) {
 inline void header_le(sprof_header* h) {
   le_all(h->version, h->header_size, h->flags, h->clock, h->requested_hz, h->region_count,
          h->tick_ns, h->effective_hz_milli, h->start_ns, h->end_ns, h->cpu_ns, h->pid, h->ppid,
-         h->regions_end, h->overflow, h->delivered, h->lost, h->cmdline_len);
+         h->regions_end, h->overflow, h->delivered, h->lost, h->cmdline_len, h->start_cpu_ns);
 }
 
 inline void region_le(sprof_region* r) {

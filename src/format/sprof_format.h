@@ -81,7 +81,11 @@ struct sprof_header {
   uint64_t lost;                   /* delivered, not added: at its limit, stopped, dropped */
   uint32_t cmdline_len;            /* bytes used in cmdline */
   uint32_t regions_changes;        /* bumped (release) after records change: see below */
-  uint64_t reserved1;              /* zero */
+  uint64_t start_cpu_ns;           /* the runtime's: process CPU time when this image's header
+                                      was filled. The CPU clock goes on across an exec: an
+                                      exec'd image's cpu_ns and this include the images' before
+                                      it. 0 in files the host tools write, whose cpu_ns is the
+                                      image's own (sprofil record subtracts the image before) */
   char cmdline[SPROF_CMDLINE_MAX]; /* argv, each argument NUL-terminated */
   uint8_t reserved[SPROF_PAGE - 128 - SPROF_CMDLINE_MAX]; /* zero */
 };

@@ -111,6 +111,10 @@ struct Profile {
   double effective_hz = 0;  // delivered samples per CPU-second; 0 = unknown
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t cpu_ns = 0;
+  // A file of the runtime's: the process's CPU time when this image started, where cpu_ns is
+  // the process's (an exec'd image's counts the images before it; record's collect makes it
+  // the image's own). Not written: the tools' files hold each image's own cpu_ns.
+  uint64_t start_cpu_ns = 0;
   int32_t pid = 0, ppid = 0;
   std::vector<std::string> argv;
   std::vector<Region> regions;

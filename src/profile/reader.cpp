@@ -395,6 +395,7 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
   p.start_ns = h.start_ns;
   p.end_ns = h.end_ns;
   p.cpu_ns = h.cpu_ns;
+  p.start_cpu_ns = h.start_cpu_ns;
   p.pid = h.pid;
   p.ppid = h.ppid;
   p.overflow = h.overflow;

@@ -133,7 +133,7 @@ const Field kHeaderFields[] = {
     {"lost", offsetof(sprof_header, lost), 8},
     {"cmdline_len", offsetof(sprof_header, cmdline_len), 4},
     {"regions_changes", offsetof(sprof_header, regions_changes), 4},
-    {"reserved1", offsetof(sprof_header, reserved1), 8},
+    {"start_cpu_ns", offsetof(sprof_header, start_cpu_ns), 8},
 };
 
 const Field kRegionFields[] = {

@@ -109,7 +109,7 @@ TEST(ProfileRoundTrip, ExactBytesOfHeaderAndRecord) {
   EXPECT_EQ(std::memcmp(img.data() + offsetof(sprof_header, cmdline), cmd, sizeof cmd), 0);
   // regions_changes (a live reader's cue) and the reserved bytes are zero.
   EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_header, regions_changes)), 0u);
-  EXPECT_EQ(peek<uint64_t>(img, offsetof(sprof_header, reserved1)), 0u);
+  EXPECT_EQ(peek<uint64_t>(img, offsetof(sprof_header, start_cpu_ns)), 0u);  // the tools write 0
   for (size_t i = offsetof(sprof_header, reserved); i < SPROF_PAGE; ++i) ASSERT_EQ(img[i], 0);
   // Region 0: at 4096, counters right after, 2-byte little-endian counters.
   const size_t r0 = SPROF_PAGE;
