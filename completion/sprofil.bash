@@ -89,7 +89,7 @@ _sprofil() {
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         *)
           if [[ $cur == -* ]]; then
-            _sprofil_reply -W "--by --format --alpha --limit -o --output -h --help" -- "$cur"
+            _sprofil_reply -W "--by --format --alpha --force --limit -o --output -h --help" -- "$cur"
           else
             _sprofil_reply -f -- "$cur"
           fi

@@ -61,6 +61,21 @@ std::string program_of(const Profile& p) {
   return comm_of(p.argv);
 }
 
+std::string clock_difference(const Profile& a, const Profile& b, const std::string& a_is,
+                             const std::string& b_is) {
+  if (a.clock == b.clock) return "";
+  return std::string("clock differs: ") + clock_name(a.clock) + " in " + a_is + ", " +
+         clock_name(b.clock) + " in " + b_is;
+}
+
+std::string program_difference(const Profile& a, const Profile& b, const std::string& a_is,
+                               const std::string& b_is, bool by_file_name) {
+  const std::string pa = program_of(a), pb = program_of(b);
+  auto file_name = [](const std::string& s) { return s.substr(s.rfind('/') + 1); };
+  if (by_file_name ? file_name(pa) == file_name(pb) : pa == pb) return "";
+  return "program differs: " + pa + " in " + a_is + ", " + pb + " in " + b_is;
+}
+
 bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* error,
                     size_t* bad_input) {
   return merge_profiles(in, out, error, bad_input, MergePolicy{true, nullptr});
@@ -91,13 +106,8 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
       return false;
     }
     if (i > 0) {
-      std::string differs;
-      if (p.clock != first.clock)
-        differs = std::string("clock differs: ") + clock_name(first.clock) +
-                  " in the first profile, " + clock_name(p.clock) + " in this one";
-      else if (program_of(p) != program_of(first))
-        differs = "program differs: " + program_of(first) + " in the first profile, " +
-                  program_of(p) + " in this one";
+      std::string differs = clock_difference(first, p, "the first profile", "this one");
+      if (differs.empty()) differs = program_difference(first, p, "the first profile", "this one");
       if (!differs.empty()) {
         if (!policy.force) {
           *bad_input = i;

@@ -41,4 +41,15 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
 // The program a profile is of: its root process's main executable path, else its comm.
 std::string program_of(const Profile& p);
 
+// The two differences merge refuses without `force`, as one message each, or "" when there is
+// none; `a_is` and `b_is` name the profiles in it ("clock differs: cpu in the first profile,
+// wall in this one"). `sprofil diff` asks the same questions (src/report/diff.cpp).
+std::string clock_difference(const Profile& a, const Profile& b, const std::string& a_is,
+                             const std::string& b_is);
+// Programs differ when program_of differs; with `by_file_name`, only when their file names
+// differ (diff, which matches objects by file name: two builds of a program in two directories
+// are one program there).
+std::string program_difference(const Profile& a, const Profile& b, const std::string& a_is,
+                               const std::string& b_is, bool by_file_name = false);
+
 }  // namespace sprofil::profile

@@ -64,8 +64,10 @@ bool read_text(const std::string& path, uint64_t start, uint64_t end, std::strin
   return ok;
 }
 
+// Decodes the instructions that start before `stop` (all of `bytes` by default).
 bool disassemble(const std::string& bytes, uint64_t vaddr, uint16_t machine,
-                 std::vector<AnnotatedInstruction>* out, std::string* why) {
+                 std::vector<AnnotatedInstruction>* out, std::string* why,
+                 uint64_t stop = UINT64_MAX) {
   cs_arch arch;
   cs_mode mode;
   switch (machine) {
@@ -95,7 +97,7 @@ bool disassemble(const std::string& bytes, uint64_t vaddr, uint16_t machine,
   const uint8_t* code = reinterpret_cast<const uint8_t*>(bytes.data());
   size_t left = bytes.size();
   uint64_t addr = vaddr;
-  while (left > 0) {
+  while (left > 0 && addr < stop) {
     const uint8_t* at = code;
     AnnotatedInstruction ins;
     ins.vaddr = addr;
@@ -147,10 +149,13 @@ bool holds(const profile::Profile& p, const Region& r, const AnnotateOptions& op
 
 // Link-time range [start, end) of row's object: one symbol of row's function (a name may have
 // several symbols: static functions of several files), or, for an "[unknown]" row, a range of
-// sampled code that no symbol covers (`symbol` false).
+// sampled code that no symbol covers (`symbol` false), read up to `end` but decoded only as far
+// as the instructions that start before `starts_before`: whole instructions, never one cut by
+// the end of the bytes read.
 AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions& opts,
                                const Row& row, const Region& first, const symbolize::Object* obj,
-                               uint64_t start, uint64_t end, bool symbol) {
+                               uint64_t start, uint64_t end, bool symbol,
+                               uint64_t starts_before = UINT64_MAX) {
   struct Extent {
     uint64_t start, end;
   } extent{start, end};
@@ -168,9 +173,12 @@ AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions&
   std::string bytes, why;
   uint16_t machine = 0;
   if (!read_text(first.path, s->start, s->end, &bytes, &machine, &why) ||
-      !disassemble(bytes, s->start, machine, &f.instructions, &why)) {
+      !disassemble(bytes, s->start, machine, &f.instructions, &why, starts_before)) {
     f.note = "no disassembly: " + why;
   }
+  if (!symbol)  // what is shown: up to the last whole instruction
+    f.end = f.instructions.empty() ? std::min(s->end, starts_before)
+                                   : f.instructions.back().vaddr + f.instructions.back().size;
   // Charge the bins: a bin's count is split over the functions it covers by bytes (as
   // report::attribute does), and this function's part over its instructions by bytes.
   f.bin_size = 1;
@@ -236,19 +244,16 @@ AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions&
 }
 
 // Code no symbol covers (a stripped object without even a dynamic symbol for it): the sampled
-// bins gathered into ranges (gaps of at most 64 bytes), the `max` ranges with most samples
-// disassembled from their first sampled address (an instruction's start with 1-byte bins).
-size_t annotate_unknown(const profile::Profile& p, symbolize::Symbolizer& sym,
-                        const AnnotateOptions& opts, const Row& row, size_t max, Annotation* a) {
-  struct Range {
-    uint64_t start, end;
-    double samples;
-  };
-  std::vector<Range> bins;
-  const Region* first = nullptr;
+// bins of row's object gathered into ranges (gaps of at most 64 bytes), with most samples first.
+struct UnknownRange {
+  uint64_t start, end;  // link-time [start, end): first sampled byte, past the last one
+  double samples;
+};
+std::vector<UnknownRange> unknown_ranges(const profile::Profile& p, symbolize::Symbolizer& sym,
+                                         const AnnotateOptions& opts, const Row& row) {
+  std::vector<UnknownRange> bins;
   for (const Region& r : p.regions) {
     if (!holds(p, r, opts, row)) continue;
-    if (first == nullptr) first = &r;
     const symbolize::Object* obj = sym.open(r.path, r.build_id);
     r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t) {
       uint64_t va = r.bin_address(i) - r.load_bias;
@@ -258,11 +263,10 @@ size_t annotate_unknown(const profile::Profile& p, symbolize::Symbolizer& sym,
         bins.push_back({va, vb, double(count)});
     });
   }
-  if (first == nullptr || bins.empty()) return 0;
   std::sort(bins.begin(), bins.end(),
-            [](const Range& x, const Range& y) { return x.start < y.start; });
-  std::vector<Range> ranges;
-  for (const Range& b : bins) {
+            [](const UnknownRange& x, const UnknownRange& y) { return x.start < y.start; });
+  std::vector<UnknownRange> ranges;
+  for (const UnknownRange& b : bins) {
     if (!ranges.empty() && b.start <= ranges.back().end + 64) {
       ranges.back().end = std::max(ranges.back().end, b.end);
       ranges.back().samples += b.samples;
@@ -270,27 +274,31 @@ size_t annotate_unknown(const profile::Profile& p, symbolize::Symbolizer& sym,
       ranges.push_back(b);
     }
   }
-  std::stable_sort(ranges.begin(), ranges.end(),
-                   [](const Range& x, const Range& y) { return x.samples > y.samples; });
-  const symbolize::Object* obj = sym.open(first->path, first->build_id);
-  size_t n = 0;
-  for (const Range& g : ranges) {
-    if (n >= max) break;
-    // 15 bytes past the last sampled one: the longest x86 instruction that starts there.
-    AnnotatedFunction f = annotate_one(p, opts, row, *first, obj, g.start, g.end + 15, false);
-    f.name = "[unknown] " + hex_addr(g.start) + ".." + hex_addr(g.end);
-    f.samples = g.samples;
-    f.percent = a->total_samples > 0 ? 100 * g.samples / double(a->total_samples) : 0;
-    for (AnnotatedLine& l : f.lines) l.percent = 100 * l.samples / f.samples;
-    std::string why = "no symbol covers these addresses (" + row.object +
-                      " is stripped): disassembly of the sampled range from its first sampled "
-                      "address";
-    f.note = f.note.empty() || f.note.rfind("no source lines", 0) == 0 ? why + "; no source lines"
-                                                                       : f.note;
-    a->functions.push_back(std::move(f));
-    ++n;
-  }
-  return n;
+  std::stable_sort(ranges.begin(), ranges.end(), [](const UnknownRange& x, const UnknownRange& y) {
+    return x.samples > y.samples;
+  });
+  return ranges;
+}
+
+// One range of unknown, disassembled from its first sampled address: named `[unknown] 0xSTART`
+// when it is one sampled byte, else `[unknown] 0xSTART..0xEND` (half-open, as the link-time
+// ranges the output prints).
+AnnotatedFunction annotate_range(const profile::Profile& p, const AnnotateOptions& opts,
+                                 const Row& row, const Region& first, const symbolize::Object* obj,
+                                 const UnknownRange& g, uint64_t total_samples) {
+  // Read 15 bytes past the last sampled one (the longest x86 instruction that starts there),
+  // decode the instructions that start in the range.
+  AnnotatedFunction f = annotate_one(p, opts, row, first, obj, g.start, g.end + 15, false, g.end);
+  f.name = "[unknown] " + hex_addr(g.start) + (g.end > g.start + 1 ? ".." + hex_addr(g.end) : "");
+  f.samples = g.samples;
+  f.percent = total_samples > 0 ? 100 * g.samples / double(total_samples) : 0;
+  for (AnnotatedLine& l : f.lines) l.percent = 100 * l.samples / f.samples;
+  std::string why = "no symbol covers these addresses (" + row.object +
+                    " is stripped): disassembly of the sampled range from its first sampled "
+                    "address";
+  f.note = f.note.empty() || f.note.rfind("no source lines", 0) == 0 ? why + "; no source lines"
+                                                                     : f.note;
+  return f;
 }
 
 std::string pct(double samples, double of) {
@@ -311,14 +319,35 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
   Table t = aggregate(p, sym, ro);
   a.total_samples = t.total_samples;
   a.source = opts.report.source;
-  size_t done = 0;
+  // What --top ranks: each named row with its samples, and each range of an "[unknown]" row
+  // with its own samples (not the row's, which sums every range of the object).
+  struct Item {
+    const Row* row;
+    const UnknownRange* range;  // null for a named row
+    double samples;
+  };
+  std::vector<std::vector<UnknownRange>> ranges;  // per "[unknown]" row (items point into them)
+  std::vector<Item> items;
   for (const Row& r : t.rows) {
     if (r.object_path.empty() || r.samples <= 0) continue;
-    if (!opts.function.empty() ? !name_matches(opts.function, r) : done >= opts.top) continue;
-    if (r.name == "[unknown]") {
-      if (opts.function.empty()) done += annotate_unknown(p, sym, opts, r, opts.top - done, &a);
-      continue;
+    if (!opts.function.empty()) {
+      // A named function: every row of that name; "[unknown]" is not one.
+      if (name_matches(opts.function, r) && r.name != "[unknown]")
+        items.push_back({&r, nullptr, r.samples});
+    } else if (r.name != "[unknown]") {
+      items.push_back({&r, nullptr, r.samples});
+    } else {
+      ranges.push_back(unknown_ranges(p, sym, opts, r));
+      for (const UnknownRange& g : ranges.back()) items.push_back({&r, &g, g.samples});
     }
+  }
+  if (opts.function.empty())
+    std::stable_sort(items.begin(), items.end(),
+                     [](const Item& x, const Item& y) { return x.samples > y.samples; });
+  size_t done = 0;  // items annotated (a row whose name no symbol has is skipped)
+  for (const Item& item : items) {
+    if (opts.function.empty() && done >= opts.top) break;
+    const Row& r = *item.row;
     const Region* first = nullptr;
     for (const Region& reg : p.regions)
       if (holds(p, reg, opts, r)) {
@@ -327,10 +356,16 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
       }
     if (first == nullptr) continue;
     const symbolize::Object* obj = sym.open(first->path, first->build_id);
+    if (item.range != nullptr) {
+      a.functions.push_back(annotate_range(p, opts, r, *first, obj, *item.range, t.total_samples));
+      ++done;
+      continue;
+    }
     std::vector<const symbolize::Symbol*> candidates;
     for (const symbolize::Symbol& c : obj->functions())
       if (c.name == r.name) candidates.push_back(&c);
     if (candidates.empty()) continue;
+    ++done;
     for (const symbolize::Symbol* c : candidates) {
       AnnotatedFunction f = annotate_one(p, opts, r, *first, obj, c->start, c->end, true);
       if (candidates.size() > 1 && !f.instructions.empty()) {
@@ -344,7 +379,6 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
       }
       a.functions.push_back(std::move(f));
     }
-    ++done;
   }
   a.warnings = t.warnings;
   add_warnings(&a.warnings, sym.take_warnings());

@@ -9,6 +9,7 @@
 #include <ostream>
 #include <tuple>
 
+#include "profile/merge.hpp"
 #include "report/json_out.hpp"
 #include "report/labels.hpp"
 
@@ -17,8 +18,9 @@ namespace {
 
 constexpr double kZ95 = 1.959963984540054;
 
-std::string key_of(const Row& r, By by) {
-  std::string k = r.comm + '\0' + r.object + '\0' + r.name;
+// `with_comm`: both profiles split their rows by process command (diff.hpp).
+std::string key_of(const Row& r, By by, bool with_comm) {
+  std::string k = (with_comm ? r.comm : std::string()) + '\0' + r.object + '\0' + r.name;
   if (by == By::kLine) k += '\0' + r.file + '\0' + std::to_string(r.line);
   return k;
 }
@@ -30,6 +32,10 @@ std::string row_label(const DiffRow& r, By by) {
   tmp.file = r.file;
   tmp.line = r.line;
   return label_of(tmp, by, true);
+}
+
+bool ends_with(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 // What a number of a diff row is, which says how each format writes it: JSON rounds it to
@@ -90,6 +96,10 @@ Interval newcombe(double x1, double n1, double x2, double n2) {
   return iv;
 }
 
+std::string diff_refusal(const profile::Profile& base, const profile::Profile& next) {
+  return profile::clock_difference(base, next, "the base profile", "the new one");
+}
+
 DiffTable diff(const profile::Profile& base, const profile::Profile& next,
                symbolize::Symbolizer& sym, const Options& opts_in, double alpha) {
   Options opts = opts_in;
@@ -105,15 +115,33 @@ DiffTable diff(const profile::Profile& base, const profile::Profile& next,
   t.new_total = b.total_samples;
   t.base_tick_seconds = a.tick_seconds;
   t.new_tick_seconds = b.tick_seconds;
-  t.warnings = a.warnings;
+  // What makes the comparison doubtful first: another quantity (diff_refusal, when the caller
+  // went on), another program, a profile cut short.
+  for (const std::string& w :
+       {diff_refusal(base, next),
+        profile::program_difference(base, next, "the base profile", "the new one", true)})
+    if (!w.empty()) t.warnings.push_back(w);
+  if (const std::string note = unfinished_note(base); !note.empty())
+    t.warnings.push_back("base: " + note);
+  if (const std::string note = unfinished_note(next); !note.empty())
+    t.warnings.push_back("new: " + note);
+  // Rows per (command, name) only when both profiles are split by process: a merged profile
+  // (one process) against a run's would otherwise match nothing.
+  const bool by_comm = a.per_process && b.per_process;
+  if (a.per_process != b.per_process)
+    t.warnings.push_back(std::string("rows are compared without their process command: the ") +
+                         (a.per_process ? "base" : "new") + " profile has several processes, the " +
+                         (a.per_process ? "new" : "base") +
+                         " one a single one (a merged or single-process profile)");
+  add_warnings(&t.warnings, a.warnings);
   add_warnings(&t.warnings, b.warnings);
 
   std::map<std::string, size_t> index;
   auto row_for = [&](const Row& r) -> DiffRow& {
-    auto [it, inserted] = index.emplace(key_of(r, opts.by), t.rows.size());
+    auto [it, inserted] = index.emplace(key_of(r, opts.by, by_comm), t.rows.size());
     if (inserted) {
       DiffRow d;
-      d.name = r.comm.empty() ? r.name : r.comm + ": " + r.name;
+      d.name = !by_comm || r.comm.empty() ? r.name : r.comm + ": " + r.name;
       d.object = r.object;
       d.file = r.file;
       d.line = r.line;
@@ -171,13 +199,22 @@ void write_diff_text(const DiffTable& t, size_t limit, std::ostream& out) {
   std::snprintf(buf, sizeof buf, "%-3s %7s %7s %8s %19s %10s %9s  %s\n", "sig", "base%", "new%",
                 "change", "95% interval (pp)", "time (s)", "p (Holm)", by_name(t.by));
   out << buf;
+  // A label another row shares (one name in two objects), or an `[unknown]` one, is followed by
+  // its object, as `report`'s text shows every row's.
+  std::map<std::string, size_t> uses;
+  for (const DiffRow& r : t.rows) ++uses[row_label(r, t.by)];
   size_t shown = 0;
   for (const DiffRow& r : t.rows) {
     if (limit != 0 && shown++ >= limit) break;
     std::snprintf(buf, sizeof buf, "%-3s %7.2f %7.2f %+8.2f [%+8.2f, %+8.2f] %+10.3f %9.2g  ",
                   r.significant ? "*" : "", r.base_percent, r.new_percent, r.change,
                   r.change_ci95_low, r.change_ci95_high, r.change_seconds, r.p_adjusted);
-    out << buf << row_label(r, t.by) << "\n";
+    const std::string label = row_label(r, t.by);
+    out << buf << label;
+    if (t.by != By::kObject && !r.object.empty() &&
+        (uses[label] > 1 || ends_with(r.name, "[unknown]")))
+      out << "  " << printable(r.object);
+    out << "\n";
   }
 }
 

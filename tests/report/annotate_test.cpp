@@ -13,6 +13,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -261,6 +262,84 @@ TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
   // The three ranges shown are the three functions' loops, nearly all of the profile.
   EXPECT_GT(in_loops, 0.95 * total) << j.dump(1);
   EXPECT_GT(total, 0.9 * j["total_samples"].get<double>()) << j.dump(1);
+}
+
+// A stripped program (dynamic symbols only: -rdynamic) whose six static functions of N
+// multiply-adds each are six "[unknown]" ranges (6N together, more than either named function)
+// and whose exported mixed_hot_a and mixed_hot_b do 4N and 3N: --top ranks each range by its
+// own samples, so the two named functions come first.
+TEST(Annotate, TopRanksUnknownRangesByTheirOwnSamples) {
+  std::string stripped = temp_dir() + "/annotate_prog_mixed";
+  int status = 0;
+  std::string log = run("strip -s -o '" + stripped + "' '" + kProg + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << log;
+  // ~0.5 s: 13 x 14e6 multiply-adds, ~40 samples a hidden function, ~160 and ~120 the named.
+  std::string file = record("mixed", stripped, "mixed", "14000000", "SPROFIL_BIN_BYTES=1");
+  // The case to rank: report's "[unknown]" row (every range together) is hotter than either
+  // named function (expected 6:4, ~240 against ~160 samples).
+  Json rep = Json::parse(run("'" + kTool + "' report '" + file + "' --format json 2>/dev/null"));
+  double unknown = 0, hot_a = 0;
+  for (const Json& r : rep["rows"]) {
+    if (r["object"] != "annotate_prog_mixed") continue;
+    if (r["name"] == "[unknown]") unknown = r["samples"].get<double>();
+    if (r["name"] == "mixed_hot_a(long)") hot_a = r["samples"].get<double>();
+  }
+  ASSERT_GT(hot_a, 80) << rep.dump(1);
+  ASSERT_GT(unknown, hot_a) << rep.dump(1);
+
+  auto top = [&](int n) {
+    std::string out = run("'" + kTool + "' annotate '" + file + "' --top " + std::to_string(n) +
+                              " --format json 2>/dev/null",
+                          &status);
+    EXPECT_EQ(status, 0) << out;
+    return Json::parse(out);
+  };
+  Json three = top(3);
+  ASSERT_EQ(three["functions"].size(), 3u) << three.dump(1);
+  // 4N and 3N against at most ~N for a range (the hottest of six ~40-sample counts: ~55).
+  EXPECT_EQ(three["functions"][0]["name"], "mixed_hot_a(long)") << three.dump(1);
+  EXPECT_EQ(three["functions"][1]["name"], "mixed_hot_b(long)") << three.dump(1);
+  EXPECT_EQ(three["functions"][2]["name"].get<std::string>().rfind("[unknown] 0x", 0), 0u)
+      << three.dump(1);
+
+  // Every item: in order of its own samples; --top 3 is the head of the longer list.
+  Json all = top(20);
+  ASSERT_GE(all["functions"].size(), 8u) << all.dump(1);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(all["functions"][i]["name"], three["functions"][i]["name"]);
+  std::map<std::string, report_test::NmSymbol> nm = report_test::nm_functions(kProg);
+  std::set<std::string> hidden_hit;
+  size_t ranges = 0;
+  double prev = 1e300;
+  for (const Json& f : all["functions"]) {
+    const double samples = f["samples"].get<double>();
+    EXPECT_LE(samples, prev) << all.dump(1);
+    prev = samples;
+    const std::string name = f["name"].get<std::string>();
+    if (name.rfind("[unknown] ", 0) != 0) continue;
+    // `[unknown] 0xSTART..0xEND` (half-open) or `[unknown] 0xSTART` for one address; the
+    // disassembly starts at START and holds whole instructions that start before END.
+    const uint64_t start = std::stoull(name.substr(10), nullptr, 16);
+    const size_t dots = name.find("..");
+    const uint64_t end =
+        dots == std::string::npos ? start + 1 : std::stoull(name.substr(dots + 2), nullptr, 16);
+    EXPECT_EQ(f["start"].get<uint64_t>(), start) << f.dump(1);
+    EXPECT_GT(end, dots == std::string::npos ? start : start + 1) << name;
+    ASSERT_FALSE(f["instructions"].empty()) << f.dump(1);
+    for (const Json& ins : f["instructions"]) {
+      EXPECT_NE(ins["text"], "(bad)") << f.dump(1);
+      EXPECT_LT(ins["vaddr"].get<uint64_t>(), end) << f.dump(1);
+      EXPECT_LE(ins["vaddr"].get<uint64_t>() + ins["size"].get<uint64_t>(),
+                f["end"].get<uint64_t>())
+          << f.dump(1);
+    }
+    if (f["object"] != "annotate_prog_mixed" || ranges++ >= 6) continue;
+    // The six hottest ranges: one in each static function (by the unstripped program's symbols).
+    for (const auto& [fn, sym] : nm)
+      if (fn.rfind("mixed_hidden_", 0) == 0 && start >= sym.addr && start < sym.addr + sym.size)
+        hidden_hit.insert(fn);
+  }
+  EXPECT_EQ(hidden_hit.size(), 6u) << all.dump(1);
 }
 
 TEST(Annotate, UnknownFunctionFails) {

@@ -1,9 +1,12 @@
 // The program of the diff tests (tests/report/diff_test.cpp), recorded with the real tool:
 // three functions doing the same kind of work (a dependent multiply-add chain), diff_beta
-// FACTOR times as much as each of the others.
-// Usage: diff_prog ITERATIONS FACTOR
+// FACTOR times as much as each of the others. With `kill` it ends by SIGKILL to itself (a
+// profile that did not finish).
+// Usage: diff_prog ITERATIONS FACTOR [kill]
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 __attribute__((noipa)) double diff_alpha(long n) {
   double x = 1.0;
@@ -22,8 +25,8 @@ __attribute__((noipa)) double diff_gamma(long n) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: diff_prog ITERATIONS FACTOR\n");
+  if (argc != 3 && !(argc == 4 && std::strcmp(argv[3], "kill") == 0)) {
+    std::fprintf(stderr, "usage: diff_prog ITERATIONS FACTOR [kill]\n");
     return 2;
   }
   long n = std::atol(argv[1]);
@@ -40,5 +43,9 @@ int main(int argc, char** argv) {
     s += diff_gamma(n / kRounds);
   }
   std::printf("%g\n", s);
+  if (argc == 4) {
+    std::fflush(stdout);
+    std::raise(SIGKILL);
+  }
   return 0;
 }

@@ -1,7 +1,9 @@
 // `sprofil diff` on real recordings of tests/report/diff_prog.cpp (three functions of equal
 // work per iteration, diff_beta doing FACTOR times the others' work): the statistics' pieces
 // against known values, A/A pairs that flag (almost) nothing, an A/B pair (diff_beta 2x slower)
-// that flags diff_beta with the right size, and interop with `go tool pprof -diff_base`.
+// that flags diff_beta with the right size, and interop with `go tool pprof -diff_base`. And
+// the pairs diff refuses or warns about: other clocks, other programs, a killed run, a merged
+// profile against its run.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,14 +36,24 @@ std::string temp_dir() {
   return dir;
 }
 
-std::string record(const std::string& name, const std::string& factor) {
+// Records `command` (words for record, after --) with record's `flags`; *status gets record's
+// exit status, else it must be 0.
+std::string record_command(const std::string& name, const std::string& flags,
+                           const std::string& command, int* status = nullptr) {
   std::string out = temp_dir() + "/" + name + ".sprof";
-  int status = 0;
-  std::string log = run("timeout 120 '" + kTool + "' record -o '" + out + "' -- '" + kProg + "' " +
-                            kIterations + " " + factor + " 2>&1",
-                        &status);
-  EXPECT_EQ(status, 0) << log;
+  int st = 0;
+  std::string log = run(
+      "timeout 120 '" + kTool + "' record " + flags + " -o '" + out + "' -- " + command + " 2>&1",
+      &st);
+  if (status != nullptr)
+    *status = st;
+  else
+    EXPECT_EQ(st, 0) << log;
   return out;
+}
+
+std::string record(const std::string& name, const std::string& factor) {
+  return record_command(name, "", "'" + kProg + "' " + kIterations + " " + factor);
 }
 
 Json diff_json(const std::string& a, const std::string& b, const std::string& args = "") {
@@ -211,6 +223,141 @@ TEST(Diff, PprofDiffBaseAgrees) {
   // (both are samples * tick; within 2 ms of rounding).
   EXPECT_GT(flat_ms["diff_beta"], 0) << top;
   EXPECT_NEAR(flat_ms["diff_beta"], change_ms, 2.0) << top;
+}
+
+// Runs `sprofil diff A B ARGS`: standard output, standard error in *err.
+std::string diff_output(const std::string& a, const std::string& b, const std::string& args,
+                        int* status, std::string* err) {
+  const std::string err_file = temp_dir() + "/diff_stderr.txt";
+  std::string out =
+      run("'" + kTool + "' diff '" + a + "' '" + b + "' " + args + " 2>'" + err_file + "'", status);
+  *err = read_file(err_file);
+  return out;
+}
+
+bool has_warning(const Json& j, const std::string& part) {
+  for (const Json& w : j["warnings"])
+    if (w.get<std::string>().find(part) != std::string::npos) return true;
+  return false;
+}
+
+// ~0.2 s a run: these tests look at warnings, not at shares.
+const std::string kShort = "20000000";
+
+// A CPU clock against the wall clock: shares of different quantities. Refused like merge
+// refuses them, with merge's wording; --force compares them under the warning.
+TEST(Diff, DifferentClocksAreRefused) {
+  std::string a = record_command("clock_cpu", "--clock cpu", "'" + kProg + "' " + kShort + " 1");
+  std::string b = record_command("clock_wall", "--clock wall", "'" + kProg + "' " + kShort + " 1");
+  int status = 0;
+  std::string err;
+  std::string out = diff_output(a, b, "", &status, &err);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_EQ(out, "");
+  EXPECT_NE(err.find("clock differs: cpu in the base profile, wall in the new one"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("--force"), std::string::npos) << err;
+  // merge says the same of the pair.
+  run("'" + kTool + "' merge -o '" + temp_dir() + "/clock_merged.sprof' '" + a + "' '" + b +
+          "' >/dev/null 2>&1",
+      &status);
+  EXPECT_NE(status, 0);
+  Json j = diff_json(a, b, "--force");
+  ASSERT_FALSE(j["warnings"].empty()) << j.dump(1);
+  EXPECT_NE(j["warnings"][0].get<std::string>().find("clock differs"), std::string::npos)
+      << j.dump(1);
+}
+
+// Another program warns (its `[unknown]` rows show their object in the text); the same program
+// copied to another directory (a rebuild elsewhere) does not.
+TEST(Diff, DifferentProgramsWarn) {
+  std::string a = record_command("prog_a", "", "'" + kProg + "' " + kShort + " 1");
+  // The program stripped of every symbol, under another name: its code is "[unknown]".
+  std::string stripped = temp_dir() + "/diff_prog_stripped";
+  int status = 0;
+  std::string log = run("strip -s -o '" + stripped + "' '" + kProg + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << log;
+  std::string b = record_command("prog_stripped", "", "'" + stripped + "' " + kShort + " 1");
+  Json j = diff_json(a, b);
+  // (The path as the agent saw it: the temporary directory's without its doubled slash.)
+  EXPECT_TRUE(has_warning(j, "program differs: " + kProg + " in the base profile, ")) << j.dump(1);
+  EXPECT_TRUE(has_warning(j, "/diff_prog_stripped in the new one")) << j.dump(1);
+  std::string err;
+  std::string text = diff_output(a, b, "", &status, &err);
+  ASSERT_EQ(status, 0) << err;
+  EXPECT_NE(text.find("# warning: program differs"), std::string::npos) << text;
+  bool unknown_row = false;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("[unknown]") != std::string::npos && line[0] != '#') {
+      unknown_row = true;
+      EXPECT_NE(line.find("[unknown]  diff_prog_stripped"), std::string::npos) << line;
+    }
+  EXPECT_TRUE(unknown_row) << text;
+  // CSV: the warning on standard error (the table has no room for it).
+  diff_output(a, b, "--format csv", &status, &err);
+  EXPECT_NE(err.find("warning: program differs"), std::string::npos) << err;
+
+  const std::string dir = temp_dir() + "/elsewhere";
+  ::mkdir(dir.c_str(), 0755);
+  log = run("cp '" + kProg + "' '" + dir + "/' 2>&1", &status);
+  ASSERT_EQ(status, 0) << log;
+  std::string c =
+      record_command("prog_elsewhere", "",
+                     "'" + dir + "/" + kProg.substr(kProg.rfind('/') + 1) + "' " + kShort + " 1");
+  Json same = diff_json(a, c);
+  EXPECT_FALSE(has_warning(same, "program differs")) << same.dump(1);
+  EXPECT_NE(row_named(same, "diff_beta(long)"), nullptr) << same.dump(1);
+}
+
+// A run the program ends by SIGKILL: `report`'s "did not finish cleanly" warning, in every
+// format, prefixed with the side it is about.
+TEST(Diff, KilledRunWarns) {
+  std::string a = record_command("finished", "", "'" + kProg + "' " + kShort + " 1");
+  int status = 0;
+  std::string b = record_command("killed", "", "'" + kProg + "' " + kShort + " 1 kill", &status);
+  ASSERT_NE(status, 0) << "the program was to end by SIGKILL";
+  std::string report = run("'" + kTool + "' report '" + b + "' 2>&1");
+  ASSERT_NE(report.find("did not finish cleanly"), std::string::npos) << report;
+  Json j = diff_json(a, b);
+  EXPECT_TRUE(has_warning(j, "new: the profile did not finish cleanly")) << j.dump(1);
+  EXPECT_FALSE(has_warning(j, "base: ")) << j.dump(1);
+  EXPECT_NE(row_named(j, "diff_beta(long)"), nullptr) << j.dump(1);
+  std::string err;
+  std::string text = diff_output(b, a, "", &status, &err);
+  EXPECT_EQ(status, 0) << err;
+  EXPECT_NE(text.find("# warning: base: the profile did not finish cleanly"), std::string::npos)
+      << text;
+  diff_output(a, b, "--format csv", &status, &err);
+  EXPECT_NE(err.find("warning: new: the profile did not finish cleanly"), std::string::npos) << err;
+}
+
+// A run of two processes against its own merge (one process, rows without a command): the rows
+// match by object and name, so the same samples show no change.
+TEST(Diff, MergedProfileMatchesItsRun) {
+  const std::string prog = "'" + kProg + "' " + kShort;
+  std::string r =
+      record_command("two_procs", "", "sh -c \"" + prog + " 1 >/dev/null & " + prog + " 2; wait\"");
+  Json rep = Json::parse(run("'" + kTool + "' report '" + r + "' --format json 2>/dev/null"));
+  ASSERT_GE(rep["processes"].size(), 2u) << rep.dump(1);
+  ASSERT_TRUE(rep["rows"][0].contains("comm")) << "rows per command expected\n" << rep.dump(1);
+  const std::string m = temp_dir() + "/two_procs_merged.sprof";
+  int status = 0;
+  std::string log = run("'" + kTool + "' merge -o '" + m + "' '" + r + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << log;
+  for (const auto& [base, next] : {std::pair{r, m}, std::pair{m, r}}) {
+    Json j = diff_json(base, next);
+    EXPECT_TRUE(has_warning(j, "rows are compared without their process command")) << j.dump(1);
+    EXPECT_FALSE(has_warning(j, "program differs")) << j.dump(1);
+    ASSERT_NE(row_named(j, "diff_beta(long)"), nullptr) << j.dump(1);
+    for (const Json& row : j["rows"]) {
+      EXPECT_FALSE(row["significant"].get<bool>()) << row.dump();
+      EXPECT_LT(std::fabs(row["change"].get<double>()), 0.01) << row.dump();
+      EXPECT_EQ(row["name"].get<std::string>().find("diff_prog: "), std::string::npos)
+          << row.dump();
+    }
+  }
 }
 
 }  // namespace

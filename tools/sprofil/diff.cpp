@@ -18,11 +18,16 @@ struct DiffArgs {
   std::string out;
   size_t limit = 0;
   double alpha = 0.05;
+  bool force = false;
 };
 
 int run_diff(const DiffArgs& args) {
   profile::Profile a, b;
   if (!read_input("diff", args.base, &a) || !read_input("diff", args.next, &b)) return 1;
+  if (const std::string why = report::diff_refusal(a, b); !why.empty() && !args.force)
+    return fail("diff",
+                args.base + " and " + args.next + ": " + why +
+                    ": their samples measure different things (--force compares them anyway)");
   report::Options opts;
   report::parse_by(args.by, &opts.by);
   symbolize::Symbolizer sym;
@@ -51,6 +56,8 @@ Run setup_diff(CLI::App& sub) {
                  "Family-wise error rate of the Holm-corrected tests (significance level)")
       ->check(CLI::Range(1e-12, 0.5))
       ->capture_default_str();
+  sub.add_flag("--force", args->force,
+               "Compare profiles of different clocks (a warning instead of an error)");
   add_limit(sub, args->limit, "Text: show at most N rows (0 = all)");
   add_output(sub, args->out);
   return [args] { return run_diff(*args); };
