@@ -1,52 +1,208 @@
 // gmon.out export for GNU gprof: the BSD/GNU format with a 20-byte gmon_hdr ("gmon", version
-// 1) followed by GMON_TAG_TIME_HIST records covering the main executable's regions in its
-// link-time addresses, one record per region. Counters are 16-bit: when a bin exceeds 65535,
-// every count is divided by one factor (with a warning) so that the largest fits; the output's
-// size follows the text size, never the counts.
+// 1) followed by GMON_TAG_TIME_HIST records covering ONE executable's text in its link-time
+// addresses (a gmon.out describes one program).
+//
+// Which executable: of the processes the options keep (--pid, --comm), the root's (the first
+// kept process: the command `sprofil record` ran), unless its text holds less than 1% of the
+// samples in the kept main executables' text (a shell or launcher that only waited: sh -c,
+// env, make), then the executable with the most samples there. Every kept process of that
+// executable (same path, and same build-id where both have one) is summed in; a warning names
+// the executable and the samples of the others left out.
+//
+// Bins: gprof counts addresses in 2-byte units (gprof/hist.c: UNIT is 2 bytes, its scale is
+// (highpc - lowpc) / 2 / num_bins), so a bin narrower than 2 bytes reads wrong (1-byte bins:
+// half the bins lost, the others doubled). The records use one bin size for the executable,
+// the smallest power of two >= 2 and >= every summed region's bin size; finer bins (the exact
+// 1-byte bins of `sprofil record`) are summed into it, each by its first byte, so no count is
+// lost. The regions' link-time ranges are widened to that bin size, and overlapping ones (the
+// same text in several processes) become one record.
+//
+// Counters are 16-bit: when a bin exceeds 65535, every count is divided by one factor (with a
+// warning) so that the largest fits; the output's size follows the text size, never the counts.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "format/sprof_format.h"
 #include "report/exporter.hpp"
+#include "report/labels.hpp"
 
 namespace sprofil::report {
 namespace {
+
+using profile::Profile;
+using profile::Region;
 
 template <typename T>
 void put(std::string* out, T v) {
   out->append(reinterpret_cast<const char*>(&v), sizeof v);  // host order, as gprof reads it
 }
 
-// The most bins one region may have in the output (2 bytes each): 2^28 bins cover 1 GiB of text
-// at 4 bytes a bin, a 512 MiB histogram. A larger region is refused, not written.
+// The most bins one record may have in the output (2 bytes each): 2^28 bins cover 1 GiB of text
+// at 4 bytes a bin, a 512 MiB histogram. A larger record is refused, not written.
 constexpr uint64_t kGmonMaxBins = uint64_t{1} << 28;
+
+// The finest bin gprof reads right: one UNIT (2 bytes) of its histogram arithmetic.
+constexpr uint64_t kGmonMinBin = 2;
+
+// Below this share of the kept main executables' samples (1 / kRootShareDivisor), the root's
+// executable is taken for a launcher and the most-sampled executable is exported instead.
+constexpr double kRootShareDivisor = 100;
+
+// One executable of the profile: its main-executable regions in the kept processes.
+struct Executable {
+  std::string path;
+  std::vector<uint8_t> build_id;
+  std::vector<size_t> regions;      // indexes in Profile::regions
+  std::vector<uint32_t> processes;  // distinct, in order
+  uint64_t samples = 0;
+
+  bool is(const Region& r) const {
+    return r.path == path && (r.build_id.empty() || build_id.empty() || r.build_id == build_id);
+  }
+};
+
+// The kept processes' main-executable regions, grouped by executable in the order of their
+// first region (the processes' order).
+std::vector<Executable> executables(const Profile& p, const Options& opts) {
+  std::vector<Executable> out;
+  for (size_t i = 0; i < p.regions.size(); ++i) {
+    const Region& r = p.regions[i];
+    if ((r.flags & SPROF_R_MAIN) == 0 || r.nbins() == 0) continue;
+    if (!process_selected(p, r.process, opts)) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const Executable& e) { return e.is(r); });
+    if (it == out.end()) {
+      out.push_back({r.path, r.build_id, {}, {}, 0});
+      it = out.end() - 1;
+    }
+    if (it->build_id.empty()) it->build_id = r.build_id;
+    it->regions.push_back(i);
+    if (std::find(it->processes.begin(), it->processes.end(), r.process) == it->processes.end())
+      it->processes.push_back(r.process);
+    it->samples = profile::sat_add(it->samples, r.total());
+  }
+  return out;
+}
+
+// The executable to export (see the top of this file); exes is not empty.
+size_t choose(const Profile& p, const Options& opts, const std::vector<Executable>& exes) {
+  uint32_t root = 0;  // the first kept process (every region's process is 0 without processes)
+  for (uint32_t i = 0; i < p.processes.size(); ++i)
+    if (process_selected(p, i, opts)) {
+      root = i;
+      break;
+    }
+  uint64_t all = 0;
+  size_t most = 0;
+  for (size_t k = 0; k < exes.size(); ++k) {
+    all = profile::sat_add(all, exes[k].samples);
+    if (exes[k].samples > exes[most].samples) most = k;
+  }
+  for (size_t k = 0; k < exes.size(); ++k) {
+    const std::vector<uint32_t>& ps = exes[k].processes;
+    if (std::find(ps.begin(), ps.end(), root) == ps.end()) continue;
+    if (double(exes[k].samples) * kRootShareDivisor >= double(all) &&
+        (exes[k].samples > 0 || all == 0))
+      return k;
+    break;
+  }
+  return most;
+}
+
+// One output record: a link-time range [low, high), a multiple of the bin size, and its
+// non-zero bins (index, count) summed from every region over it.
+struct Record {
+  uint64_t low = 0, high = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> bins;
+};
 
 }  // namespace
 
-bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* error,
-                std::vector<std::string>* warnings) {
+bool gmon_bytes(const Profile& p, std::string* bytes, std::string* error,
+                std::vector<std::string>* warnings, const Options& opts) {
   std::string& out = *bytes;
   out.clear();
-  // gprof's histogram has one 16-bit counter per bin: one scale factor for the whole profile
-  // (so that the regions keep their proportions) brings the largest bin to at most 65535.
-  uint64_t max = 0;
-  bool any = false;
-  for (const profile::Region& r : p.regions) {
-    if ((r.flags & SPROF_R_MAIN) == 0 || r.nbins() == 0) continue;
-    any = true;
-    if (r.nbins() > kGmonMaxBins) {
+  const std::vector<Executable> exes = executables(p, opts);
+  if (exes.empty()) {
+    if (error != nullptr)
+      *error = opts.pids.empty() && opts.comms.empty()
+                   ? "the profile has no main-executable region for gmon"
+                   : "the processes --pid and --comm keep have no main-executable region for gmon";
+    return false;
+  }
+  const Executable& exe = exes[choose(p, opts, exes)];
+  if (exes.size() > 1 && warnings != nullptr) {
+    uint64_t left = 0;
+    std::string names;
+    for (const Executable& e : exes) {
+      if (&e == &exe) continue;
+      left = profile::sat_add(left, e.samples);
+      names += (names.empty() ? "" : ", ") + basename_of(e.path);
+    }
+    warnings->push_back("gmon: a gmon.out describes one executable: exported " + exe.path + " (" +
+                        count_of(exe.processes.size(), "process", "processes") + ", " +
+                        count_of(exe.samples, "sample", "samples") + " in its text); left out " +
+                        count_of(left, "sample", "samples") + " in the text of " +
+                        count_of(exes.size() - 1, "other executable", "other executables") + " (" +
+                        names + "); --pid or --comm picks another");
+  }
+
+  // One bin size for every record (gprof refuses records of different scales).
+  uint64_t bin = kGmonMinBin;
+  for (size_t i : exe.regions)
+    while (bin < p.regions[i].bin_size) bin *= 2;
+  // The link-time ranges widened to the bin size, overlapping ones joined.
+  std::vector<Record> records;
+  for (size_t i : exe.regions) {
+    const Region& r = p.regions[i];
+    const uint64_t low = r.start - r.load_bias;
+    const uint64_t high = low + r.nbins() * r.bin_size;
+    records.push_back({low / bin * bin, (high + bin - 1) / bin * bin, {}});
+  }
+  std::sort(records.begin(), records.end(),
+            [](const Record& a, const Record& b) { return a.low < b.low; });
+  size_t n = 0;
+  for (const Record& rec : records) {
+    if (n > 0 && rec.low < records[n - 1].high)
+      records[n - 1].high = std::max(records[n - 1].high, rec.high);
+    else
+      records[n++] = rec;
+  }
+  records.resize(n);
+  for (const Record& rec : records)
+    if ((rec.high - rec.low) / bin > kGmonMaxBins) {
       if (error != nullptr)
-        *error = "gmon: " + r.path + " has " + std::to_string(r.nbins()) +
+        *error = "gmon: " + exe.path + " needs " + std::to_string((rec.high - rec.low) / bin) +
                  " bins, more than a gmon.out histogram of this tool holds (" +
                  std::to_string(kGmonMaxBins) + "); use another format";
       return false;
     }
-    max = std::max(max, r.max_count());
+  // Every region's bins into the record over it, then summed by index.
+  for (size_t i : exe.regions) {
+    const Region& r = p.regions[i];
+    const uint64_t low = r.start - r.load_bias;
+    Record& rec =
+        *std::prev(std::upper_bound(records.begin(), records.end(), low,
+                                    [](uint64_t a, const Record& x) { return a < x.low; }));
+    r.for_each_bin([&](uint64_t b, uint64_t c, uint64_t) {
+      rec.bins.emplace_back((low + b * r.bin_size - rec.low) / bin, c);
+    });
   }
-  if (!any) {
-    if (error != nullptr) *error = "the profile has no main-executable region for gmon";
-    return false;
+  // gprof's histogram has one 16-bit counter per bin: one scale factor for the whole profile
+  // (so that the records keep their proportions) brings the largest bin to at most 65535.
+  uint64_t max = 0;
+  for (Record& rec : records) {
+    std::sort(rec.bins.begin(), rec.bins.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t m = 0;
+    for (const auto& [at, c] : rec.bins) {
+      if (m > 0 && rec.bins[m - 1].first == at)
+        rec.bins[m - 1].second = profile::sat_add(rec.bins[m - 1].second, c);
+      else
+        rec.bins[m++] = {at, c};
+    }
+    rec.bins.resize(m);
+    for (const auto& [at, c] : rec.bins) max = std::max(max, c);
   }
   const uint64_t factor = max <= 65535 ? 1 : max / 65535 + (max % 65535 != 0 ? 1 : 0);
   if (factor > 1 && warnings != nullptr)
@@ -55,18 +211,19 @@ bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* erro
                         "divided by " +
                         std::to_string(factor) +
                         " (rounded to nearest, so bins below half of that read as 0)");
+  uint64_t tick_ns = p.tick_ns;
+  const uint32_t first = exe.processes.front();
+  if (first < p.processes.size() && p.processes[first].tick_ns > 0)
+    tick_ns = p.processes[first].tick_ns;
+  const uint32_t rate = tick_ns > 0 ? uint32_t(std::llround(1e9 / double(tick_ns))) : 100;
   out.append("gmon", 4);
   put<int32_t>(&out, 1);  // GMON_VERSION
   out.append(12, '\0');   // spare
-  uint32_t rate = p.tick_ns > 0 ? uint32_t(std::llround(1e9 / double(p.tick_ns))) : 100;
-  for (const profile::Region& r : p.regions) {
-    if ((r.flags & SPROF_R_MAIN) == 0 || r.nbins() == 0) continue;
-    const uint64_t nbins = r.nbins();
-    uint64_t low = r.start - r.load_bias;
-    uint64_t high = low + nbins * r.bin_size;
+  for (const Record& rec : records) {
+    const uint64_t nbins = (rec.high - rec.low) / bin;
     out.push_back('\0');  // GMON_TAG_TIME_HIST
-    put<uint64_t>(&out, low);
-    put<uint64_t>(&out, high);
+    put<uint64_t>(&out, rec.low);
+    put<uint64_t>(&out, rec.high);
     put<uint32_t>(&out, uint32_t(nbins));
     put<uint32_t>(&out, rate);
     char dimen[15] = {};
@@ -75,21 +232,23 @@ bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* erro
     out.push_back('s');
     const size_t at = out.size();
     out.append(2 * nbins, '\0');  // the bins without samples stay 0
-    r.for_each_bin([&](uint64_t i, uint64_t c, uint64_t) {
+    for (const auto& [i, c] : rec.bins) {
       uint64_t v = c / factor;
       if (c % factor != 0 && c % factor >= factor - c % factor) ++v;  // round to nearest
       const uint16_t v16 = uint16_t(std::min<uint64_t>(v, 65535));
       std::memcpy(&out[at + 2 * i], &v16, 2);  // host order, as gprof reads it
-    });
+    }
   }
   return true;
 }
 
 const Exporter& gmon_exporter() {
   static const FileExporter e{
-      "gmon", "gmon.out of the main executable for gprof (default file gmon.out)", "gmon.out",
-      [](const ExportInput& in, std::string* bytes, std::string* error) {
-        return gmon_bytes(in.profile, bytes, error, in.warnings);
+      "gmon",
+      "gmon.out for gprof, of one executable: the recorded command's, or the most sampled if "
+      "the command's text holds under 1% (a shell); --pid/--comm choose (default file gmon.out)",
+      "gmon.out", [](const ExportInput& in, std::string* bytes, std::string* error) {
+        return gmon_bytes(in.profile, bytes, error, in.warnings, in.options);
       }};
   return e;
 }

@@ -132,13 +132,17 @@ void write_folded(const Table& t, std::ostream& out);
 // *warnings (if given).
 std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym,
                         std::vector<std::string>* warnings = nullptr);
-// gmon.out (GNU gprof) of the main executable's regions: link-time addresses, one histogram
-// record per region. gprof's counters are 16-bit: when a bin exceeds 65535 every bin of the
-// profile is divided by one factor (rounding to nearest, proportions kept) so that the largest
-// fits, and a warning gives the factor. The size follows the text size, never the counts.
-// False if there is nothing, or a region too large for gprof's 32-bit bin count.
+// gmon.out (GNU gprof) of one executable, in link-time addresses: of the processes `opts` keeps
+// (--pid, --comm), the root's executable, or the most-sampled one when the root's text holds
+// under 1% of the main executables' samples (a shell, a launcher); every kept process of it
+// summed, one histogram record per text range (gmon.cpp). Bins finer than gprof's 2-byte unit
+// are summed into bins of 2 bytes (no count lost). A warning names the executable when the
+// profile has others, with their samples left out. gprof's counters are 16-bit: when a bin
+// exceeds 65535 every bin is divided by one factor (rounding to nearest, proportions kept) so
+// that the largest fits, and a warning gives the factor. The size follows the text size, never
+// the counts. False if there is nothing, or a range too large for gprof's 32-bit bin count.
 bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* error,
-                std::vector<std::string>* warnings = nullptr);
+                std::vector<std::string>* warnings = nullptr, const Options& opts = {});
 
 class Exporter;
 // Everything `sprofil report` does after reading: aggregates if the format needs rows, renders

@@ -2,7 +2,9 @@
 // including a count above 65535 and a bin split across two functions) are exported and read
 // back by GNU gprof and `go tool pprof`; their per-function numbers must equal ours within one
 // sample (the tools print rounded values). tick = 10 ms, so gprof's rate is 100 Hz and its
-// 2-decimal seconds are exact sample counts.
+// 2-decimal seconds are exact sample counts. And programs recorded by the real `sprofil record`
+// (its default 1-byte bins; one program, the same twice, two programs under `sh -c`) exported
+// by `sprofil report --format gmon`: gprof's shares and total against the profile's.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -15,6 +17,7 @@
 #include "report/exporter.hpp"
 #include "test_util.hpp"
 
+#include "profile/reader.hpp"
 #include "profile/writer.hpp"
 
 namespace sprofil::interop_test {
@@ -91,24 +94,46 @@ std::map<std::string, double> our_functions(const profile::Profile& p, const std
   return out;
 }
 
+// gprof's flat profile of `gmon` (gprof -b -p): per function its %time and self seconds, and
+// the total (the last row's cumulative seconds), as gprof prints them (2 decimals).
+struct GprofFlat {
+  struct Fn {
+    double percent = 0, self = 0;
+  };
+  std::map<std::string, Fn> rows;
+  double total = 0;
+  int status = 0;
+  std::string out;
+};
+GprofFlat gprof_flat(const std::string& prog, const std::string& gmon) {
+  GprofFlat g;
+  g.out = report_test::run("gprof -b -p '" + prog + "' '" + gmon + "' 2>&1", &g.status);
+  // Flat profile rows: %time cumulative self [calls self/call total/call] name.
+  std::regex row(R"(^\s*([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(.*\S)\s*$)");
+  std::istringstream in(g.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    GprofFlat::Fn& f = g.rows[m[4]];
+    f.percent += std::stod(m[1]);
+    f.self += std::stod(m[3]);
+    g.total = std::max(g.total, std::stod(m[2]));
+  }
+  return g;
+}
+
 void check_gprof(const std::string& prog) {
   profile::Profile p = make_profile(prog);
   std::string dir = temp_dir("gprof");
   std::string gmon = dir + "/gmon.out";
   std::string err;
   ASSERT_TRUE(report::write_report(p, report::gmon_exporter(), {}, gmon, nullptr, &err)) << err;
-  int status = 0;
-  std::string out = report_test::run("gprof -b -p '" + prog + "' '" + gmon + "' 2>&1", &status);
-  ASSERT_EQ(status, 0) << out;
-  // Flat profile rows: %time cumulative self [calls self/call total/call] name.
-  std::regex row(R"(^\s*([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(.*\S)\s*$)");
+  const GprofFlat flat = gprof_flat(prog, gmon);
+  ASSERT_EQ(flat.status, 0) << flat.out;
+  const std::string& out = flat.out;
   std::map<std::string, double> gprof;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_match(line, m, row)) gprof[m[4]] += std::stod(m[3]) * 100.0;  // 100 Hz
-  }
+  for (auto& [name, f] : flat.rows) gprof[name] = f.self * 100.0;  // 100 Hz
   std::string base = prog.substr(prog.rfind('/') + 1);
   std::map<std::string, double> ours = our_functions(p, base);
   ASSERT_GE(ours.size(), 5u);
@@ -136,6 +161,179 @@ TEST(Gprof, FlatProfileOfPieMatchesOurs) {
 TEST(Gprof, FlatProfileOfNonPieMatchesOurs) {
   ASSERT_FALSE(report_test::is_pie(PROG_NOPIE));
   check_gprof(PROG_NOPIE);
+}
+
+// Programs recorded by the real `sprofil record` and exported by `sprofil report --format gmon`.
+// The test program runs Widget::spin, uses_inline and the library's lib_work N times each: at
+// 5e7 about 0.25 s of CPU here (-O1), so each run stays well under a second.
+const char* const kIters = "50000000";
+
+std::string q(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// `sprofil record -o FILE -- COMMAND` (the record's defaults: exact 1-byte bins on disk), read
+// back into *p.
+void record(const std::string& command, const std::string& file, profile::Profile* p) {
+  int status = 0;
+  const std::string log = report_test::run(
+      std::string(SPROFIL_TOOL) + " record -o " + q(file) + " -- " + command + " 2>&1 >/dev/null",
+      &status);
+  ASSERT_EQ(status, 0) << log;
+  std::string err;
+  ASSERT_TRUE(profile::read_profile(file, p, &err)) << err;
+}
+
+// `sprofil report FILE --format gmon -o GMON [ARGS]`: its standard error.
+std::string export_gmon(const std::string& file, const std::string& gmon,
+                        const std::string& args = "") {
+  int status = 0;
+  const std::string log =
+      report_test::run(std::string(SPROFIL_TOOL) + " report " + q(file) + " --format gmon -o " +
+                           q(gmon) + " " + args + " 2>&1",
+                       &status);
+  EXPECT_EQ(status, 0) << log;
+  return log;
+}
+
+// The samples in `prog`'s main-executable text, over every process running it, and the
+// largest of one process.
+struct ExeSamples {
+  uint64_t total = 0, largest = 0;
+  size_t processes = 0;
+};
+ExeSamples exe_samples(const profile::Profile& p, const std::string& prog) {
+  std::map<uint32_t, uint64_t> per;
+  for (const profile::Region& r : p.regions)
+    if ((r.flags & SPROF_R_MAIN) != 0 && r.path == prog) per[r.process] += r.total();
+  ExeSamples e;
+  for (auto& [k, n] : per) {
+    e.total += n;
+    e.largest = std::max(e.largest, n);
+    ++e.processes;
+  }
+  return e;
+}
+
+// gprof's rate: the profile's tick as whole hertz, as the exporter writes it.
+double rate_of(const profile::Profile& p) {
+  return double(std::llround(1e9 / double(p.tick_ns)));
+}
+
+// gprof's total seconds against `samples` / rate: within 5%, plus 0.005 s for its 2-decimal
+// print.
+void expect_total(const GprofFlat& g, uint64_t samples, const profile::Profile& p) {
+  const double want = double(samples) / rate_of(p);
+  EXPECT_NEAR(g.total, want, 0.05 * want + 0.005) << samples << " samples\n" << g.out;
+}
+
+// A program recorded with the default (1-byte) bins: gprof's flat profile has every function
+// that holds 5% or more of the executable's samples in sprofil's report, its share within 2
+// percentage points of sprofil's, and a total of the executable's samples / rate within 5%
+// (the 1-byte bins once read as half lost and half doubled).
+void check_recorded(const std::string& prog) {
+  const std::string dir = temp_dir("recorded");
+  const std::string file = dir + "/p.sprof", gmon = dir + "/gmon.out";
+  profile::Profile p;
+  ASSERT_NO_FATAL_FAILURE(record(q(prog) + " " + kIters, file, &p));
+  bool one_byte = false;
+  for (const profile::Region& r : p.regions)
+    if ((r.flags & SPROF_R_MAIN) != 0 && r.path == prog) one_byte = r.bin_size == 1;
+  EXPECT_TRUE(one_byte) << "record's default bins are no longer 1 byte: this test means them";
+  const std::string log = export_gmon(file, gmon);
+  EXPECT_EQ(log.find("gmon:"), std::string::npos) << log;  // one executable, small counts
+  const GprofFlat g = gprof_flat(prog, gmon);
+  ASSERT_EQ(g.status, 0) << g.out;
+  const ExeSamples e = exe_samples(p, prog);
+  ASSERT_GE(e.total, 50u) << "too few samples to compare";
+  expect_total(g, e.total, p);
+  const std::string base = prog.substr(prog.rfind('/') + 1);
+  std::map<std::string, double> ours = our_functions(p, base);
+  double sum = 0;
+  for (auto& [name, n] : ours) sum += n;
+  int compared = 0;
+  for (auto& [name, n] : ours) {
+    const double share = 100.0 * n / sum;
+    if (share < 5) continue;
+    ++compared;
+    ASSERT_TRUE(g.rows.count(name)) << "gprof has no " << name << "\n" << g.out;
+    EXPECT_NEAR(g.rows.at(name).percent, share, 2.0) << name << "\n" << g.out;
+  }
+  EXPECT_GE(compared, 2) << g.out;  // Widget::spin and uses_inline at least
+  EXPECT_TRUE(g.rows.count("demo::Widget::spin(long)")) << g.out;
+  report_test::run("rm -rf " + q(dir));
+}
+
+TEST(Gprof, RecordedPieWithOneByteBins) {
+  check_recorded(PROG_PIE);
+}
+TEST(Gprof, RecordedNonPieWithOneByteBins) {
+  ASSERT_FALSE(report_test::is_pie(PROG_NOPIE));
+  check_recorded(PROG_NOPIE);
+}
+
+// `sh -c 'PROG N; PROG N'`: the two runs of the program are one executable, summed into one
+// histogram (gprof reads it: no "different scales"); the shell, another executable, is left out
+// with a warning naming the program.
+TEST(Gprof, RecordedRunOfTwoProcessesSumsTheProgram) {
+  const std::string dir = temp_dir("twice");
+  const std::string file = dir + "/p.sprof", gmon = dir + "/gmon.out";
+  const std::string prog = PROG_PIE;
+  profile::Profile p;
+  ASSERT_NO_FATAL_FAILURE(
+      record("sh -c " + q(q(prog) + " " + kIters + "; " + q(prog) + " " + kIters), file, &p));
+  const ExeSamples e = exe_samples(p, prog);
+  ASSERT_EQ(e.processes, 2u);
+  ASSERT_GE(e.total, 50u) << "too few samples to compare";
+  ASSERT_LT(double(e.largest), 0.8 * double(e.total));  // both runs count
+  const std::string log = export_gmon(file, gmon);
+  if (log.find("gmon:") != std::string::npos) {  // the shell's text is in the profile
+    EXPECT_NE(log.find("exported " + prog + " (2 processes"), std::string::npos) << log;
+  }
+  const GprofFlat g = gprof_flat(prog, gmon);
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_EQ(g.out.find("different scales"), std::string::npos) << g.out;
+  expect_total(g, e.total, p);
+  report_test::run("rm -rf " + q(dir));
+}
+
+// `sh -c 'PIE N; NOPIE N/3'`: two programs at different link-time addresses. The gmon.out has
+// the one with the most samples (the shell's text has next to none), and --pid picks the
+// other; gprof reads each with its program, with that program's samples alone.
+TEST(Gprof, RecordedRunOfTwoProgramsExportsOne) {
+  const std::string dir = temp_dir("two");
+  const std::string file = dir + "/p.sprof", gmon = dir + "/gmon.out";
+  const std::string pie = PROG_PIE, nopie = PROG_NOPIE;
+  profile::Profile p;
+  ASSERT_NO_FATAL_FAILURE(
+      record("sh -c " + q(q(pie) + " " + kIters + "; " + q(nopie) + " 10000000"), file, &p));
+  const ExeSamples a = exe_samples(p, pie), b = exe_samples(p, nopie);
+  ASSERT_GE(b.total, 10u) << "too few samples to compare";
+  ASSERT_GT(a.total, b.total);
+  std::string log = export_gmon(file, gmon);
+  EXPECT_NE(log.find("exported " + pie + " (1 process"), std::string::npos) << log;
+  uint64_t others = 0;  // the program's and the shell's
+  for (const profile::Region& r : p.regions)
+    if ((r.flags & SPROF_R_MAIN) != 0 && r.path != pie) others += r.total();
+  EXPECT_NE(log.find("left out " + std::to_string(others) + " sample"), std::string::npos) << log;
+  GprofFlat g = gprof_flat(pie, gmon);
+  ASSERT_EQ(g.status, 0) << g.out;
+  expect_total(g, a.total, p);
+
+  // Its command name is cut to report_testprog, the other's too: --pid tells them apart.
+  int32_t pid = 0;
+  for (const profile::Region& r : p.regions)
+    if ((r.flags & SPROF_R_MAIN) != 0 && r.path == nopie && r.process < p.processes.size())
+      pid = p.processes[r.process].pid;
+  ASSERT_NE(pid, 0);
+  log = export_gmon(file, gmon, "--pid " + std::to_string(pid));
+  EXPECT_EQ(log.find("gmon:"), std::string::npos) << log;  // one executable kept
+  g = gprof_flat(nopie, gmon);
+  ASSERT_EQ(g.status, 0) << g.out;
+  expect_total(g, b.total, p);
+  report_test::run("rm -rf " + q(dir));
 }
 
 // Writes `p` as pprof's profile.pb.gz in `dir`; its path, "" (and a failure) if it cannot.

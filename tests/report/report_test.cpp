@@ -522,6 +522,155 @@ TEST(Report, GmonScalesLargeCounts) {
   EXPECT_NE(none_err.find(path), std::string::npos);
 }
 
+// A gmon.out's histogram records, parsed back: one per GMON_TAG_TIME_HIST record.
+struct GmonRecord {
+  uint64_t low = 0, high = 0;
+  uint32_t rate = 0;
+  std::vector<uint16_t> bins;
+};
+std::vector<GmonRecord> gmon_records(const std::string& g) {
+  std::vector<GmonRecord> out;
+  EXPECT_EQ(g.substr(0, 4), "gmon");
+  size_t at = 20;
+  while (at + 41 <= g.size()) {
+    EXPECT_EQ(g[at], 0) << "not a histogram record at " << at;
+    GmonRecord r;
+    uint32_t n = 0;
+    std::memcpy(&r.low, g.data() + at + 1, 8);
+    std::memcpy(&r.high, g.data() + at + 9, 8);
+    std::memcpy(&n, g.data() + at + 17, 4);
+    std::memcpy(&r.rate, g.data() + at + 21, 4);
+    if (at + 41 + 2 * size_t{n} > g.size()) {
+      ADD_FAILURE() << "a record past the end";
+      break;
+    }
+    r.bins.resize(n);
+    std::memcpy(r.bins.data(), g.data() + at + 41, 2 * size_t{n});
+    at += 41 + 2 * size_t{n};
+    out.push_back(std::move(r));
+  }
+  EXPECT_EQ(at, g.size());
+  return out;
+}
+
+// gprof counts addresses in 2-byte units: 1-byte bins (record's exact bins) are summed into
+// 2-byte bins over an even range, every count kept, each where its byte lies.
+TEST(Report, GmonSumsOneByteBinsIntoTwoByteBins) {
+  auto fns = nm_functions(TESTPROG);
+  const NmSymbol& s = fns["demo::Widget::spin(long)"];
+  profile::Profile p = report_test::base_profile(kTick);
+  profile::Region r = report_test::text_region(TESTPROG, prog_bias(), 1, SPROF_R_MAIN);
+  const uint64_t a = prog_bias() + (s.addr + s.size / 2) / 2 * 2;  // an even address
+  report_test::add_at(&r, a, 5);
+  report_test::add_at(&r, a + 1, 7);  // the same 2-byte bin
+  report_test::add_at(&r, a + 2, 3);  // the next one
+  report_test::add_at(&r, r.end - 1, 1);
+  p.regions.push_back(r);
+  std::string g, err;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(report::gmon_bytes(p, &g, &err, &warnings)) << err;
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  std::vector<GmonRecord> recs = gmon_records(g);
+  ASSERT_EQ(recs.size(), 1u);
+  const GmonRecord& rec = recs[0];
+  const uint64_t low = r.start - r.load_bias;
+  EXPECT_EQ(rec.low, low / 2 * 2);
+  EXPECT_EQ(rec.high % 2, 0u);
+  EXPECT_GE(rec.high, r.end - r.load_bias);
+  EXPECT_LT(rec.high, r.end - r.load_bias + 2);
+  ASSERT_EQ(rec.bins.size(), (rec.high - rec.low) / 2);
+  EXPECT_EQ(rec.rate, 1000u);
+  EXPECT_EQ(rec.bins[(a - r.load_bias - rec.low) / 2], 12u);
+  EXPECT_EQ(rec.bins[(a + 2 - r.load_bias - rec.low) / 2], 3u);
+  EXPECT_EQ(rec.bins.back(), 1u);
+  uint64_t sum = 0;
+  for (uint16_t c : rec.bins) sum += c;
+  EXPECT_EQ(sum, 5u + 7 + 3 + 1);  // no count lost
+}
+
+// A run of several processes: a gmon.out describes one executable. Process 0 (the root) runs
+// `other` (libreport_testlib.so standing for a shell), 1 and 2 the test program: the program's
+// two regions are summed into one record, the other left out with a warning; --pid and --comm
+// choose among the processes.
+TEST(Report, GmonExportsOneExecutableSummingItsProcesses) {
+  auto fns = nm_functions(TESTPROG);
+  const NmSymbol& s = fns["demo::Widget::spin(long)"];
+  const uint64_t at = prog_bias() + s.addr + s.size / 2;
+  auto make = [&](uint64_t root_samples) {
+    profile::Profile p = report_test::base_profile(kTick);
+    const char* comms[] = {"sh", "report_testprog", "report_testprog"};
+    for (int k = 0; k < 3; ++k) {
+      profile::Process pr;
+      pr.pid = 200 + k;
+      pr.comm = comms[k];
+      pr.tick_ns = kTick;
+      p.processes.push_back(pr);
+    }
+    profile::Region other = report_test::text_region(TESTLIB, kLibBias, 1, SPROF_R_MAIN);
+    if (root_samples > 0) report_test::add_at(&other, other.start + 16, root_samples);
+    other.process = 0;
+    p.regions.push_back(other);
+    for (uint32_t k = 1; k <= 2; ++k) {
+      profile::Region r = report_test::text_region(TESTPROG, prog_bias(), 1, SPROF_R_MAIN);
+      report_test::add_at(&r, at, 100 * k);
+      r.process = k;
+      p.regions.push_back(r);
+    }
+    return p;
+  };
+  auto total = [](const std::vector<GmonRecord>& recs) {
+    uint64_t sum = 0;
+    for (const GmonRecord& r : recs)
+      for (uint16_t c : r.bins) sum += c;
+    return sum;
+  };
+  // The root's text holds under 1% of the samples (2 of 302): the most-sampled executable.
+  profile::Profile p = make(2);
+  std::string g, err;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(report::gmon_bytes(p, &g, &err, &warnings)) << err;
+  std::vector<GmonRecord> recs = gmon_records(g);
+  ASSERT_EQ(recs.size(), 1u);  // both processes' regions in one record
+  EXPECT_EQ(total(recs), 300u);
+  EXPECT_EQ(recs[0].low, p.regions[1].start - p.regions[1].load_bias);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("exported " + std::string(TESTPROG) + " (2 processes, 300 samples"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("left out 2 samples in the text of 1 other executable "
+                             "(libreport_testlib.so)"),
+            std::string::npos)
+      << warnings[0];
+  // With 1% or more the root's executable is exported.
+  p = make(4);
+  warnings.clear();
+  ASSERT_TRUE(report::gmon_bytes(p, &g, &err, &warnings)) << err;
+  recs = gmon_records(g);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(total(recs), 4u);
+  EXPECT_EQ(recs[0].low, (p.regions[0].start - p.regions[0].load_bias) / 2 * 2);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("left out 300 samples"), std::string::npos) << warnings[0];
+  // --pid 202: that process alone, nothing left out to warn of.
+  Options o;
+  o.pids = {202};
+  warnings.clear();
+  ASSERT_TRUE(report::gmon_bytes(p, &g, &err, &warnings, o)) << err;
+  EXPECT_EQ(total(gmon_records(g)), 200u);
+  EXPECT_TRUE(warnings.empty());
+  // --comm report_testprog: its two processes summed, though the root has more than 1%.
+  o = {};
+  o.comms = {"report_testprog"};
+  ASSERT_TRUE(report::gmon_bytes(p, &g, &err, &warnings, o)) << err;
+  recs = gmon_records(g);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(total(recs), 300u);
+  // A root without samples in its text (a shell that only waited) gives way as well.
+  p = make(0);
+  ASSERT_TRUE(report::gmon_bytes(p, &g, &err, nullptr)) << err;
+  EXPECT_EQ(total(gmon_records(g)), 300u);
+}
+
 }  // namespace
 }  // namespace sprofil::report_test
 
