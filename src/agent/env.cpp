@@ -12,6 +12,8 @@
 //                        0: none (default 1)
 //   SPROFIL_SIGNAL       the signal to use (default SIGPROF, else a free real-time signal)
 //   SPROFIL_QUIET        no message on stderr
+//   SPROFIL_RECORD       set by `sprofil record`: once the run's directory (the output's) is
+//                        gone, the run is over, and a process that outlived it says nothing
 // Set by the agent for its descendants: SPROFIL_STARTED (a later image of the same run).
 #include <linux/magic.h>
 #include <stdio.h>

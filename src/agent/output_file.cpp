@@ -34,8 +34,28 @@ void set_quiet(bool quiet) {
   g_quiet = quiet;
 }
 
+// Under `sprofil record` (SPROFIL_RECORD) the output's directory is the run's, which record
+// removes when the run ends. A process that outlives the run (a background job, a daemon, a
+// program one of them starts later) finds it gone: it is not profiled (no file can be made),
+// and says nothing, for its stderr is the program's (natively nothing is printed there).
+// Signal-safe.
+bool run_is_over() {
+  if (!env("SPROFIL_RECORD") || !*g_base) return false;
+  char dir[PATH_MAX];
+  const char* slash = strrchr(g_base, '/');
+  const size_t n = slash ? static_cast<size_t>(slash - g_base) : 0;
+  if (n == 0 || n >= sizeof dir) return false;
+  memcpy(dir, g_base, n);
+  dir[n] = '\0';
+  const int saved = errno;
+  struct stat st;
+  const bool gone = stat(dir, &st) != 0 && errno == ENOENT;
+  errno = saved;
+  return gone;
+}
+
 void say(const char* fmt, const char* a, const char* b) {
-  if (g_quiet) return;
+  if (g_quiet || run_is_over()) return;
   char line[1024];
   const int n = snprintf(line, sizeof line, fmt, a, b);  // a long path may be cut short
   if (n > 0) (void)!write(2, line, std::min(static_cast<size_t>(n), sizeof line - 1));

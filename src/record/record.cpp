@@ -335,6 +335,7 @@ int record(const Options& o, FILE* log) {
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
     setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
     setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
+    setenv("SPROFIL_RECORD", "1", 1);            // the run's directory goes when the run ends
     if (o.live) setenv("SPROFIL_LIVE", "1", 1);  // the agent serves live snapshots
     drainer.restore_limits_in_child();
     if (drain)
