@@ -167,6 +167,22 @@ Collected collect(const std::string& dir) {
 
 }  // namespace
 
+bool gather_run_dir(const std::string& dir, profile::Profile* run,
+                    std::vector<std::string>* skipped, std::string* error) {
+  Collected c = collect(dir);
+  skipped->clear();
+  for (const std::string& u : c.unreadable)  // (the drain socket a killed record left)
+    if (u.find(": not a profile of this run") == std::string::npos) skipped->push_back(u);
+  if (c.kept.empty()) {
+    *error = std::string("no profile of a run in it (") + kFileName + ", " + kFileName +
+             ".PID, ...: a run directory of sprofil record)";
+    return false;
+  }
+  *run = profile::combine_processes(std::move(c.kept), c.suffixes);
+  run->dropped_processes = c.dropped;
+  return true;
+}
+
 bool is_static_elf(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "profile/profile.hpp"
+
 namespace sprofil::record {
 
 struct Options {
@@ -51,5 +53,13 @@ bool is_static_elf(const std::string& path);
 // found; non-zero (the command's status, or 1) when no profile could be written.
 // Its messages and the summary line go to `log`, where the caller says (the tool: stderr).
 int record(const Options& o, FILE* log);
+
+// The processes' files in a run directory as one run profile, gathered as record gathers them
+// at the end of a run (step 3: each image's own CPU time, the processes without samples dropped
+// but the root): for a run directory that a record killed before its end left behind. The run's
+// own figures (its CPU time, exit status) are unknown. False, with *error, if it holds no
+// profile of a run; *skipped: the files that could not be read ("name: why").
+bool gather_run_dir(const std::string& dir, profile::Profile* run,
+                    std::vector<std::string>* skipped, std::string* error);
 
 }  // namespace sprofil::record

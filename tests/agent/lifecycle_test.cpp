@@ -232,6 +232,46 @@ TEST(Exit, ShellScriptsProfileIsFinished) {
   expect_report_finished(out);
 }
 
+// `sprofil record` killed with SIGKILL leaves its run directory with the processes' files, and
+// the program runs on. `sprofil report DIR` gathers them as record would have, and says why
+// they were not gathered; a directory without them is refused with the reason.
+TEST(Exit, RunDirectoryOfAKilledRecordIsReadByReport) {
+  TempDir dir;
+  Spawned rec = spawn({kTool, "record", "-o", dir / "k.sprof", "--", kProg, "burn", "0.6"});
+  // The run directory, once the program's file is in it (at most 20 s).
+  std::string run_dir;
+  for (int i = 0; i < 400 && run_dir.empty(); ++i) {
+    for (const std::string& name : list_dir(dir.path()))
+      if (name.rfind(".k.sprof.sprofil-", 0) == 0 &&
+          std::filesystem::exists(dir / name + "/p.sprof"))
+        run_dir = dir / name;
+    if (run_dir.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(run_dir.empty()) << ::testing::PrintToString(list_dir(dir.path()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(kill(rec.pid, SIGKILL), 0);
+  const Result killed = finish(std::move(rec));
+  EXPECT_EQ(killed.status, 128 + SIGKILL);
+  // The program runs on without record, and completes its file (at most 20 s).
+  for (int i = 0; i < 400 && !read(run_dir + "/p.sprof").finished(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(read(run_dir + "/p.sprof").finished());
+  const Result r = run({kTool, "report", run_dir, "--format", "json"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find("did not gather"), std::string::npos) << r.err;
+  const Json j = Json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_EQ(j["processes"].size(), 1u) << r.out;
+  // Sampled from the start until record's end, less what its last pass had not drained yet
+  // (in drain mode the rings were record's): some, and not the whole 0.6 s.
+  EXPECT_GT(samples_of(j, "burn_main"), 0) << r.out;
+  EXPECT_LT(samples_of(j, "burn_main"), 600) << r.out;
+  const Result none = run({kTool, "report", dir.path()});
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("no profile of a run"), std::string::npos) << none.err;
+  EXPECT_EQ(none.out, "");
+}
+
 TEST(Exit, AbortKeepsEverySampleAndTheToolReportsTheSignal) {
   TempDir dir;
   const std::string out = dir / "abort.sprof", truth_file = dir / "truth";

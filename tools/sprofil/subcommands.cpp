@@ -1,9 +1,12 @@
 #include "subcommands.hpp"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "profile/output.hpp"
 #include "profile/reader.hpp"
+#include "record/record.hpp"
 #include "report/exporter.hpp"
 #include "report/labels.hpp"
 
@@ -48,6 +51,23 @@ int write_text(const char* cmd, const std::string& out, const std::string& text,
 
 bool read_input(const char* cmd, const std::string& file, profile::Profile* p) {
   std::string err;
+  struct stat st;
+  if (stat(file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    // A run directory that `sprofil record` left (killed before it gathered the files): its
+    // files gathered as record would.
+    std::vector<std::string> skipped;
+    if (!record::gather_run_dir(file, p, &skipped, &err)) {
+      say(cmd, file + ": a directory with " + err);
+      return false;
+    }
+    for (const std::string& s : skipped) say(cmd, "warning: " + file + ": skipped " + s);
+    say(cmd, "warning: " + file +
+                 ": the files of a run that sprofil record did not gather (it ended before its "
+                 "command: killed?), gathered as it would. The run's CPU time is not known, and "
+                 "in drain mode (record's default) the samples of processes that ran on after "
+                 "record ended were not taken");
+    return true;
+  }
   if (profile::read_profile(file, p, &err)) return true;
   say(cmd, file + ": " + err);
   return false;

@@ -44,7 +44,8 @@ int fail(const char* cmd, const std::string& message);
 // Writes `text` to `out` ("" or "-": standard output) with profile::write_output: `status`,
 // or fail() if it cannot be written.
 int write_text(const char* cmd, const std::string& out, const std::string& text, int status);
-// Reads the profile `file` (profile::read_profile); false after saying why: "sprofil CMD:
+// Reads the profile `file` (profile::read_profile), or a run directory that a killed `sprofil
+// record` left (record::gather_run_dir); false after saying why: "sprofil CMD:
 // FILE: problem".
 bool read_input(const char* cmd, const std::string& file, profile::Profile* p);
 // "a, b or c".
