@@ -68,8 +68,7 @@ Run setup_gperf(CLI::App& sub) {
   return [a] {
     if (a->serve) return serve(*a);
     if (a->target.empty()) {
-      say("gperf", "give a PID or socket, or --serve");
-      return 2;  // a usage error
+      return usage_error("gperf", "give a PID or socket, or --serve");
     }
     return report_live(*a);
   };

@@ -61,6 +61,7 @@ Run setup_record(CLI::App& sub) {
                  "The command and its arguments (its options are its own)");
   sub.positionals_at_end();
   return [opts] {
+    if (opts->command.empty()) return usage_error("record", "no command to run");
     opts->runtime = find_runtime();
     return record::record(*opts, stderr);
   };

@@ -40,6 +40,13 @@ int fail(const char* cmd, const std::string& message) {
   return 1;
 }
 
+int usage_error(const std::string& cmd, const std::string& message) {
+  const std::string prog = cmd.empty() ? "sprofil" : "sprofil " + cmd;
+  std::fprintf(stderr, "%s: %s\nRun '%s --help' for more information.\n", prog.c_str(),
+               message.c_str(), prog.c_str());
+  return kUsageError;
+}
+
 int write_text(const char* cmd, const std::string& out, const std::string& text, int status) {
   std::string err;
   if (!profile::write_output(out.empty() ? "-" : out, text, &err)) return fail(cmd, err);

@@ -41,6 +41,13 @@ Run setup_serve(CLI::App& sub);
 // "sprofil CMD: MESSAGE" on stderr; fail() returns 1, the exit status of a failure.
 void say(const char* cmd, const std::string& message);
 int fail(const char* cmd, const std::string& message);
+// The exit status of a usage error (a bad option or argument, found before anything runs), of
+// every subcommand: 2, as usual.
+inline constexpr int kUsageError = 2;
+// A usage error of `sprofil CMD` (`cmd` "": of sprofil itself): the message, a line naming
+// its --help, and kUsageError. main() reports CLI11's parse errors with it, whatever CLI11's
+// own code for them (105, 106, 109, ...).
+int usage_error(const std::string& cmd, const std::string& message);
 // Writes `text` to `out` ("" or "-": standard output) with profile::write_output: `status`,
 // or fail() if it cannot be written.
 int write_text(const char* cmd, const std::string& out, const std::string& text, int status);
