@@ -38,7 +38,7 @@ std::string find_runtime() {
 Run setup_record(CLI::App& sub) {
   auto opts = std::make_shared<record::Options>();
   sub.add_option("-F,--frequency", opts->hz, "Samples per second and thread")
-      ->check(CLI::Range(1u, 1000000u));
+      ->transform(whole_number(1, 1000000));
   // auto, then every row of the one table of clocks (SPROF_CLOCKS) with its description.
   std::vector<std::string> clocks{"auto"};
   std::string clock_help = "Sampling clock: auto (perf where allowed, else sampler)";

@@ -105,7 +105,8 @@ Run setup_serve(CLI::App& sub) {
                  "File whose first line is a bearer token every request must carry "
                  "(Authorization: Bearer TOKEN); required off loopback");
   sub.add_flag("-q,--quiet", opt->quiet, "Do not log each request");
-  sub.add_option("pids", opt->pids, "Serve only these processes (default: every one of yours)");
+  sub.add_option("pids", opt->pids, "Serve only these processes (default: every one of yours)")
+      ->transform(whole_number<int32_t>(1));
   return [opt] { return run_serve(*opt); };
 }
 
