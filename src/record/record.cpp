@@ -216,13 +216,14 @@ CommandCheck check_command(const std::string& command) {
     if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
         ((st.st_mode & S_ISGID) && st.st_gid != getegid())) {
       c.launch = Launch::kSecure;
-      c.reason = cand + " is " + ((st.st_mode & S_ISUID) ? "setuid" : "setgid") +
-                 ": the dynamic loader ignores LD_PRELOAD for it, so the agent cannot enter "
+      const bool setuid = (st.st_mode & S_ISUID) && st.st_uid != geteuid();
+      c.reason = cand + ": it is " + (setuid ? "setuid" : "setgid") +
+                 ", and the dynamic loader ignores LD_PRELOAD for it, so the agent cannot enter "
                  "it; profile a copy without the bit, or link libsprofil and call the API";
     } else if (is_static_elf(cand)) {
       c.launch = Launch::kStatic;
       c.reason = cand +
-                 " is statically linked: the preloaded agent cannot enter it; link it "
+                 ": it is statically linked, so the preloaded agent cannot enter it; link it "
                  "dynamically, or link libsprofil.a into it and start profiling with the API "
                  "(sprofil_start) or SPROFIL_OUTPUT";
     }
