@@ -254,6 +254,31 @@ TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   EXPECT_NE(text.out.find("unsampled CPU:"), std::string::npos) << text.out;
 }
 
+// The summary line of a run whose one process took no sample (/bin/true at 1 Hz: about 1 ms of
+// CPU against a 1 s period) says so: the root process is stored even without samples, and "1
+// process, 0 samples" read as a process with samples (the report's processes line).
+TEST(Run, SummarySaysTheProcessHasNoSamples) {
+  TempDir dir;
+  const std::string out = dir / "p.sprof";
+  Result r = agent_test::record(out, {"-F", "1"}, {"/bin/true"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, "");
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  const std::string wrote = "sprofil record: wrote " + out + ": ";
+  if (p.total_samples() == 0) {
+    EXPECT_NE(r.err.find(wrote + "1 process (without samples), 0 samples ("), std::string::npos)
+        << r.err;
+  } else {  // its random first period was shorter than its CPU time: rare
+    EXPECT_NE(r.err.find(wrote + "1 process, 1 sample ("), std::string::npos) << r.err;
+  }
+  // A process with samples is not called one without.
+  r = agent_test::record(out, {}, {kProg, "burn", "0.05"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find(wrote + "1 process, "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("without samples)"), std::string::npos) << r.err;
+}
+
 // A second record to the same -o replaces the first run's profile (no process of the first
 // run in it); nothing else is left in the directory.
 TEST(Run, RerunNeverMixesRuns) {
