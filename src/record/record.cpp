@@ -78,7 +78,8 @@ struct Collected {
   std::vector<profile::Profile> kept;
   std::vector<std::string> suffixes;
   uint64_t dropped = 0;
-  uint64_t dropped_cpu_ns = 0;          // the dropped processes' CPU (their files' cpu_ns)
+  uint64_t dropped_cpu_ns = 0;  // the dropped processes' CPU (their files' cpu_ns)
+  uint64_t kept_empty = 0;      // kept without a sample: the root always is kept (a /bin/true)
   std::vector<std::string> unreadable;  // "name: why"
 };
 
@@ -159,6 +160,7 @@ Collected collect(const std::string& dir) {
       c.dropped_cpu_ns += en.p.cpu_ns;
       continue;
     }
+    if (en.p.total_samples() == 0) ++c.kept_empty;
     c.suffixes.push_back(en.suffix);
     c.kept.push_back(std::move(en.p));
   }
@@ -232,13 +234,14 @@ CommandCheck check_command(const std::string& command) {
     if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
         ((st.st_mode & S_ISGID) && st.st_gid != getegid())) {
       c.launch = Launch::kSecure;
-      c.reason = cand + " is " + ((st.st_mode & S_ISUID) ? "setuid" : "setgid") +
-                 ": the dynamic loader ignores LD_PRELOAD for it, so the agent cannot enter "
+      const bool setuid = (st.st_mode & S_ISUID) && st.st_uid != geteuid();
+      c.reason = cand + ": it is " + (setuid ? "setuid" : "setgid") +
+                 ", and the dynamic loader ignores LD_PRELOAD for it, so the agent cannot enter "
                  "it; profile a copy without the bit, or link libsprofil and call the API";
     } else if (is_static_elf(cand)) {
       c.launch = Launch::kStatic;
       c.reason = cand +
-                 " is statically linked: the preloaded agent cannot enter it; link it "
+                 ": it is statically linked, so the preloaded agent cannot enter it; link it "
                  "dynamically, or link libsprofil.a into it and start profiling with the API "
                  "(sprofil_start) or SPROFIL_OUTPUT";
     }
@@ -496,8 +499,14 @@ int record(const Options& o, FILE* log) {
     fprintf(log, "sprofil record: warning: could not remove %s: %s\n", rundir.path.c_str(),
             strerror(errno));
 
-  std::string summary = "sprofil record: wrote " + out + ": " +
-                        util::count_of(run.processes.size(), "process", "processes") + ", " +
+  // "1 process (without samples)", "3 processes (1 without samples)": the root is stored even
+  // when it took no sample, and a bare "1 process, 0 samples" read as if it had.
+  std::string processes = util::count_of(run.processes.size(), "process", "processes");
+  if (c.kept_empty != 0)
+    processes += c.kept_empty == run.processes.size()
+                     ? (run.processes.size() == 1 ? " (without samples)" : " (all without samples)")
+                     : " (" + std::to_string(c.kept_empty) + " without samples)";
+  std::string summary = "sprofil record: wrote " + out + ": " + processes + ", " +
                         util::count_of(run.total_samples(), "sample", "samples") + " (" +
                         profile::clock_name(run.clock) + " clock, " +
                         std::to_string(run.requested_hz) + " Hz requested)";

@@ -18,6 +18,7 @@
 
 #include "../common/process.hpp"
 #include "record/record.hpp"
+#include "secure_program.hpp"
 
 namespace sprofil::record_test {
 namespace {
@@ -129,7 +130,7 @@ TEST(CheckCommand, StaticProgramIsRefused) {
   const record::CommandCheck c = check_command(kStatic);
   EXPECT_EQ(c.launch, Launch::kStatic);
   EXPECT_EQ(c.path, kStatic);
-  EXPECT_EQ(c.reason.rfind(kStatic + " is statically linked", 0), 0u) << c.reason;
+  EXPECT_EQ(c.reason.rfind(kStatic + ": it is statically linked, so ", 0), 0u) << c.reason;
 }
 
 // A script runs its interpreter (dynamic): fine to profile, and not a static ELF.
@@ -165,26 +166,14 @@ TEST(IsStaticElf, FalseForWhatCannotBeRead) {
 }
 
 // A setuid (or setgid) program owned by another user (group): the loader ignores LD_PRELOAD.
-// Made without root-only tricks: one of the system's own such programs, if it has one this
-// user does not own (as root, only setgid programs of another group qualify).
+// One of the system's own (secure_program.hpp).
 TEST(CheckCommand, SetuidOrSetgidProgramIsSecure) {
-  std::string found;
-  for (const char* p :
-       {"/usr/bin/passwd", "/usr/bin/su", "/usr/bin/mount", "/usr/bin/chsh", "/usr/bin/chfn",
-        "/usr/bin/newgrp", "/usr/bin/gpasswd", "/usr/bin/chage", "/usr/bin/expiry",
-        "/usr/bin/ssh-agent", "/usr/bin/crontab", "/usr/bin/wall", "/usr/bin/write"}) {
-    struct stat st;
-    if (stat(p, &st) != 0 || !S_ISREG(st.st_mode) || access(p, X_OK) != 0) continue;
-    if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
-        ((st.st_mode & S_ISGID) && st.st_gid != getegid())) {
-      found = p;
-      break;
-    }
-  }
+  const std::string found = secure_program();
   if (found.empty()) GTEST_SKIP() << "no setuid or setgid program of another user or group";
   const record::CommandCheck c = check_command(found);
   EXPECT_EQ(c.launch, Launch::kSecure) << found << ": " << c.reason;
   EXPECT_EQ(c.path, found);
+  EXPECT_EQ(c.reason.rfind(found + ": it is " + secure_kind(found) + ", and ", 0), 0u) << c.reason;
   EXPECT_NE(c.reason.find("LD_PRELOAD"), std::string::npos) << c.reason;
 }
 

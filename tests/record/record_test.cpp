@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "helpers.hpp"
+#include "secure_program.hpp"
 
 namespace sprofil::record_test {
 using namespace agent_test;  // tests/agent/helpers.hpp
@@ -82,16 +83,40 @@ TEST(Output, BadOutputFailsBeforeTheCommandRuns) {
 }
 
 // A statically linked program, which the preloaded agent cannot enter, is refused with that
-// reason before it runs.
+// reason before it runs, exit status 2.
 TEST(Command, StaticBinaryIsRefusedWithTheReason) {
   TempDir dir;
   const std::string mark = dir / "ran";
   Result r = record_nodash(dir / "p.sprof", {kStatic, mark});
-  EXPECT_NE(r.status, 0) << describe(r);
-  EXPECT_NE(r.err.find("statically linked: the preloaded agent cannot enter it"), std::string::npos)
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_EQ(r.err.rfind("sprofil record: cannot profile " + kStatic +
+                            ": it is statically linked, so the preloaded agent cannot enter it; ",
+                        0),
+            0u)
       << r.err;
+  EXPECT_EQ(r.out, "");
   EXPECT_FALSE(exists(mark));
+  EXPECT_FALSE(exists(dir / "p.sprof"));
   EXPECT_EQ(r.err.find("no profile was written"), std::string::npos) << r.err;
+}
+
+// A setuid or setgid program of another user or group (secure_program.hpp), whose loader
+// ignores LD_PRELOAD: refused the same way, before it runs.
+TEST(Command, SetuidProgramIsRefusedWithTheReason) {
+  const std::string prog = secure_program();
+  if (prog.empty()) GTEST_SKIP() << "no setuid or setgid program of another user or group";
+  TempDir dir;
+  // --help: had it run, it would only have printed its usage.
+  Result r = record_nodash(dir / "p.sprof", {prog, "--help"});
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_EQ(r.err.rfind("sprofil record: cannot profile " + prog + ": it is " + secure_kind(prog) +
+                            ", and the dynamic loader ignores LD_PRELOAD for it, so the agent "
+                            "cannot enter it; ",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{}) << "leftovers";
 }
 
 // Exit status 126 when the command is found but not executable, 127 when it is not found, as
@@ -227,6 +252,31 @@ TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   Result text = run({kTool, "report", out});
   EXPECT_NE(text.out.find("command"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("unsampled CPU:"), std::string::npos) << text.out;
+}
+
+// The summary line of a run whose one process took no sample (/bin/true at 1 Hz: about 1 ms of
+// CPU against a 1 s period) says so: the root process is stored even without samples, and "1
+// process, 0 samples" read as a process with samples (the report's processes line).
+TEST(Run, SummarySaysTheProcessHasNoSamples) {
+  TempDir dir;
+  const std::string out = dir / "p.sprof";
+  Result r = agent_test::record(out, {"-F", "1"}, {"/bin/true"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, "");
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  const std::string wrote = "sprofil record: wrote " + out + ": ";
+  if (p.total_samples() == 0) {
+    EXPECT_NE(r.err.find(wrote + "1 process (without samples), 0 samples ("), std::string::npos)
+        << r.err;
+  } else {  // its random first period was shorter than its CPU time: rare
+    EXPECT_NE(r.err.find(wrote + "1 process, 1 sample ("), std::string::npos) << r.err;
+  }
+  // A process with samples is not called one without.
+  r = agent_test::record(out, {}, {kProg, "burn", "0.05"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find(wrote + "1 process, "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("without samples)"), std::string::npos) << r.err;
 }
 
 // A second record to the same -o replaces the first run's profile (no process of the first

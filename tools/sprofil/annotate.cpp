@@ -51,6 +51,7 @@ Run setup_annotate(CLI::App& sub) {
   sub.add_option("--function", args->function,
                  "Annotate this function (full or short C++ name, or an alias)");
   sub.add_option("--top", args->top, "Without --function: annotate the N hottest functions")
+      ->transform(whole_number<size_t>(1))
       ->capture_default_str();
   add_choice(sub, "--format", args->format, "Output format: text or json", {"text", "json"});
   add_output(sub, args->out);

@@ -54,7 +54,7 @@ Run setup_diff(CLI::App& sub) {
   add_choice(sub, "--format", args->format, "Output format: " + listed(formats), formats);
   sub.add_option("--alpha", args->alpha,
                  "Family-wise error rate of the Holm-corrected tests (significance level)")
-      ->check(CLI::Range(1e-12, 0.5))
+      ->check(real_number(1e-12, 0.5))
       ->capture_default_str();
   sub.add_flag("--force", args->force,
                "Compare profiles of different clocks (a warning instead of an error)");

@@ -20,6 +20,7 @@ Run setup_fetch(CLI::App& sub) {
   add_live_target(sub, args->target)->required();
   add_output(sub, args->out, "The .sprof file to write")->capture_default_str();
   sub.add_option("--timeout", args->timeout_ms, "Give up after this many milliseconds")
+      ->transform(whole_number<int>(1))
       ->capture_default_str();
   return [args] {
     std::string socket, err;

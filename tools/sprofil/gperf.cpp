@@ -63,13 +63,13 @@ Run setup_gperf(CLI::App& sub) {
   sub.add_option("--socket", a->serve_opts.socket,
                  "--serve: the socket (default $SPROFIL_GPERF_SOCKET, else gperf.sock in the "
                  "per-user directory)");
-  sub.add_option("--count", a->serve_opts.count, "--serve: stop after N flushes (0: until Ctrl-C)");
+  sub.add_option("--count", a->serve_opts.count, "--serve: stop after N flushes (0: until Ctrl-C)")
+      ->transform(whole_number<unsigned>());
   add_report_request(sub, a->request, false);
   return [a] {
     if (a->serve) return serve(*a);
     if (a->target.empty()) {
-      say("gperf", "give a PID or socket, or --serve");
-      return 2;  // a usage error
+      return usage_error("gperf", "give a PID or socket, or --serve");
     }
     return report_live(*a);
   };

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
+#include <vector>
 
 #include "subcommands.hpp"
 
@@ -15,10 +16,19 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(s.name, s.help);
     runs[sub] = s.setup(*sub);
   }
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version: their text on stdout, status 0.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    // Anything else is a usage error, of the subcommand it was found in (parsed so far):
+    // status 2 whatever CLI11's own code for it.
+    const std::vector<CLI::App*> parsed = app.get_subcommands();
+    return sprofil::tool::usage_error(parsed.empty() ? "" : parsed.front()->get_name(), e.what());
+  }
   if (app.get_subcommands().empty()) {
     std::fputs(app.help().c_str(), stderr);
-    return 2;
+    return sprofil::tool::kUsageError;
   }
   return runs.at(app.get_subcommands().front())();
 }

@@ -38,7 +38,7 @@ std::string find_runtime() {
 Run setup_record(CLI::App& sub) {
   auto opts = std::make_shared<record::Options>();
   sub.add_option("-F,--frequency", opts->hz, "Samples per second and thread")
-      ->check(CLI::Range(1u, 1000000u));
+      ->transform(whole_number(1, 1000000));
   // auto, then every row of the one table of clocks (SPROF_CLOCKS) with its description.
   std::vector<std::string> clocks{"auto"};
   std::string clock_help = "Sampling clock: auto (perf where allowed, else sampler)";
@@ -61,6 +61,7 @@ Run setup_record(CLI::App& sub) {
                  "The command and its arguments (its options are its own)");
   sub.positionals_at_end();
   return [opts] {
+    if (opts->command.empty()) return usage_error("record", "no command to run");
     opts->runtime = find_runtime();
     return record::record(*opts, stderr);
   };

@@ -53,7 +53,8 @@ Run setup_report(CLI::App& sub) {
   sub.add_flag("--user-only", args->user_only,
                "Shares of user time only: leave out the kernel time the profile records per "
                "row (compare with perf record -e cpu-clock:u)");
-  sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent");
+  sub.add_option("--min-percent", args->min_percent, "Hide rows below P percent")
+      ->check(real_number(0, 100));
   add_report_request(sub, args->request, true,
                      "Output file (default: stdout; sprofil.pb.gz for pprof, gmon.out for gmon)");
   return [args] { return run_report(*args); };

@@ -40,8 +40,8 @@ bool split_listen(const std::string& s, std::string* host, int* port) {
 int run_serve(const ServeOptions& o) {
   serve::Options so;
   if (!split_listen(o.listen, &so.host, &so.port))
-    return fail("serve",
-                "--listen " + o.listen + ": expected HOST:PORT (for example 127.0.0.1:6060)");
+    return usage_error(
+        "serve", "--listen " + o.listen + ": expected HOST:PORT (for example 127.0.0.1:6060)");
   if (!o.token_file.empty()) {
     std::ifstream f(o.token_file);
     if (!f) return fail("serve", o.token_file + ": cannot read the token file");
@@ -89,12 +89,24 @@ Run setup_serve(CLI::App& sub) {
   auto opt = std::make_shared<ServeOptions>();
   sub.add_option("--listen", opt->listen,
                  "Address to listen on (default 127.0.0.1:6060). Any address other than loopback "
-                 "requires --token-file");
+                 "requires --token-file")
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            std::string host;
+            int port = 0;
+            return split_listen(value, &host, &port)
+                       ? ""
+                       : value +
+                             ": expected HOST:PORT, PORT from 0 to 65535 (for example "
+                             "127.0.0.1:6060)";
+          },
+          "HOST:PORT"));
   sub.add_option("--token-file", opt->token_file,
                  "File whose first line is a bearer token every request must carry "
                  "(Authorization: Bearer TOKEN); required off loopback");
   sub.add_flag("-q,--quiet", opt->quiet, "Do not log each request");
-  sub.add_option("pids", opt->pids, "Serve only these processes (default: every one of yours)");
+  sub.add_option("pids", opt->pids, "Serve only these processes (default: every one of yours)")
+      ->transform(whole_number<int32_t>(1));
   return [opt] { return run_serve(*opt); };
 }
 

@@ -2,7 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "profile/output.hpp"
 #include "profile/reader.hpp"
@@ -11,6 +15,16 @@
 #include "report/labels.hpp"
 
 namespace sprofil::tool {
+namespace {
+
+// 0.05, 3600, 1e-12: the shortest form.
+std::string fmt_number(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
+}  // namespace
 
 std::span<const Subcommand> subcommands() {
   static const Subcommand kAll[] = {
@@ -41,6 +55,47 @@ void say(const char* cmd, const std::string& message) {
 int fail(const char* cmd, const std::string& message) {
   say(cmd, message);
   return 1;
+}
+
+int usage_error(const std::string& cmd, const std::string& message) {
+  const std::string prog = cmd.empty() ? "sprofil" : "sprofil " + cmd;
+  std::fprintf(stderr, "%s: %s\nRun '%s --help' for more information.\n", prog.c_str(),
+               message.c_str(), prog.c_str());
+  return kUsageError;
+}
+
+CLI::Validator whole_number(uint64_t min, uint64_t max, bool max_of_type) {
+  const std::string range = max_of_type ? std::to_string(min) + " or more"
+                                        : std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [=](std::string& input) -> std::string {
+        if (input.empty() || input.find_first_not_of("0123456789") != std::string::npos)
+          return input + ": not a whole number (" + range + ")";
+        uint64_t n = 0;
+        const bool fits =
+            std::from_chars(input.data(), input.data() + input.size(), n).ec == std::errc();
+        if (max_of_type && (!fits || n > max))
+          return input + ": too large (at most " + std::to_string(max) + ")";
+        if (!fits || n < min || n > max) return input + ": out of range (" + range + ")";
+        input = std::to_string(n);  // as CLI11 reads it: "010" would be octal
+        return "";
+      },
+      range);
+}
+
+CLI::Validator real_number(double min, double max) {
+  const std::string range = fmt_number(min) + " to " + fmt_number(max);
+  return CLI::Validator(
+      [=](std::string& input) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(input.c_str(), &end);
+        if (input.empty() || std::isspace(static_cast<unsigned char>(input[0])) ||
+            end != input.c_str() + input.size() || !std::isfinite(x))
+          return input + ": not a number (" + range + ")";
+        if (x < min || x > max) return input + ": out of range (" + range + ")";
+        return "";
+      },
+      range);
 }
 
 int write_text(const char* cmd, const std::string& out, const std::string& text, int status) {
@@ -101,7 +156,7 @@ void add_by(CLI::App& sub, std::string& by, const std::string& verb, bool diff) 
 }
 
 CLI::Option* add_limit(CLI::App& sub, size_t& limit, const std::string& help) {
-  return sub.add_option("--limit", limit, help);
+  return sub.add_option("--limit", limit, help)->transform(whole_number<size_t>());
 }
 
 namespace {
@@ -158,7 +213,8 @@ void add_profile_input(CLI::App& sub, ProfileInput& in, const std::string& rows,
   sub.add_option("file", in.file, "Profile to read")->capture_default_str();
   sub.add_option("--object", in.object,
                  "Only " + rows + " of objects whose file name contains NAME");
-  sub.add_option("--pid", in.pids, "Only this process (several allowed)" + note);
+  sub.add_option("--pid", in.pids, "Only this process (several allowed)" + note)
+      ->transform(whole_number<int32_t>(1));
   sub.add_option("--comm", in.comms,
                  "Only processes with this command name (basename of argv[0]; several allowed)");
 }

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +42,24 @@ Run setup_serve(CLI::App& sub);
 // "sprofil CMD: MESSAGE" on stderr; fail() returns 1, the exit status of a failure.
 void say(const char* cmd, const std::string& message);
 int fail(const char* cmd, const std::string& message);
+// The exit status of a usage error (a bad option or argument, found before anything runs), of
+// every subcommand: 2, as usual.
+inline constexpr int kUsageError = 2;
+// A usage error of `sprofil CMD` (`cmd` "": of sprofil itself): the message, a line naming
+// its --help, and kUsageError. main() reports CLI11's parse errors with it, whatever CLI11's
+// own code for them (105, 106, 109, ...).
+int usage_error(const std::string& cmd, const std::string& message);
+// Numeric options: a whole number from `min` to `max` (or of the type's range), in decimal,
+// handed on as such (a transform(): a check() may not change it); a number from `min` to `max`
+// for a real one (a check()). CLI11 alone reads "-1" as an unsigned type's largest value, a
+// number past the type's range as its largest, "010" as octal and accepts "nan" in a Range.
+CLI::Validator whole_number(uint64_t min, uint64_t max, bool max_of_type = false);
+template <typename T>
+CLI::Validator whole_number(T min = 0) {
+  return whole_number(static_cast<uint64_t>(min),
+                      static_cast<uint64_t>(std::numeric_limits<T>::max()), true);
+}
+CLI::Validator real_number(double min, double max);
 // Writes `text` to `out` ("" or "-": standard output) with profile::write_output: `status`,
 // or fail() if it cannot be written.
 int write_text(const char* cmd, const std::string& out, const std::string& text, int status);

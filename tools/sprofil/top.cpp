@@ -15,9 +15,10 @@ Run setup_top(CLI::App& sub) {
   auto o = std::make_shared<live::TopOptions>();
   add_live_target(sub, o->target)->required();
   sub.add_option("-i,--interval", o->interval, "Seconds between views")
-      ->check(CLI::Range(0.05, 3600.0))
+      ->check(real_number(0.05, 3600))
       ->capture_default_str();
-  sub.add_option("-n,--count", o->count, "Stop after N views (0: until the program exits)");
+  sub.add_option("-n,--count", o->count, "Stop after N views (0: until the program exits)")
+      ->transform(whole_number<unsigned>());
   add_limit(sub, o->limit, "Rows per view (0 = all)")->capture_default_str();
   return [o] {
     std::string err;
