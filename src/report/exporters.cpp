@@ -1,5 +1,5 @@
-// The list of output formats, and write_report(): aggregate if the format needs rows, render,
-// write the output safely.
+// The list of output formats, and write_report(): keep the processes --pid/--comm select,
+// aggregate if the format needs rows, render, write the output safely.
 #include "profile/output.hpp"
 
 #include <sstream>
@@ -33,12 +33,25 @@ const Exporter* find_exporter(std::string_view name) {
 bool write_report(const profile::Profile& p, const Exporter& format, const Options& opts,
                   const std::string& out_path, std::vector<std::string>* warnings,
                   std::string* error) {
+  // --pid/--comm: the processes kept, cut out of the run once; every format reports from
+  // that part (its rows and its header's figures), knowing the whole run through whole_run.
+  profile::Profile kept;
+  Options o = opts;
+  if (filters_processes(opts)) {
+    std::string problem;
+    if (!select_processes(p, opts, &kept, &problem)) {
+      if (error != nullptr) *error = problem;
+      return false;
+    }
+    o.whole_run = &p;
+  }
+  const profile::Profile& shown = o.whole_run != nullptr ? kept : p;
   symbolize::Symbolizer symbolizer;
   Table table;
-  if (format.needs_table()) table = aggregate(p, symbolizer, opts);
+  if (format.needs_table()) table = aggregate(shown, symbolizer, o);
   std::string bytes;
   std::vector<std::string> render_warnings;
-  const ExportInput in{p, symbolizer, opts, format.needs_table() ? &table : nullptr,
+  const ExportInput in{shown, symbolizer, o, format.needs_table() ? &table : nullptr,
                        &render_warnings};
   std::string problem;
   const bool rendered = format.render(in, &bytes, &problem);

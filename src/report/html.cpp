@@ -43,6 +43,9 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
   json h = json::array();
   auto add = [&](const char* k, const std::string& v) { h.push_back({k, valid_utf8(v)}); };
   add("command", command_of(p));
+  const bool filtered = filters_processes(opts);
+  if (filtered)
+    add("filter", process_filter(opts) + ": every figure here is of the processes it keeps");
   if (!opts.source.empty()) add("profile", opts.source);
   add("clock", clock_label(p.clock));
   add("requested rate", std::to_string(p.requested_hz) + " Hz");
@@ -55,15 +58,20 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
                        " counted, " + std::to_string(p.lost) + " lost");
   add("overflow", count_of(p.overflow, "sample", "samples") + " outside any object");
   if (p.cpu_ns != 0) add("process CPU", fmt("%.3f s", double(p.cpu_ns) / 1e9));
-  if (p.run)
+  if (filtered)
+    add("processes", kept_processes(p, opts));
+  else if (p.run)
     add("processes", std::to_string(p.processes.size()) + " with samples, " +
                          std::to_string(p.dropped_processes) + " without samples not stored");
-  if (p.run_cpu_ns != 0)
-    add("unsampled CPU",
-        fmt("%.3f s", double(profile::unsampled_cpu_ns(p)) / 1e9) + " of the run's " +
-            fmt("%.3f s", double(p.run_cpu_ns) / 1e9) +
-            (profile::counts_off_cpu(p.clock) ? " is in no process's profile" : " has no sample"));
-  const Coverage cov = coverage_of(p, total);
+  if (p.run_cpu_ns != 0) {
+    const char* what = filtered ? " CPU has no sample (start-up before sampling)"
+                       : wall   ? " is in no process's profile"
+                                : " has no sample";
+    add("unsampled CPU", fmt("%.3f s", double(profile::unsampled_cpu_ns(p)) / 1e9) +
+                             (filtered ? " of the kept processes' " : " of the run's ") +
+                             fmt("%.3f s", double(p.run_cpu_ns) / 1e9) + what);
+  }
+  const Coverage cov = coverage_of(p, total, filtered);
   if (!cov.warning.empty()) add("warning", cov.warning);
   if (const std::string note = unfinished_note(p); !note.empty()) add("finished", "no: " + note);
   return h;
@@ -125,7 +133,7 @@ class HtmlExporter final : public Exporter {
       ln.push_back({it->second, valid_utf8(r.file), r.line, rounded(r.samples, 6)});
     }
     d["lines"] = std::move(ln);
-    d["hist"] = histograms(in, o, fn_index);
+    d["hist"] = histograms(in, o, fns.per_process, fn_index);
     d["annotations"] = annotations(in, o, fns);
 
     if (!fill_page(kPage, "sprofil report", d.dump(-1, ' ', false, json::error_handler_t::replace),
@@ -166,8 +174,9 @@ class HtmlExporter final : public Exporter {
   }
 
   // One histogram per region with samples: its non-zero bins at link-time addresses and the
-  // functions with samples in it (their range and row in the function table).
-  static json histograms(const ExportInput& in, const Options& o,
+  // functions with samples in it (their range and row in the function table; rows are keyed by
+  // command when `per_process`).
+  static json histograms(const ExportInput& in, const Options& o, bool per_process,
                          const std::map<RowKey, size_t>& fn_index) {
     const Profile& p = in.profile;
     std::vector<Piece> pieces = attribute(p, in.symbolizer, o);
@@ -175,7 +184,7 @@ class HtmlExporter final : public Exporter {
     for (const Piece& pc : pieces) {
       if (pc.region == SIZE_MAX || pc.sym == nullptr) continue;
       const Region& r = p.regions[pc.region];
-      const std::string comm = p.processes.size() > 1 && pc.process < p.processes.size()
+      const std::string comm = per_process && pc.process < p.processes.size()
                                    ? p.processes[pc.process].comm
                                    : std::string();
       auto it = fn_index.find({r.path, pc.sym->name, comm});
@@ -198,7 +207,7 @@ class HtmlExporter final : public Exporter {
       });
       if (bins.empty()) continue;
       std::string label = basename_of(r.path);
-      if (p.processes.size() > 1 && r.process < p.processes.size())
+      if (per_process && r.process < p.processes.size())
         label += " [" + p.processes[r.process].comm + " " +
                  std::to_string(p.processes[r.process].pid) + "]";
       json fns = json::array();

@@ -47,8 +47,10 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
     j["system_samples"] = t.system_samples;
     j["user_only"] = t.user_only;
   }
+  const bool filtered = filters_processes(opts);
   Coverage cov = coverage_of(
-      p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples);
+      p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples,
+      filtered);
   j["coverage"] = cov.known ? nlohmann::json(rounded(cov.ratio, 4)) : nlohmann::json(nullptr);
   if (!cov.warning.empty()) j["coverage_warning"] = cov.warning;
   j["warnings"] = json_strings(t.warnings);
@@ -65,6 +67,31 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["dropped_processes"] = p.dropped_processes;
   j["run_cpu_seconds"] = significant(double(p.run_cpu_ns) / 1e9, 12);
   j["unsampled_cpu_seconds"] = significant(double(profile::unsampled_cpu_ns(p)) / 1e9, 12);
+  // With --pid/--comm every field above is of the processes kept (select_processes: their
+  // tallies, CPU, rate and coverage; run_cpu_seconds is their CPU, dropped_processes 0);
+  // "filter" says so, and its "run" holds the whole run's figures under the same names.
+  if (filtered) {
+    nlohmann::json f;
+    f["pids"] = opts.pids;
+    f["comms"] = json_strings(opts.comms);
+    f["processes"] = p.processes.size();
+    if (opts.whole_run != nullptr) {
+      const Profile& w = *opts.whole_run;
+      f["run"] = {
+          {"processes", w.processes.size()},
+          {"dropped_processes", w.dropped_processes},
+          {"total_samples", w.total_samples()},
+          {"overflow", w.overflow},
+          {"delivered", w.delivered},
+          {"lost", w.lost},
+          {"cpu_seconds", significant(double(w.cpu_ns) / 1e9, 12)},
+          {"effective_hz", rounded(w.effective_hz, 3)},
+          {"finished", w.finished()},
+          {"run_cpu_seconds", significant(double(w.run_cpu_ns) / 1e9, 12)},
+          {"unsampled_cpu_seconds", significant(double(profile::unsampled_cpu_ns(w)) / 1e9, 12)}};
+    }
+    j["filter"] = std::move(f);
+  }
   nlohmann::json rows = nlohmann::json::array();
   for (const Row& r : t.rows) {
     nlohmann::json row = json_named(r.name, r.object);

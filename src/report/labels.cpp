@@ -127,7 +127,7 @@ double significant(double x, int digits) {
 // The most CPU per process that its start-up before sampling is taken to explain (coverage_of).
 constexpr double kStartUpNs = 10e6;
 
-Coverage coverage_of(const profile::Profile& p, uint64_t total_samples) {
+Coverage coverage_of(const profile::Profile& p, uint64_t total_samples, bool kept) {
   Coverage c;
   if (profile::counts_off_cpu(p.clock) || p.cpu_ns == 0 || p.tick_ns == 0) return c;
   c.known = true;
@@ -150,10 +150,11 @@ Coverage coverage_of(const profile::Profile& p, uint64_t total_samples) {
     char why[240];
     if (n >= 2 && missing_each <= kStartUpNs)
       std::snprintf(why, sizeof why,
-                    "the run's %zu processes average %.1f ms of CPU, and each one's start-up "
+                    "the %s%zu processes%s average %.1f ms of CPU, and each one's start-up "
                     "before its sampling began (the loader, the agent) is CPU time no sample "
                     "stands for",
-                    n, double(p.cpu_ns) / double(n) / 1e6);
+                    kept ? "" : "run's ", n, kept ? " kept" : "",
+                    double(p.cpu_ns) / double(n) / 1e6);
     else
       std::snprintf(why, sizeof why,
                     "threads that block the profiling signal, or a program that took over the "
@@ -161,6 +162,21 @@ Coverage coverage_of(const profile::Profile& p, uint64_t total_samples) {
     c.warning = std::string(what) + ": " + why;
   }
   return c;
+}
+
+std::string process_filter(const Options& opts) {
+  std::string s;
+  for (int32_t pid : opts.pids) s += (s.empty() ? "--pid " : " --pid ") + std::to_string(pid);
+  for (const std::string& c : opts.comms) s += (s.empty() ? "--comm " : " --comm ") + printable(c);
+  return s;
+}
+
+std::string kept_processes(const profile::Profile& p, const Options& opts) {
+  if (!filters_processes(opts)) return "";
+  std::string s = std::to_string(p.processes.size());
+  if (opts.whole_run != nullptr)
+    s += " of " + std::to_string(opts.whole_run->processes.size()) + " with samples";
+  return s + " (" + process_filter(opts) + ")";
 }
 
 std::string label_of(const Row& r, By by, bool short_names) {

@@ -49,9 +49,19 @@ struct Coverage {
   double ratio = 0;
   std::string warning;  // non-empty when the samples fall far below the CPU time
 };
-Coverage coverage_of(const profile::Profile& p, uint64_t total_samples);
+// `kept`: p is the part of a run that --pid/--comm keep (select_processes), and the cause names
+// "the N processes kept" rather than the run's.
+Coverage coverage_of(const profile::Profile& p, uint64_t total_samples, bool kept = false);
+
+// The --pid/--comm filter as typed, for headers and errors: "--pid 12 --comm cc1" ("" without
+// one); command names printable.
+std::string process_filter(const Options& opts);
+// With --pid/--comm: "2 of 9 with samples (--comm cc1)", the processes kept of the run's
+// (opts.whole_run; without it "2 (--comm cc1)"); "" without a filter.
+std::string kept_processes(const profile::Profile& p, const Options& opts);
 
 // "" for a finished profile; else what the reports say of it: which processes did not finish
+// (of the processes kept, when p is select_processes's part of a run)
 // (a crash, a kill, or still running; up to five named by pid and command), that their samples
 // up to then are counted, and that their CPU time and effective rate are unknown.
 std::string unfinished_note(const profile::Profile& p);

@@ -56,6 +56,97 @@ bool process_selected(const Profile& p, uint32_t index, const Options& opts) {
          std::find(opts.comms.begin(), opts.comms.end(), pr.comm) != opts.comms.end();
 }
 
+bool filters_processes(const Options& opts) {
+  return !opts.pids.empty() || !opts.comms.empty();
+}
+
+namespace {
+
+// The run's commands with their pids, for an error: "sh (pid 100), cc1 (pids 101, 103, 105 and
+// 2 more), as (pid 102) and 3 more commands".
+std::string commands_of(const Profile& p) {
+  constexpr size_t kCommands = 6, kPids = 3;
+  std::vector<std::pair<std::string, std::vector<int32_t>>> by_comm;
+  for (const profile::Process& pr : p.processes) {
+    auto it = std::find_if(by_comm.begin(), by_comm.end(),
+                           [&](const auto& c) { return c.first == pr.comm; });
+    if (it == by_comm.end()) it = by_comm.insert(by_comm.end(), {pr.comm, {}});
+    it->second.push_back(pr.pid);
+  }
+  std::string s;
+  for (size_t i = 0; i < by_comm.size() && i < kCommands; ++i) {
+    const auto& [comm, pids] = by_comm[i];
+    s += (i ? ", " : "") + printable(comm) + (pids.size() == 1 ? " (pid " : " (pids ");
+    for (size_t k = 0; k < pids.size() && k < kPids; ++k)
+      s += (k ? ", " : "") + std::to_string(pids[k]);
+    if (pids.size() > kPids) s += " and " + std::to_string(pids.size() - kPids) + " more";
+    s += ")";
+  }
+  if (by_comm.size() > kCommands)
+    s += " and " + std::to_string(by_comm.size() - kCommands) + " more commands";
+  return s;
+}
+
+}  // namespace
+
+bool select_processes(const Profile& p, const Options& opts, Profile* out, std::string* error) {
+  const std::string file = opts.source.empty() ? std::string() : opts.source + ": ";
+  const std::string filter = process_filter(opts);
+  if (!p.run) {
+    *error = file + filter +
+             ": not a run profile: a merged profile has no per-process split (sprofil merge sums "
+             "every process into one), nor has a single process's own profile; --comm/--pid "
+             "need a run profile, as sprofil record writes";
+    return false;
+  }
+  std::vector<uint32_t> index(p.processes.size(), UINT32_MAX);
+  Profile o;
+  profile::TallySum sum;
+  for (uint32_t k = 0; k < p.processes.size(); ++k) {
+    if (!process_selected(p, k, opts)) continue;
+    index[k] = static_cast<uint32_t>(o.processes.size());
+    o.processes.push_back(p.processes[k]);
+    Profile header;
+    profile::set_header(&header, p.processes[k]);
+    sum.add(header);
+  }
+  if (o.processes.empty()) {
+    *error = file + "no process matches " + filter + "; the run's " +
+             count_of(p.processes.size(), "process", "processes") +
+             " with samples: " + commands_of(p);
+    if (p.dropped_processes != 0)
+      *error += " (" + count_of(p.dropped_processes, "process", "processes") +
+                " without samples not stored)";
+    return false;
+  }
+  for (const Region& r : p.regions)
+    if (r.process < index.size() && index[r.process] != UINT32_MAX) {
+      o.regions.push_back(r);
+      o.regions.back().process = index[r.process];
+    }
+  // The run's identity: its command line, clock, rate requested and tick.
+  o.version = p.version;
+  o.flags = p.flags;
+  o.clock = p.clock;
+  o.requested_hz = p.requested_hz;
+  o.tick_ns = p.tick_ns;
+  o.pid = p.pid;
+  o.ppid = p.ppid;
+  o.argv = p.argv;
+  o.run = true;
+  o.run_start_ns = p.run_start_ns;
+  o.run_end_ns = p.run_end_ns;
+  o.exit_status = p.exit_status;
+  // The kept processes' tallies, CPU and rate (one process: its own rate, as combine_processes
+  // keeps it).
+  sum.store(&o);
+  if (o.processes.size() == 1) o.effective_hz = o.processes[0].effective_hz;
+  o.run_cpu_ns = profile::counts_off_cpu(o.clock) ? 0 : o.cpu_ns;
+  o.dropped_processes = 0;
+  *out = std::move(o);
+  return true;
+}
+
 std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer,
                              const Options& opts) {
   std::vector<Piece> pieces;
@@ -143,8 +234,11 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
   Table t;
   t.by = opts.by;
   t.tick_seconds = double(p.tick_ns) / 1e9;
-  t.per_process = p.processes.size() > 1;
-  const bool filtered = !opts.pids.empty() || !opts.comms.empty();
+  // Per process also when --pid/--comm keep one process of a run of several: the rows say
+  // which command they are of, as without the filter.
+  t.per_process =
+      p.processes.size() > 1 || (opts.whole_run != nullptr && opts.whole_run->processes.size() > 1);
+  const bool filtered = filters_processes(opts);
   for (const Region& r : p.regions)
     if (process_selected(p, r.process, opts)) {
       // Without a filter the total is the profile's own (below), not this sum.

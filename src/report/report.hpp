@@ -48,8 +48,13 @@ struct Options {
   std::function<void(size_t done, size_t total, const std::string& object)> progress;
   std::string source;  // the profile's file name, for headers and errors
   // Keep only these processes (by pid, or by command name as perf's --comms); empty = all.
+  // write_report cuts the run down to them once (select_processes) and every format reports
+  // from that part: its rows, and its header figures (CPU, tallies, rate, coverage).
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
+  // Set by write_report when --pid/--comm cut the profile the formats are given out of a run:
+  // that whole run, for "2 of 9 processes" and JSON's whole-run figures. Null otherwise.
+  const profile::Profile* whole_run = nullptr;
   // Shares of user time only: each bin's system part (a profile with SPROF_R_SYSTEM) is left
   // out of the rows and the total, as `perf record -e cpu-clock:u` would count. No effect on a
   // profile without system data.
@@ -58,6 +63,20 @@ struct Options {
 
 // True if process `index` of `p` passes the --pid/--comm filters.
 bool process_selected(const profile::Profile& p, uint32_t index, const Options& opts);
+// True if --pid or --comm is given.
+bool filters_processes(const Options& opts);
+
+// The part of the run `p` that the --pid/--comm of `opts` keep, for every format to report
+// from (write_report calls it once): the kept processes and their regions (renumbered in
+// order), with header figures of theirs alone -- overflow, delivered, lost, cpu_ns,
+// effective_hz, start/end and the FINISHED flag summed as a run's are (profile::TallySum; one
+// process keeps its own rate); run_cpu_ns their CPU (CPU clocks: unsampled_cpu_ns is then their
+// start-up before sampling), 0 for the wall clock; no dropped processes. The command line,
+// clock, requested rate and tick stay the run's. False with *error, which names opts.source,
+// when `p` is not a run profile (a merged profile has no per-process split) or when no process
+// matches (the error lists the run's commands and their pids).
+bool select_processes(const profile::Profile& p, const Options& opts, profile::Profile* out,
+                      std::string* error);
 
 // The 95% (z = 1.96) Wilson score interval of x successes in n trials, as fractions 0..1.
 struct Interval {
@@ -108,7 +127,8 @@ struct Table {
   bool has_system = false;      // the profile tells the system part of its counts
   bool user_only = false;       // Options::user_only applied to a profile with system data
   uint64_t system_samples = 0;  // the system parts of the selected processes' counts
-  bool per_process = false;     // several processes: rows are per (comm, name), like perf
+  bool per_process = false;     // several processes: rows are per (comm, name), like perf;
+                                // also when --pid/--comm keep one process of several
   double tick_seconds = 0;
   std::vector<Row> rows;  // sorted by samples descending, filtered
   std::vector<std::string> warnings;
@@ -145,10 +165,11 @@ bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* erro
                 std::vector<std::string>* warnings = nullptr, const Options& opts = {});
 
 class Exporter;
-// Everything `sprofil report` does after reading: aggregates if the format needs rows, renders
-// and writes to `out_path` ("" = the format's default: stdout, or a file for pprof and gmon;
-// "-" = stdout) through profile::write_output. Warnings (symbolization) are returned, not
-// printed. Errors name the file.
+// Everything `sprofil report` does after reading: with --pid/--comm, cuts the run down to the
+// processes kept (select_processes, whose error is returned: nothing is written); aggregates if
+// the format needs rows, renders and writes to `out_path` ("" = the format's default: stdout,
+// or a file for pprof and gmon; "-" = stdout) through profile::write_output. Warnings
+// (symbolization) are returned, not printed. Errors name the file.
 bool write_report(const profile::Profile& p, const Exporter& format, const Options& opts,
                   const std::string& out_path, std::vector<std::string>* warnings,
                   std::string* error);

@@ -19,6 +19,10 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   out << "sprofil flat profile" << (opts.source.empty() ? "" : " of " + printable(opts.source))
       << "\n";
   out << "command:        " << printable(command_of(p)) << "\n";
+  const bool filtered = filters_processes(opts);
+  if (filtered)
+    out << "filter:         " << process_filter(opts)
+        << ": every figure below is of the processes it keeps\n";
   out << "clock:          " << clock_label(p.clock) << "\n";
   std::string effective = "unknown";
   if (p.effective_hz > 0) {
@@ -63,7 +67,9 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
     std::snprintf(buf, sizeof buf, "process CPU:    %.3f s\n", double(p.cpu_ns) / 1e9);
     out << buf;
   }
-  if (p.run) {
+  if (filtered) {
+    out << "processes:      " << kept_processes(p, opts) << "\n";
+  } else if (p.run) {
     std::snprintf(buf, sizeof buf,
                   "processes:      %zu with samples, %" PRIu64 " without samples not stored\n",
                   p.processes.size(), p.dropped_processes);
@@ -71,7 +77,9 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   }
   if (p.run_cpu_ns != 0) {
     std::snprintf(buf, sizeof buf,
-                  profile::counts_off_cpu(p.clock)
+                  filtered ? "unsampled CPU:  %.3f s of the kept processes' %.3f s CPU has no "
+                             "sample (start-up before sampling)\n"
+                  : profile::counts_off_cpu(p.clock)
                       ? "unsampled CPU:  %.3f s of the run's %.3f s CPU is in no process's "
                         "profile\n"
                       : "unsampled CPU:  %.3f s of the run's %.3f s CPU has no sample (start-up "
@@ -82,7 +90,8 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   if (const std::string note = unfinished_note(p); !note.empty())
     out << "warning: " << printable(note) << "\n";
   Coverage cov = coverage_of(
-      p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples);
+      p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples,
+      filtered);
   if (!cov.warning.empty()) out << "warning: " << cov.warning << "\n";
   for (const std::string& w : t.warnings) out << "warning: " << printable(w) << "\n";
   bool shortened = false;
