@@ -61,7 +61,7 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
   if (filtered)
     add("processes", kept_processes(p, opts));
   else if (p.run)
-    add("processes", std::to_string(p.processes.size()) + " with samples, " +
+    add("processes", std::to_string(p.processes.size()) + " stored, " +
                          std::to_string(p.dropped_processes) + " without samples not stored");
   if (p.run_cpu_ns != 0) {
     const char* what = filtered ? " CPU has no sample (start-up before sampling)"

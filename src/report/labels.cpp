@@ -175,7 +175,7 @@ std::string kept_processes(const profile::Profile& p, const Options& opts) {
   if (!filters_processes(opts)) return "";
   std::string s = std::to_string(p.processes.size());
   if (opts.whole_run != nullptr)
-    s += " of " + std::to_string(opts.whole_run->processes.size()) + " with samples";
+    s += " of " + std::to_string(opts.whole_run->processes.size()) + " stored";
   return s + " (" + process_filter(opts) + ")";
 }
 

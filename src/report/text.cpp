@@ -71,7 +71,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
     out << "processes:      " << kept_processes(p, opts) << "\n";
   } else if (p.run) {
     std::snprintf(buf, sizeof buf,
-                  "processes:      %zu with samples, %" PRIu64 " without samples not stored\n",
+                  "processes:      %zu stored, %" PRIu64 " without samples not stored\n",
                   p.processes.size(), p.dropped_processes);
     out << buf;
   }

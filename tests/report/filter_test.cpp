@@ -182,13 +182,13 @@ TEST_F(ReportFilter, TextAndHtmlHeadersDescribeTheKeptProcesses) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("filter:         --comm " + kAnnotateComm), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("processes:      1 of 3 with samples (--comm " + kAnnotateComm + ")"),
+  EXPECT_NE(r.out.find("processes:      1 of 3 stored (--comm " + kAnnotateComm + ")"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("of the kept processes'"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("of the run's"), std::string::npos) << r.out;
   EXPECT_EQ(all.out.find("filter:"), std::string::npos) << all.out;
-  EXPECT_NE(all.out.find("processes:      3 with samples"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("processes:      3 stored"), std::string::npos) << all.out;
   if (double(samples_of(2)) * double(p_.tick_ns) >= 0.5 * double(pr.cpu_ns)) {
     EXPECT_EQ(r.out.find("the samples cover only"), std::string::npos) << r.out;
   }
@@ -199,7 +199,7 @@ TEST_F(ReportFilter, TextAndHtmlHeadersDescribeTheKeptProcesses) {
   const std::string page = read_file(html);
   std::snprintf(cpu, sizeof cpu, "[\"process CPU\",\"%.3f s\"]", double(pr.cpu_ns) / 1e9);
   EXPECT_NE(page.find(cpu), std::string::npos);
-  EXPECT_NE(page.find("[\"processes\",\"1 of 3 with samples (--comm " + kAnnotateComm + ")\"]"),
+  EXPECT_NE(page.find("[\"processes\",\"1 of 3 stored (--comm " + kAnnotateComm + ")\"]"),
             std::string::npos);
   EXPECT_NE(page.find("[\"samples\",\"" + std::to_string(samples_of(2)) + " ("), std::string::npos);
 }
