@@ -112,8 +112,7 @@ bool select_processes(const Profile& p, const Options& opts, Profile* out, std::
   }
   if (o.processes.empty()) {
     *error = file + "no process matches " + filter + "; the run's " +
-             count_of(p.processes.size(), "process", "processes") +
-             " with samples: " + commands_of(p);
+             count_of(p.processes.size(), "process", "processes") + " stored: " + commands_of(p);
     if (p.dropped_processes != 0)
       *error += " (" + count_of(p.dropped_processes, "process", "processes") +
                 " without samples not stored)";
