@@ -81,6 +81,7 @@ struct Collected {
   uint64_t dropped_cpu_ns = 0;  // the dropped processes' CPU (their files' cpu_ns)
   uint64_t kept_empty = 0;      // kept without a sample: the root always is kept (a /bin/true)
   std::vector<std::string> unreadable;  // "name: why"
+  std::vector<std::string> foreign;     // names of entries that are not the run's profiles
 };
 
 struct Entry {
@@ -133,7 +134,7 @@ Collected collect(const std::string& dir) {
       int pid = 0, k = 0;
       if (name.compare(0, strlen(kFileName), kFileName) != 0 ||
           !naming::parse_profile_suffix(name.c_str() + strlen(kFileName), &pid, &k)) {
-        c.unreadable.push_back(name + ": not a profile of this run");
+        c.foreign.push_back(name);
         continue;
       }
       en.suffix = name.substr(strlen(kFileName));
@@ -172,9 +173,7 @@ Collected collect(const std::string& dir) {
 bool gather_run_dir(const std::string& dir, profile::Profile* run,
                     std::vector<std::string>* skipped, std::string* error) {
   Collected c = collect(dir);
-  skipped->clear();
-  for (const std::string& u : c.unreadable)  // (the drain socket a killed record left)
-    if (u.find(": not a profile of this run") == std::string::npos) skipped->push_back(u);
+  *skipped = c.unreadable;  // (not c.foreign: the drain socket a killed record left)
   if (c.kept.empty()) {
     *error = std::string("no profile of a run in it (") + kFileName + ", " + kFileName +
              ".PID, ...: a run directory of sprofil record)";
@@ -455,6 +454,8 @@ int record(const Options& o, FILE* log) {
     c.dropped += ds.dropped;
     c.dropped_cpu_ns += ds.dropped_cpu_ns;
   }
+  for (const std::string& f : c.foreign)
+    fprintf(log, "sprofil record: warning: skipped %s: not a profile of this run\n", f.c_str());
   for (const std::string& u : c.unreadable)
     fprintf(log, "sprofil record: warning: skipped %s\n", u.c_str());
   const int failed = code != 0 ? code : 1;
@@ -463,7 +464,7 @@ int record(const Options& o, FILE* log) {
             "sprofil record: no profile was written to %s: the agent did not start in %s (the "
             "program %s)\n",
             out.c_str(), o.command[0].c_str(),
-            c.unreadable.empty()
+            c.unreadable.empty() && c.foreign.empty()
                 ? "ended before the agent loaded, cleared LD_PRELOAD from its environment, or "
                   "is statically linked"
                 : "left only unreadable files");
