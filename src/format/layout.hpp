@@ -218,7 +218,11 @@ inline void run_header_le(sprof_run_header* h) {
 }
 
 inline void run_process_le(sprof_run_process* e) {
-  le_all(e->pid, e->ppid, e->image_offset, e->image_size);
+  le_all(e->pid, e->ppid, e->image_offset, e->image_size, e->stored_size, e->extent_count);
+}
+
+inline void run_extent_le(sprof_run_extent* x) {
+  le_all(x->page, x->pages);
 }
 
 }  // namespace sprofil::layout

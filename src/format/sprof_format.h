@@ -116,19 +116,28 @@ struct sprof_region {
   uint8_t reserved[SPROF_PAGE - 168 - SPROF_PATH_MAX]; /* zero */
 };
 
-/* The run profile (version 1): what one `sprofil record` writes. It holds every process of
- * the run that took a sample, each as a complete v1 image (above) at a page-aligned offset,
- * so that one file is one run. docs/file-format.md describes it.
+/* The run profile: what one `sprofil record` writes. It holds every process of the run that
+ * took a sample, each as a complete v1 image (above), so that one file is one run.
+ * docs/file-format.md describes it.
  *
  *   offset 0      sprof_run_header (4096 bytes)
  *   offset 4096   the process table: process_count sprof_run_process entries (128 bytes
  *                 each), padded to 4096
- *   ...           each process's v1 image at its entry's image_offset (4096-aligned), its
- *                 internal offsets (counters_offset, regions_end) relative to that offset
+ *   ...           each process's image at its entry's image_offset (4096-aligned), its
+ *                 internal offsets (counters_offset, regions_end) relative to the image
+ * Version 2 (what the tools write) stores each image packed: only its pages that hold data,
+ * after a table of extents (sprof_run_extent) that says where they go in the image; every
+ * other page of the image reads as zeros. A v1 image's counter space is mostly zero pages
+ * (a library's every bin), which version 1 stored in full, as file holes: a file of a few
+ * megabytes of data had an apparent size of gigabytes, which every copy that does not keep
+ * holes (an upload, an archive, scp) wrote out. Version 1 stores each image as it is, in
+ * full, at image_offset; readers still read it.
  * The host tools write it once (temporary file + rename); it is never updated in place. */
 #define SPROF_RUN_MAGIC "SPRFRUN" /* 8 bytes with the terminating NUL */
-#define SPROF_RUN_VERSION 1u
+#define SPROF_RUN_VERSION 2u      /* written; 1 is read too */
+#define SPROF_RUN_VERSION_FULL 1u /* images stored in full */
 #define SPROF_RUN_ENTRY 128u
+#define SPROF_RUN_EXTENT 16u
 #define SPROF_COMM_MAX 16u
 #define SPROF_RUN_NAME_MAX 32u
 
@@ -154,11 +163,24 @@ struct sprof_run_header {
 struct sprof_run_process {
   int32_t pid;
   int32_t ppid;
-  uint64_t image_offset;         /* of this process's v1 image, 4096-aligned */
-  uint64_t image_size;           /* bytes, a multiple of 4096 */
+  uint64_t image_offset;         /* 4096-aligned: the image (version 1), or its extent table
+                                    followed by its stored pages (version 2) */
+  uint64_t image_size;           /* the image's bytes, a multiple of 4096 (in version 2, the
+                                    pages not stored included) */
   char comm[SPROF_COMM_MAX];     /* command name (basename of argv[0]), NUL-padded */
   char name[SPROF_RUN_NAME_MAX]; /* the runtime's file-name suffix ("", ".PID", ".PID.N") */
-  uint8_t reserved[SPROF_RUN_ENTRY - 72]; /* zero */
+  uint64_t stored_size;          /* version 2: bytes at image_offset, a multiple of 4096: the
+                                    extent table padded to 4096, then the stored pages */
+  uint32_t extent_count;         /* version 2: entries in the extent table */
+  uint32_t reserved0;            /* zero */
+  uint8_t reserved[SPROF_RUN_ENTRY - 88]; /* zero */
+};
+
+/* Version 2: pages [page, page + pages) of an image, stored one after the other in the order
+ * of the table (sorted by page, not overlapping, pages >= 1). */
+struct sprof_run_extent {
+  uint64_t page;
+  uint64_t pages;
 };
 
 #ifdef __cplusplus
@@ -166,6 +188,9 @@ static_assert(sizeof(sprof_run_header) == SPROF_PAGE, "run header is one page");
 static_assert(offsetof(sprof_run_header, cmdline) == 80, "run header layout");
 static_assert(sizeof(sprof_run_process) == SPROF_RUN_ENTRY, "run process entry");
 static_assert(offsetof(sprof_run_process, name) == 40, "run process layout");
+static_assert(offsetof(sprof_run_process, stored_size) == 72, "run process layout");
+static_assert(offsetof(sprof_run_process, extent_count) == 80, "run process layout");
+static_assert(sizeof(sprof_run_extent) == SPROF_RUN_EXTENT, "run extent");
 static_assert(sizeof(sprof_header) == SPROF_PAGE, "header is one page");
 static_assert(offsetof(sprof_header, tick_ns) == 32, "header layout");
 static_assert(offsetof(sprof_header, pid) == 72, "header layout");

@@ -25,6 +25,12 @@ class Source {
   virtual bool read(uint64_t off, void* dst, size_t len, std::string* error) = 0;
   // True when [off, off + len) is known to read as zeros (a file hole): no need to read it.
   virtual bool is_hole(uint64_t /*off*/, uint64_t /*len*/) { return false; }
+  // Where the hole that is_hole() just found at off ends, as far as known (at least off): a
+  // long hole is then stepped over at once, not a chunk at a time.
+  virtual uint64_t hole_end(uint64_t off) { return off; }
+  // At most how many pages of it can hold data: each region record is such a page, so a
+  // packed image that claims a huge size with few pages cannot claim many records.
+  virtual uint64_t data_pages() { return size_ / SPROF_PAGE; }
 
  private:
   uint64_t size_;
@@ -94,6 +100,9 @@ class FileSource final : public Source {
     if (hole > data) remember(off, static_cast<uint64_t>(hole), true);
     return false;
   }
+  uint64_t hole_end(uint64_t off) override {
+    return !data_ && off >= from_ && off < to_ ? std::min(to_, size()) : off;
+  }
 
  private:
   void remember(uint64_t from, uint64_t to, bool data) {
@@ -120,10 +129,78 @@ class SubSource final : public Source {
     return parent_.read(base_ + off, dst, len, error);
   }
   bool is_hole(uint64_t off, uint64_t len) override { return parent_.is_hole(base_ + off, len); }
+  uint64_t hole_end(uint64_t off) override {
+    return std::min(parent_.hole_end(base_ + off) - base_, size());
+  }
 
  private:
   Source& parent_;
   uint64_t base_;
+};
+
+// A packed image of a version 2 run profile (sprof_format.h): its pages that hold data are
+// stored at `base` of the parent, in the order of `extents` (checked: sorted, not
+// overlapping, inside the image); every other page reads as zeros.
+class PackedSource final : public Source {
+ public:
+  PackedSource(Source& parent, uint64_t base, uint64_t size, std::vector<sprof_run_extent> extents)
+      : Source(size), parent_(parent), base_(base), extents_(std::move(extents)) {
+    uint64_t at = 0;
+    for (const sprof_run_extent& x : extents_) {
+      stored_at_.push_back(at);
+      at += x.pages;
+    }
+    pages_ = at;
+  }
+  bool read(uint64_t off, void* dst, size_t len, std::string* error) override {
+    if (off > size() || len > size() - off) {
+      *error = "read past the end of the image at offset " + std::to_string(off);
+      return false;
+    }
+    auto* p = static_cast<uint8_t*>(dst);
+    while (len > 0) {
+      const uint64_t page = off / SPROF_PAGE;
+      size_t i = first_at_or_after(page);
+      uint64_t n;
+      if (i < extents_.size() && extents_[i].page <= page) {  // stored
+        const uint64_t end = (extents_[i].page + extents_[i].pages) * SPROF_PAGE;
+        n = std::min<uint64_t>(len, end - off);
+        const uint64_t from =
+            base_ + (stored_at_[i] + page - extents_[i].page) * SPROF_PAGE + off % SPROF_PAGE;
+        if (!parent_.read(from, p, static_cast<size_t>(n), error)) return false;
+      } else {  // zeros up to the next stored page
+        const uint64_t end = i < extents_.size() ? extents_[i].page * SPROF_PAGE : size();
+        n = std::min<uint64_t>(len, end - off);
+        std::memset(p, 0, static_cast<size_t>(n));
+      }
+      p += n;
+      off += n;
+      len -= static_cast<size_t>(n);
+    }
+    return true;
+  }
+  bool is_hole(uint64_t off, uint64_t len) override { return hole_end(off) - off >= len; }
+  uint64_t hole_end(uint64_t off) override {
+    if (off >= size()) return off;
+    const size_t i = first_at_or_after(off / SPROF_PAGE);
+    if (i < extents_.size() && extents_[i].page * SPROF_PAGE <= off) return off;  // stored
+    return i < extents_.size() ? extents_[i].page * SPROF_PAGE : size();
+  }
+  uint64_t data_pages() override { return pages_; }
+
+ private:
+  // The first extent that ends after `page` (it holds `page`, or lies after it).
+  size_t first_at_or_after(uint64_t page) const {
+    auto it = std::upper_bound(
+        extents_.begin(), extents_.end(), page,
+        [](uint64_t pg, const sprof_run_extent& x) { return pg < x.page + x.pages; });
+    return static_cast<size_t>(it - extents_.begin());
+  }
+  Source& parent_;
+  uint64_t base_;
+  std::vector<sprof_run_extent> extents_;
+  std::vector<uint64_t> stored_at_;  // each extent's first page among the stored pages
+  uint64_t pages_ = 0;
 };
 
 std::string num(uint64_t v) {
@@ -273,7 +350,13 @@ bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, 
     const uint64_t n = std::min<uint64_t>(kChunk, bytes - done);
     const bool sys_hole = !system || src.is_hole(system_offset + done, n);
     if (src.is_hole(r.counters_offset + done, n)) {  // sparse counters: all zero
-      if (!sys_hole) {                               // system parts of bins without a count?
+      if (sys_hole) {  // the whole of both holes at once (whole chunks: counters stay aligned)
+        uint64_t to = src.hole_end(r.counters_offset + done) - r.counters_offset;
+        if (system) to = std::min(to, src.hole_end(system_offset + done) - system_offset);
+        done = std::max(done + n, std::min(bytes, to - to % kChunk));
+        continue;
+      }
+      {  // system parts of bins without a count?
         if (!src.read(system_offset + done, sys.data(), n, error)) return fail(*error);
         for (uint64_t i = 0; i < n / w && !live; ++i)
           if (const uint64_t s = layout::load_counter(sys.data() + w * i, w); s != 0)
@@ -378,7 +461,8 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
              " bytes)";
     return false;
   }
-  const uint64_t max_regions = (size - SPROF_PAGE) / layout::kMinRecord;
+  // Each record takes at least two pages of the image and is itself a page of data.
+  const uint64_t max_regions = std::min((size - SPROF_PAGE) / layout::kMinRecord, src.data_pages());
   if (h.region_count > max_regions) {
     *error = "region_count " + num(h.region_count) + " cannot fit in a file of " + num(size) +
              " bytes (at most " + num(max_regions) + ")";
@@ -434,16 +518,55 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
   return true;
 }
 
+// Reads and checks a version 2 entry's extent table: it and the pages it counts fill the
+// entry's stored bytes exactly; the extents are sorted, do not overlap and lie inside the image.
+bool read_extents(Source& src, const sprof_run_process& e, const std::string& where,
+                  std::vector<sprof_run_extent>* out, std::string* error) {
+  const uint64_t table = layout::page_round(uint64_t{e.extent_count} * SPROF_RUN_EXTENT);
+  if (e.extent_count == 0 || table > e.stored_size) {
+    *error = where + ": bad extent_count " + num(e.extent_count) + " for " + num(e.stored_size) +
+             " stored bytes";
+    return false;
+  }
+  out->resize(e.extent_count);
+  if (!src.read(e.image_offset, out->data(), out->size() * sizeof(sprof_run_extent), error)) {
+    *error = where + ": " + *error;
+    return false;
+  }
+  const uint64_t image_pages = e.image_size / SPROF_PAGE;
+  uint64_t next = 0, pages = 0;
+  for (size_t k = 0; k < out->size(); ++k) {
+    sprof_run_extent& x = (*out)[k];
+    layout::run_extent_le(&x);
+    if (x.pages == 0 || x.page < next || x.page >= image_pages || x.pages > image_pages - x.page) {
+      *error = where + ": bad extent " + num(k) + " (pages " + num(x.page) + " to " +
+               num(x.page + x.pages) + " of an image of " + num(image_pages) +
+               " pages; extents must be sorted, not overlap and not be empty)";
+      return false;
+    }
+    next = x.page + x.pages;
+    pages += x.pages;  // at most image_pages: no overflow
+  }
+  if (pages != (e.stored_size - table) / SPROF_PAGE) {
+    *error = where + ": the extents hold " + num(pages) + " pages, the entry stores " +
+             num((e.stored_size - table) / SPROF_PAGE);
+    return false;
+  }
+  return true;
+}
+
 bool parse_run(Source& src, Profile* out, std::string* error) {
   const uint64_t size = src.size();
   sprof_run_header h;
   if (!read_header(src, &h, "run profile shorter than its header", layout::run_header_le, error))
     return false;
-  if (h.version != SPROF_RUN_VERSION) {
+  if (h.version != SPROF_RUN_VERSION && h.version != SPROF_RUN_VERSION_FULL) {
     *error = "unsupported run profile version " + num(h.version) + " (this sprofil reads " +
-             num(SPROF_RUN_VERSION) + ")";
+             num(SPROF_RUN_VERSION_FULL) + " and " + num(SPROF_RUN_VERSION) +
+             (h.version > SPROF_RUN_VERSION ? "; a newer sprofil is needed)" : ")");
     return false;
   }
+  const bool packed = h.version == SPROF_RUN_VERSION;
   if (h.header_size != SPROF_PAGE || h.table_offset != SPROF_PAGE) {
     *error = "bad run header: header_size " + num(h.header_size) + ", table_offset " +
              num(h.table_offset) + " (both must be 4096)";
@@ -473,10 +596,15 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
       return false;
     }
     layout::run_process_le(&e);
+    // What the entry takes of the file: the image (version 1), or its extent table and stored
+    // pages (version 2).
+    const uint64_t stored = packed ? e.stored_size : e.image_size;
     if (e.image_offset % SPROF_PAGE != 0 || e.image_offset < table_end || e.image_offset > size ||
-        e.image_size > size - e.image_offset || e.image_size < layout::kMinImage) {
+        stored > size - e.image_offset || stored % SPROF_PAGE != 0 ||
+        e.image_size % SPROF_PAGE != 0 || e.image_size < layout::kMinImage) {
       *error = where + ": bad image at offset " + num(e.image_offset) + ", size " +
-               num(e.image_size) + " (file has " + num(size) + " bytes)";
+               num(e.image_size) + (packed ? ", stored in " + num(stored) + " bytes" : "") +
+               " (file has " + num(size) + " bytes)";
       return false;
     }
     // Images follow one another without overlap (as the writer lays them out): a table that
@@ -486,10 +614,16 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
                " overlaps the previous process's image (which ends at " + num(images_end) + ")";
       return false;
     }
-    images_end = e.image_offset + e.image_size;
+    images_end = e.image_offset + stored;
+    std::vector<sprof_run_extent> extents;
+    if (packed && !read_extents(src, e, where, &extents, error)) return false;
     SubSource sub(src, e.image_offset, e.image_size);
-    if (kind_of(sub) != Kind::kV1 || !parse_v1(sub, &parts[i], error)) {
-      if (kind_of(sub) != Kind::kV1) *error = "no v1 image (bad magic)";
+    const uint64_t pages_at =
+        e.image_offset + layout::page_round(extents.size() * SPROF_RUN_EXTENT);
+    PackedSource pack(src, pages_at, e.image_size, std::move(extents));
+    Source& image = packed ? static_cast<Source&>(pack) : sub;
+    if (kind_of(image) != Kind::kV1 || !parse_v1(image, &parts[i], error)) {
+      if (kind_of(image) != Kind::kV1) *error = "no v1 image (bad magic)";
       *error = where + " (pid " + std::to_string(e.pid) + "): " + *error;
       return false;
     }

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 
 #include "format/layout.hpp"
 
@@ -43,6 +44,53 @@ bool pwrite_all(int fd, const void* data, size_t len, uint64_t off, std::string*
   return true;
 }
 
+// Where a v1 image's bytes go: a file at their offsets, or (a packed run image) pages kept in
+// memory.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual bool put(const void* data, size_t len, uint64_t off, std::string* error) = 0;
+};
+
+class FileSink final : public Sink {
+ public:
+  explicit FileSink(int fd) : fd_(fd) {}
+  bool put(const void* data, size_t len, uint64_t off, std::string* error) override {
+    return pwrite_all(fd_, data, len, off, error);
+  }
+
+ private:
+  int fd_;
+};
+
+// The pages written, by index; with `keep` false only which ones (the first pass of a packed
+// run: its table needs every image's extents before the first image is written).
+class PageSink final : public Sink {
+ public:
+  explicit PageSink(bool keep) : keep_(keep) {}
+  bool put(const void* data, size_t len, uint64_t off, std::string*) override {
+    auto* p = static_cast<const uint8_t*>(data);
+    while (len > 0) {
+      const uint64_t index = off / SPROF_PAGE, at = off % SPROF_PAGE;
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(len, SPROF_PAGE - at));
+      std::vector<uint8_t>& page = pages_[index];
+      if (keep_) {
+        page.resize(SPROF_PAGE);
+        std::memcpy(page.data() + at, p, n);
+      }
+      p += n;
+      off += n;
+      len -= n;
+    }
+    return true;
+  }
+  const std::map<uint64_t, std::vector<uint8_t>>& pages() const { return pages_; }
+
+ private:
+  bool keep_;
+  std::map<uint64_t, std::vector<uint8_t>> pages_;
+};
+
 // One region in the output file: its counter width (widened to 8 where a count needs it),
 // where its record is, and its shape (layout.hpp).
 struct Planned {
@@ -53,7 +101,7 @@ struct Planned {
 
 // Writes one counter array of `l.width`-byte counters at `at`: only the pages that hold a
 // non-zero value (the rest stay holes, so the cost follows the non-zero bins).
-bool write_array(int fd, const Region& r, const Planned& l, uint64_t at, bool system,
+bool write_array(Sink& out, const Region& r, const Planned& l, uint64_t at, bool system,
                  std::string* error) {
   std::vector<uint8_t> page(SPROF_PAGE);
   uint64_t current = UINT64_MAX;  // the page being filled
@@ -61,7 +109,7 @@ bool write_array(int fd, const Region& r, const Planned& l, uint64_t at, bool sy
     if (current == UINT64_MAX) return true;
     const uint64_t from = current * SPROF_PAGE;
     const uint64_t len = std::min<uint64_t>(SPROF_PAGE, l.shape.nbins * l.width - from);
-    return pwrite_all(fd, page.data(), len, at + from, error);
+    return out.put(page.data(), len, at + from, error);
   };
   for (const Region::Bin& b : r.bins) {
     const uint64_t v = system ? b.system : b.count;
@@ -148,8 +196,8 @@ std::string packed_cmdline(const std::vector<std::string>& argv) {
   return out;
 }
 
-// Writes the v1 image of `p` at file offset `base` (its internal offsets relative to base).
-bool write_body(int fd, const Profile& p, const std::vector<Planned>& planned, uint64_t total,
+// Writes the v1 image of `p` at offset `base` of `out` (its internal offsets relative to base).
+bool write_body(Sink& out, const Profile& p, const std::vector<Planned>& planned, uint64_t total,
                 uint64_t base, std::string* error) {
   const std::string cmdline = packed_cmdline(p.argv);
   layout::HeaderInfo hi;
@@ -176,7 +224,7 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& planned, u
   h.delivered = p.delivered;
   h.lost = p.lost;
   layout::header_le(&h);
-  if (!pwrite_all(fd, &h, sizeof h, base, error)) return false;
+  if (!out.put(&h, sizeof h, base, error)) return false;
 
   for (size_t k = 0; k < p.regions.size(); ++k) {
     const Region& r = p.regions[k];
@@ -199,9 +247,9 @@ bool write_body(int fd, const Profile& p, const std::vector<Planned>& planned, u
     layout::fill_region(&rec, l.shape, l.offset, ri);
     layout::region_le(&rec);
     const uint64_t at = base + l.offset;
-    if (!pwrite_all(fd, &rec, sizeof rec, at, error)) return false;
-    if (!write_array(fd, r, l, at + l.shape.counters_at, false, error)) return false;
-    if (l.shape.system_at && !write_array(fd, r, l, at + l.shape.system_at, true, error))
+    if (!out.put(&rec, sizeof rec, at, error)) return false;
+    if (!write_array(out, r, l, at + l.shape.counters_at, false, error)) return false;
+    if (l.shape.system_at && !write_array(out, r, l, at + l.shape.system_at, true, error))
       return false;
   }
   return true;
@@ -246,7 +294,21 @@ bool seekable(int fd, const std::function<bool(int, std::string*)>& body, std::s
   return ok;
 }
 
-bool write_run(const Profile& p, const std::string& path, std::string* error) {
+// Each run of consecutive page indices of `pages` (sorted) as one extent.
+template <typename Map>
+std::vector<sprof_run_extent> extents_of(const Map& pages) {
+  std::vector<sprof_run_extent> out;
+  for (const auto& [index, data] : pages) {
+    (void)data;
+    if (!out.empty() && out.back().page + out.back().pages == index)
+      ++out.back().pages;
+    else
+      out.push_back(sprof_run_extent{index, 1});
+  }
+  return out;
+}
+
+bool write_run(const Profile& p, const std::string& path, uint32_t version, std::string* error) {
   if (p.processes.empty()) {
     *error = "a run profile needs at least one process";
     return false;
@@ -255,6 +317,11 @@ bool write_run(const Profile& p, const std::string& path, std::string* error) {
     *error = "too many processes: " + num(p.processes.size());
     return false;
   }
+  if (version != SPROF_RUN_VERSION && version != SPROF_RUN_VERSION_FULL) {
+    *error = "cannot write run profile version " + num(version);
+    return false;
+  }
+  const bool packed = version == SPROF_RUN_VERSION;
   for (const Region& r : p.regions)
     if (r.process >= p.processes.size()) {
       *error = "region " + r.path + " names process " + num(r.process) + " of " +
@@ -265,6 +332,9 @@ bool write_run(const Profile& p, const std::string& path, std::string* error) {
     Profile profile;
     std::vector<Planned> planned;
     uint64_t size = 0, offset = 0;
+    // Packed: where its pages go in the image, and the bytes stored (the table, the pages).
+    std::vector<sprof_run_extent> extents;
+    uint64_t stored = 0;
   };
   std::vector<Image> images(p.processes.size());
   const uint64_t table_bytes = p.processes.size() * uint64_t{SPROF_RUN_ENTRY};
@@ -279,11 +349,21 @@ bool write_run(const Profile& p, const std::string& path, std::string* error) {
     // Even an image without regions takes two pages, as the reader expects.
     im.size = std::max<uint64_t>(im.size, layout::kMinImage);
     im.offset = off;
-    off += im.size;
+    im.stored = im.size;
+    if (packed) {
+      // Which pages the image writes: its header, its records and the pages of counters that
+      // hold a count. The rest is zero and not stored.
+      PageSink which(false);
+      if (!write_body(which, im.profile, im.planned, im.size, 0, error)) return false;
+      im.extents = extents_of(which.pages());
+      im.stored = layout::page_round(im.extents.size() * uint64_t{SPROF_RUN_EXTENT}) +
+                  which.pages().size() * uint64_t{SPROF_PAGE};
+    }
+    off += im.stored;
   }
   const uint64_t total = off;
 
-  sprof_run_header h{.version = SPROF_RUN_VERSION,
+  sprof_run_header h{.version = version,
                      .header_size = SPROF_PAGE,
                      .process_count = static_cast<uint32_t>(p.processes.size()),
                      .table_offset = SPROF_PAGE,
@@ -306,28 +386,66 @@ bool write_run(const Profile& p, const std::string& path, std::string* error) {
     e.ppid = pr.ppid;
     e.image_offset = images[i].offset;
     e.image_size = images[i].size;
+    if (packed) {
+      e.stored_size = images[i].stored;
+      e.extent_count = static_cast<uint32_t>(images[i].extents.size());
+    }
     copy_name(e.comm, sizeof e.comm, pr.comm);
     copy_name(e.name, sizeof e.name, pr.name);
     layout::run_process_le(&e);
   }
+  if (!packed) {
+    auto body = [&](int fd, std::string* err) {
+      FileSink out(fd);
+      if (!pwrite_all(fd, &h, sizeof h, 0, err) ||
+          !pwrite_all(fd, table.data(), table.size() * sizeof table[0], SPROF_PAGE, err))
+        return false;
+      for (const Image& im : images)
+        if (!write_body(out, im.profile, im.planned, im.size, im.offset, err)) return false;
+      return set_size(fd, total, err);
+    };
+    return write_output(
+        path, [&](int out_fd, std::string* err) { return seekable(out_fd, body, err); }, error);
+  }
+  // Packed: written in order, one image's pages in memory at a time.
   auto body = [&](int fd, std::string* err) {
-    if (!pwrite_all(fd, &h, sizeof h, 0, err) ||
-        !pwrite_all(fd, table.data(), table.size() * sizeof table[0], SPROF_PAGE, err))
+    auto write_padded = [&](const void* data, size_t len) {
+      std::string bytes(static_cast<const char*>(data), len);
+      bytes.resize(static_cast<size_t>(layout::page_round(len)), '\0');
+      return write_all(fd, bytes, err);
+    };
+    if (!write_padded(&h, sizeof h) || !write_padded(table.data(), table.size() * sizeof table[0]))
       return false;
-    for (const Image& im : images)
-      if (!write_body(fd, im.profile, im.planned, im.size, im.offset, err)) return false;
-    return set_size(fd, total, err);
+    for (Image& im : images) {
+      PageSink pages(true);
+      if (!write_body(pages, im.profile, im.planned, im.size, 0, err)) return false;
+      if (extents_of(pages.pages()).size() != im.extents.size()) {
+        *err = "the image of pid " + std::to_string(im.profile.pid) +
+               " changed between its two passes";
+        return false;
+      }
+      std::vector<sprof_run_extent> ext = im.extents;
+      for (sprof_run_extent& x : ext) layout::run_extent_le(&x);
+      if (!write_padded(ext.data(), ext.size() * sizeof ext[0])) return false;
+      for (const auto& [index, data] : pages.pages()) {
+        (void)index;
+        if (!write_all(
+                fd, std::string_view(reinterpret_cast<const char*>(data.data()), data.size()), err))
+          return false;
+      }
+    }
+    return true;
   };
-  return write_output(
-      path, [&](int out_fd, std::string* err) { return seekable(out_fd, body, err); }, error);
+  return write_output(path, body, error);
 }
 
 }  // namespace
 
-bool write_profile(const Profile& p, const std::string& path, std::string* error) {
+bool write_profile(const Profile& p, const std::string& path, std::string* error,
+                   uint32_t run_version) {
   std::string scratch;
   if (!error) error = &scratch;
-  if (p.run) return write_run(p, path, error);
+  if (p.run) return write_run(p, path, run_version, error);
   std::vector<Planned> planned;
   uint64_t total = 0;
   if (!plan(p, &planned, &total, error)) return false;
@@ -337,7 +455,8 @@ bool write_profile(const Profile& p, const std::string& path, std::string* error
         return seekable(
             out_fd,
             [&](int fd, std::string* e2) {
-              return write_body(fd, p, planned, total, 0, e2) && set_size(fd, total, e2);
+              FileSink out(fd);
+              return write_body(out, p, planned, total, 0, e2) && set_size(fd, total, e2);
             },
             e);
       },

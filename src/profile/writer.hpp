@@ -3,12 +3,15 @@
 
 #include <string>
 
+#include "format/sprof_format.h"
 #include "profile/profile.hpp"
 
 namespace sprofil::profile {
 
 // A Profile with `run` set is written as a run profile (each process's v1 image in the run
-// container); else as a v1 file of the top-level fields and every region.
+// container; `run_version` 2, packed: only the pages of each image that hold data, or 1, each
+// image in full with its zero pages as holes: for tests of the reader); else as a v1 file of
+// the top-level fields and every region.
 // Writes `p` to `path` (through a temporary file in the same directory, then rename). Counters
 // are written little-endian at each region's counter_width; a region whose counts do not fit
 // its width is written with 8-byte counters. Only pages holding a non-zero counter are written
@@ -18,6 +21,7 @@ namespace sprofil::profile {
 // Fails (with *error set) on an inconsistent Profile: counter_width not 2/4/8, bin_size 0,
 // start >= end, a bin unsorted, zero, past nbins() or with system > count, path or build-id
 // too long, argv too long for the header.
-bool write_profile(const Profile& p, const std::string& path, std::string* error);
+bool write_profile(const Profile& p, const std::string& path, std::string* error,
+                   uint32_t run_version = SPROF_RUN_VERSION);
 
 }  // namespace sprofil::profile

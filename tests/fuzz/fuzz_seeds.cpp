@@ -1,7 +1,7 @@
 // Writes the fuzzer's seed corpus into DIR: a small v1 profile and a small run profile of two
-// processes, both through the real writer, and the crafted files of the reader's limits: one
-// with a system-time array, one with counts near UINT64_MAX, and a 12 KB file whose region
-// claims 2^40 bins (refused).
+// processes (packed, version 2, and in full, version 1), all through the real writer, and the
+// crafted files of the reader's limits: one with a system-time array, one with counts near
+// UINT64_MAX, and a 12 KB file whose region claims 2^40 bins (refused).
 #include <cstdio>
 #include <string>
 
@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   Profile run = combine_processes({one(10, "sh"), one(11, "prog")}, {"", ".11"});
   run.run_cpu_ns = 123456789;
   run.dropped_processes = 3;
-  if (!write_profile(run, dir + "/run.sprof", &err)) {
+  if (!write_profile(run, dir + "/run.sprof", &err) ||
+      !write_profile(run, dir + "/run_v1.sprof", &err, SPROF_RUN_VERSION_FULL)) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 1;
   }

@@ -1,0 +1,191 @@
+// Run profiles of version 2: each process's image stored packed (only its pages that hold data,
+// after a table of extents), version 1 (each image in full) still read, and the reader's
+// answers to packed images that lie about their extents or their size.
+#include <sys/stat.h>
+
+#include <functional>
+
+#include "format/layout.hpp"
+#include "test_util.hpp"
+
+namespace sprofil::profile_test {
+namespace {
+
+// Two processes, each with a 64 MiB text region at 1-byte bins and 4-byte counters (256 MiB of
+// counters, as `sprofil record` writes a large library) in which three bins were hit, far
+// apart, and the small regions of sample_profile().
+Profile large_run() {
+  std::vector<Profile> parts;
+  for (int32_t pid : {100, 101}) {
+    Profile p = sample_profile();
+    p.pid = pid;
+    Region big;
+    big.path = "/usr/lib/libhuge.so";
+    big.start = 0x7f5000000000;
+    big.end = big.start + (uint64_t{64} << 20);
+    big.load_bias = big.start;
+    big.bin_size = 1;
+    big.counter_width = 4;
+    big.add(10, 5);
+    big.add(uint64_t{32} << 20, 7);
+    big.add((uint64_t{64} << 20) - 1, 9);
+    p.regions.push_back(big);
+    parts.push_back(p);
+  }
+  return combine_processes(std::move(parts), {"", ".101"});
+}
+
+off_t size_of(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+void expect_same(const Profile& a, const Profile& b) {
+  ASSERT_EQ(a.regions.size(), b.regions.size());
+  for (size_t k = 0; k < a.regions.size(); ++k) {
+    EXPECT_EQ(a.regions[k].path, b.regions[k].path);
+    EXPECT_EQ(a.regions[k].start, b.regions[k].start);
+    EXPECT_EQ(a.regions[k].process, b.regions[k].process);
+    EXPECT_EQ(a.regions[k].bins, b.regions[k].bins) << a.regions[k].path;
+  }
+  ASSERT_EQ(a.processes.size(), b.processes.size());
+  for (size_t i = 0; i < a.processes.size(); ++i) {
+    EXPECT_EQ(a.processes[i].pid, b.processes[i].pid);
+    EXPECT_EQ(a.processes[i].name, b.processes[i].name);
+    EXPECT_EQ(a.processes[i].delivered, b.processes[i].delivered);
+  }
+  EXPECT_EQ(a.total_samples(), b.total_samples());
+}
+
+// The packed file holds the header, the table and, per process, one page of extents and the
+// pages with data: the header, seven records and the counter pages hit. Its size is its data;
+// version 1 of the same run is 512 MiB of mostly holes. Both read back the same counts.
+TEST(PackedRun, StoresOnlyThePagesWithDataAndReadsBackTheSame) {
+  TempDir dir;
+  const Profile run = large_run();
+  std::string error;
+  ASSERT_TRUE(write_profile(run, dir.file("v2.sprof"), &error)) << error;
+  ASSERT_TRUE(write_profile(run, dir.file("v1.sprof"), &error, SPROF_RUN_VERSION_FULL)) << error;
+  Profile one;
+  ASSERT_TRUE(read_profile(dir.file("v2.sprof"), &one, &error)) << error;
+  Profile full;
+  ASSERT_TRUE(read_profile(dir.file("v1.sprof"), &full, &error)) << error;
+  expect_same(one, run);
+  expect_same(full, run);
+  EXPECT_GT(size_of(dir.file("v1.sprof")), off_t{512} << 20);
+  // Per process: the extent table (one page), the header, 7 records and the counter pages
+  // that hold a count (sample_profile's six regions: every page of their small arrays; the
+  // large region: 3).
+  uint64_t counter_pages = 3;
+  for (size_t k = 0; k < 6; ++k) {
+    const Region& r = run.regions[k];
+    counter_pages += sprofil::layout::page_round(r.nbins() * r.counter_width) / SPROF_PAGE *
+                     (r.has_system() ? 2 : 1);
+  }
+  const uint64_t per_process = (1 + 1 + 7 + counter_pages) * SPROF_PAGE;
+  EXPECT_EQ(static_cast<uint64_t>(size_of(dir.file("v2.sprof"))), 2 * SPROF_PAGE + 2 * per_process);
+  // The version is the packed one, and the entry says what it stores and how large the image is.
+  const std::vector<uint8_t> img = slurp(dir.file("v2.sprof"));
+  EXPECT_EQ(peek<uint32_t>(img, offsetof(sprof_run_header, version)), SPROF_RUN_VERSION);
+  EXPECT_EQ(peek<uint64_t>(img, SPROF_PAGE + offsetof(sprof_run_process, stored_size)),
+            per_process);
+  EXPECT_GT(peek<uint64_t>(img, SPROF_PAGE + offsetof(sprof_run_process, image_size)),
+            uint64_t{256} << 20);
+}
+
+// A copy that fills the holes of a version 1 run (as an upload or an archive does) reads the
+// same as the sparse one: the zeros are zeros wherever they are stored.
+TEST(PackedRun, VersionOneWithItsHolesWrittenOutReadsTheSame) {
+  TempDir dir;
+  Profile run = combine_processes({sample_profile(), sample_profile()}, {"", ".2"});
+  std::string error;
+  ASSERT_TRUE(write_profile(run, dir.file("v1.sprof"), &error, SPROF_RUN_VERSION_FULL)) << error;
+  std::vector<uint8_t> dense = slurp(dir.file("v1.sprof"));
+  Profile q;
+  ASSERT_TRUE(parse_profile(dense.data(), dense.size(), &q, &error)) << error;
+  expect_same(q, run);
+}
+
+struct Mutation {
+  const char* what;
+  std::function<void(std::vector<uint8_t>&)> apply;
+  std::vector<std::string> needles;
+};
+
+// Every lie of a packed entry is refused with a message naming the process and the fault,
+// whatever it is: nothing is read outside the entry's stored bytes.
+TEST(PackedRun, EntriesThatLieAboutTheirExtentsAreRefused) {
+  const std::vector<uint8_t> good = image_of(large_run());
+  const size_t e0 = SPROF_PAGE, e1 = SPROF_PAGE + SPROF_RUN_ENTRY;
+  const uint64_t at0 = peek<uint64_t>(good, e0 + offsetof(sprof_run_process, image_offset));
+  const uint64_t stored0 = peek<uint64_t>(good, e0 + offsetof(sprof_run_process, stored_size));
+  const uint32_t n0 = peek<uint32_t>(good, e0 + offsetof(sprof_run_process, extent_count));
+  ASSERT_GE(n0, 3u);
+  const size_t x1 = static_cast<size_t>(at0) + sizeof(sprof_run_extent);  // extent 1
+  const std::vector<Mutation> cases = {
+      {"no extents",
+       [&](auto& img) { poke<uint32_t>(img, e0 + 80, 0); },
+       {"process 0", "bad extent_count 0"}},
+      {"more extents than the stored bytes hold",
+       [&](auto& img) { poke<uint32_t>(img, e0 + 80, 0xffffffffu); },
+       {"process 0", "bad extent_count 4294967295"}},
+      {"extent 1 overlaps extent 0",
+       [&](auto& img) { poke<uint64_t>(img, x1, 0); },
+       {"process 0", "bad extent 1", "must be sorted"}},
+      {"an empty extent",
+       [&](auto& img) { poke<uint64_t>(img, x1 + 8, 0); },
+       {"process 0", "bad extent 1"}},
+      {"an extent past the image",
+       [&](auto& img) { poke<uint64_t>(img, e0 + 16, uint64_t{2} * SPROF_PAGE); },
+       {"process 0", "bad extent"}},
+      {"fewer stored bytes than the extents' pages",
+       [&](auto& img) { poke<uint64_t>(img, e0 + 72, stored0 - SPROF_PAGE); },
+       {"process 0", "the extents hold", "the entry stores"}},
+      {"stored bytes past the end of the file",
+       [&](auto& img) { poke<uint64_t>(img, e1 + 72, uint64_t{1} << 40); },
+       {"process 1", "bad image at offset", "stored in 1099511627776 bytes"}},
+      {"stored bytes not in pages",
+       [&](auto& img) { poke<uint64_t>(img, e0 + 72, stored0 + 1); },
+       {"process 0", "bad image"}},
+      {"image_size not in pages",
+       [&](auto& img) {
+         poke<uint64_t>(img, e0 + 16,
+                        peek<uint64_t>(img, e0 + offsetof(sprof_run_process, image_size)) - 1);
+       },
+       {"process 0", "bad image"}},
+  };
+  for (const Mutation& m : cases) {
+    std::vector<uint8_t> img = good;
+    m.apply(img);
+    Profile q;
+    std::string error;
+    EXPECT_FALSE(parse_profile(img.data(), img.size(), &q, &error)) << m.what;
+    for (const std::string& n : m.needles)
+      EXPECT_NE(error.find(n), std::string::npos) << m.what << ": " << error;
+  }
+}
+
+// A packed image may claim any size; what it stores bounds what it costs. An image that claims
+// 2^60 bytes reads as its pages (the rest zeros: a long hole is stepped over at once), and a
+// header that claims 2^32-1 records in it is refused by the pages it stores, before anything
+// is allocated.
+TEST(PackedRun, ImageClaimingAHugeSizeCostsWhatItStores) {
+  std::vector<uint8_t> img = image_of(large_run());
+  const size_t e0 = SPROF_PAGE;
+  poke<uint64_t>(img, e0 + offsetof(sprof_run_process, image_size), uint64_t{1} << 60);
+  Profile q;
+  std::string error;
+  ASSERT_TRUE(parse_profile(img.data(), img.size(), &q, &error)) << error;
+  EXPECT_EQ(q.total_samples(), large_run().total_samples());
+  // The first stored page after the extent table is the image's header.
+  const uint64_t at0 = peek<uint64_t>(img, e0 + offsetof(sprof_run_process, image_offset));
+  const size_t header = static_cast<size_t>(at0) + SPROF_PAGE;
+  ASSERT_EQ(std::string(reinterpret_cast<const char*>(img.data() + header), 7), "SPROFIL");
+  poke<uint32_t>(img, header + offsetof(sprof_header, region_count), 0xffffffffu);
+  EXPECT_FALSE(parse_profile(img.data(), img.size(), &q, &error));
+  EXPECT_NE(error.find("process 0"), std::string::npos) << error;
+  EXPECT_NE(error.find("region_count 4294967295 cannot fit"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace sprofil::profile_test
