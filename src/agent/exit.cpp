@@ -48,6 +48,24 @@ void agent_exit() {
   g_on = false;
 }
 
+// The program installs a seccomp filter (rt's interposer, before the filter, without the
+// runtime's mutex): the file says so; with a signal per sample (whose handler makes system
+// calls) sampling stops and the file is completed as at an exit; in drain mode the record
+// parent's events go on and the parent completes the file at the end. Then the agent makes no
+// system call of its own: every hook of it returns at once (g_on).
+void agent_sandboxed() {
+  Lock lock;
+  if (!g_on) return;
+  // A pending forked child maps the file of the process it was forked from: not its own.
+  if (!g_pending.load(std::memory_order_acquire))
+    std::atomic_ref<uint32_t>(g_hdr->flags).fetch_or(SPROF_F_SANDBOXED);
+  if (!rt::perf::drain_mode()) {
+    stop_sampling();
+    complete_file(true);
+  }
+  g_on = false;
+}
+
 // Signal-safe (see the top of this file).
 void finish_at_underscore_exit() {
   if (!g_on.load(std::memory_order_acquire) || g_pending.load(std::memory_order_acquire)) return;
@@ -74,6 +92,7 @@ void install_exit_hooks() {
   g_next_Exit.store(reinterpret_cast<ExitFn>(dlsym(RTLD_NEXT, "_Exit")), std::memory_order_release);
   atexit(agent_exit);
   at_quick_exit(agent_exit);
+  rt::set_sandbox_hook(agent_sandboxed);
 }
 
 }  // namespace sprofil::agent

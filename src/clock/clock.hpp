@@ -189,6 +189,24 @@ void stop_clock();
 // Registers the fork handlers (fork.cpp), once, from the runtime's constructor.
 void install_fork_handlers();
 
+// The program's seccomp filter (sandbox.cpp). After enter_sandbox() (the interposed prctl and
+// syscall, before the filter is installed) the runtime makes no system call of its own:
+// sandboxed() is true (an atomic: safe in the signal handler) and every hook returns at once.
+bool sandboxed();
+void enter_sandbox();
+// Whether an exec of this process (or of a vfork child that installed a filter) must pass an
+// environment without sprofil (unprofiled_env).
+bool exec_unprofiled();
+// LD_PRELOAD's value without libsprofil (entries separated by ':' or ' ', kept with ':'),
+// into `out` (at least as long as value).
+void strip_preload(const char* value, char* out);
+// For unprofiled_env: the number of entries of envp, and the length of its LD_PRELOAD entry
+// (0 if none).
+size_t unprofiled_env_sizes(char* const envp[], size_t* preload_len);
+// envp without sprofil's variables and with libsprofil out of LD_PRELOAD, into `out` (n + 1
+// slots) and `preload` (the LD_PRELOAD entry's length + 1 bytes).
+void unprofiled_env(char* const envp[], char** out, char* preload);
+
 // The runtime's state (runtime.cpp): guarded by g_mu unless atomic.
 extern pthread_mutex_t g_mu;
 extern bool g_active;

@@ -3,7 +3,9 @@
 // signals, while the new image starts with SIG_DFL (terminate) for SIGPROF. So every exec
 // first stops the clock, discards pending samples and restores the previous disposition; if
 // the exec fails, profiling resumes as it was.
+#include <alloca.h>
 #include <dlfcn.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +29,26 @@ int guarded(Call call) {
   sprofil::rt::after_failed_exec();
   errno = e;
   return rc;
+}
+
+// Runs call(env) with the environment an exec or a spawn passes: envp itself, or, where the
+// program installed a seccomp filter (sandbox.cpp), a copy without sprofil's variables and
+// without libsprofil in LD_PRELOAD: the new program inherits the filter, which would deny the
+// agent's start. The copy is on this stack (a vfork child may exec), on the heap if it is
+// very large (it is not freed: the exec replaces the image; a failed one leaks it).
+template <class Call>
+int with_env(char* const envp[], Call call) {
+  if (!sprofil::rt::exec_unprofiled()) return call(envp);
+  size_t preload_len = 0;
+  const size_t n = sprofil::rt::unprofiled_env_sizes(envp, &preload_len);
+  constexpr size_t kOnStack = 64 * 1024;
+  const bool small = (n + 1) * sizeof(char*) + preload_len + 1 <= kOnStack;
+  auto** out = static_cast<char**>(small ? alloca((n + 1) * sizeof(char*))
+                                         : malloc((n + 1) * sizeof(char*)));
+  auto* preload = static_cast<char*>(small ? alloca(preload_len + 1) : malloc(preload_len + 1));
+  if (!out || !preload) return call(envp);
+  sprofil::rt::unprofiled_env(envp, out, preload);
+  return call(out);
 }
 
 using execve_fn = int (*)(const char*, char* const[], char* const[]);
@@ -65,33 +87,61 @@ int exec_list(const char* arg0, va_list ap, bool with_env, Exec exec) {
 
 SPROFIL_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   auto f = sprofil::rt::real_fn(g_execve, "execve");
-  return guarded([&] { return f(path, argv, envp); });
+  return with_env(envp,
+                  [&](char* const* env) { return guarded([&] { return f(path, argv, env); }); });
 }
 
+// execv and execvp pass environ: as execve and execvpe with it where it must be copied.
 SPROFIL_EXPORT int execv(const char* path, char* const argv[]) {
+  if (sprofil::rt::exec_unprofiled()) return execve(path, argv, environ);
   auto f = sprofil::rt::real_fn(g_execv, "execv");
   return guarded([&] { return f(path, argv); });
 }
 
+SPROFIL_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  auto f = sprofil::rt::real_fn(g_execvpe, "execvpe");
+  return with_env(envp,
+                  [&](char* const* env) { return guarded([&] { return f(file, argv, env); }); });
+}
+
 SPROFIL_EXPORT int execvp(const char* file, char* const argv[]) {
+  if (sprofil::rt::exec_unprofiled()) return execvpe(file, argv, environ);
   auto f = sprofil::rt::real_fn(g_execvp, "execvp");
   return guarded([&] { return f(file, argv); });
 }
 
-SPROFIL_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  auto f = sprofil::rt::real_fn(g_execvpe, "execvpe");
-  return guarded([&] { return f(file, argv, envp); });
-}
-
 SPROFIL_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
   auto f = sprofil::rt::real_fn(g_fexecve, "fexecve");
-  return guarded([&] { return f(fd, argv, envp); });
+  return with_env(envp,
+                  [&](char* const* env) { return guarded([&] { return f(fd, argv, env); }); });
 }
 
 SPROFIL_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                             int flags) {
   auto f = sprofil::rt::real_fn(g_execveat, "execveat");
-  return guarded([&] { return f(dirfd, path, argv, envp, flags); });
+  return with_env(envp, [&](char* const* env) {
+    return guarded([&] { return f(dirfd, path, argv, env, flags); });
+  });
+}
+
+// posix_spawn and posix_spawnp start a new program without an exec of this image: only their
+// environment is concerned (with_env).
+using spawn_fn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
+                         const posix_spawnattr_t*, char* const[], char* const[]);
+std::atomic<spawn_fn> g_posix_spawn{nullptr}, g_posix_spawnp{nullptr};
+
+SPROFIL_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
+                               const posix_spawnattr_t* attr, char* const argv[],
+                               char* const envp[]) {
+  auto f = sprofil::rt::real_fn(g_posix_spawn, "posix_spawn");
+  return with_env(envp, [&](char* const* env) { return f(pid, path, fa, attr, argv, env); });
+}
+
+SPROFIL_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
+                                const posix_spawnattr_t* attr, char* const argv[],
+                                char* const envp[]) {
+  auto f = sprofil::rt::real_fn(g_posix_spawnp, "posix_spawnp");
+  return with_env(envp, [&](char* const* env) { return f(pid, file, fa, attr, argv, env); });
 }
 
 // execl, execlp and execle: their variadic list collected by exec_list and passed to CALL,
@@ -117,7 +167,7 @@ bool g_exec_untouched = false;  // before_exec() left sampling on: the exec ends
 
 void before_exec() {
   // A vfork child shares our memory but has none of our timers: touch nothing.
-  if (getpid() != g_pid) return;
+  if (sandboxed() || getpid() != g_pid) return;
   Lock lock;
   if (!g_active) return;
   // A clock whose sampling the exec itself ends (a forked child in perf's drain mode:
@@ -135,7 +185,7 @@ void before_exec() {
 }
 
 void after_failed_exec() {
-  if (getpid() != g_pid) return;
+  if (sandboxed() || getpid() != g_pid) return;
   Lock lock;
   if (std::exchange(g_exec_untouched, false)) return;  // sampling went on: nothing to resume
   if (!g_exec_suspended) return;

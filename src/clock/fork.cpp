@@ -14,7 +14,10 @@ namespace {
 
 __attribute__((tls_model("initial-exec"))) thread_local sigset_t t_fork_mask;
 
+// Under the program's seccomp filter only the mutex (sandbox.cpp): the forked child is not
+// sampled, and no system call of sprofil's is made.
 void atfork_prepare() {
+  if (sandboxed()) return util::ForkSafeMutex<&g_mu>::prepare();
   sigset_t all;
   sigfillset(&all);
   real_sigmask(SIG_BLOCK, &all, &t_fork_mask);
@@ -22,11 +25,13 @@ void atfork_prepare() {
 }
 void atfork_parent() {
   util::ForkSafeMutex<&g_mu>::parent();
+  if (sandboxed()) return;
   real_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
 }
 // Only the forking thread exists in the child.
 void atfork_child() {
   util::ForkSafeMutex<&g_mu>::child();
+  if (sandboxed()) return;
   g_pid = getpid();
   reseed_after_fork();
   forget_slots_after_fork();

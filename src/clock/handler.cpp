@@ -29,6 +29,7 @@
 //   thread.
 // - Then engine::global().sample(), whose own audit is at the top of engine/engine.cpp
 //   (atomics and immutable, safely published tables only).
+// - Under the program's seccomp filter (sandboxed(), an atomic load) it returns at once.
 // - It saves and restores errno. It takes no lock, allocates nothing, and reads no runtime
 //   state guarded by g_mu: every value it reads is an atomic or was published before the
 //   signal was first armed (g_cookie is a constant).
@@ -67,6 +68,9 @@ uintptr_t pc_of(void* ucv) {
 }
 
 void on_signal(int, siginfo_t* si, void* uc) {
+  // Under the program's seccomp filter the weights' system calls may be denied: a signal
+  // still in flight when the clock stopped there is dropped (sandbox.cpp).
+  if (sandboxed()) return;
   const int saved_errno = errno;
   uint64_t system_w = 0;
   // The running clock's weight hook tells its samples from anything else (kill(),

@@ -70,7 +70,7 @@ void program_timer_signal(int sig) {
 }
 
 bool program_setitimer(const itimerval* v, itimerval* old, int* rc) {
-  if (getpid() != g_pid) return false;  // a vfork child: its own itimer
+  if (sandboxed() || getpid() != g_pid) return false;  // a vfork child: its own itimer
   Lock lock;
   if (!g_active || g_clock.kind != ClockKind::kItimer) return false;
   if (old) *old = itimerval{};  // the program has none: setting one moves sprofil away

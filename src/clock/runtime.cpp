@@ -227,6 +227,8 @@ int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
             engine::Table** old) {
   Lock lock;
   *old = nullptr;
+  // Under the program's seccomp filter no clock starts (its system calls may be denied).
+  if (table && sandboxed()) return EPERM;
   engine::Engine& eng = engine::global();
   // The program uses ITIMER_PROF (or SIGPROF): the itimer clock gives way to the cpu clock.
   ClockRequest want = clock;
@@ -280,8 +282,8 @@ int install(engine::Channel ch, engine::Table* table, const ClockRequest& clock,
 }
 
 void credit_at_underscore_exit() {
-  if (getpid() != g_pid) return;  // a vfork child: the registry is its parent's
-  const BlockAll blocked;         // no signal of ours between the credit and the exit
+  if (sandboxed() || getpid() != g_pid) return;  // a vfork child: the registry is its parent's
+  const BlockAll blocked;  // no signal of ours between the credit and the exit
   if (pthread_mutex_trylock(&g_mu) != 0) return;
   if (g_active && g_signo != 0 && g_clock.kind == ClockKind::kPerf)
     if (Slot* s = find_slot(gettid_()); s && s->event) perf::credit_own_at_exit(s->event);

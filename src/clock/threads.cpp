@@ -33,6 +33,7 @@ pthread_key_t g_exit_key;
 bool g_exit_key_ok = false;
 
 void thread_exiting(void*) {
+  if (sandboxed()) return;
   Lock lock;
   if (Slot* s = find_slot(gettid_())) {
     disarm_thread(s);
@@ -98,6 +99,7 @@ void reap_locked() {
 
 // Without the mutex: a thread made by the interposed pthread_create, before its start routine.
 void thread_started() {
+  if (sandboxed()) return;  // not sampled: no system call of sprofil's (sandbox.cpp)
   {
     Lock lock;
     const pid_t self = gettid_();
@@ -161,12 +163,13 @@ void check_masks_locked() {
 }
 
 void reap_threads() {
-  if (getpid() != g_pid) return;  // a vfork child: the registry is its parent's
+  if (sandboxed() || getpid() != g_pid) return;  // a vfork child: the registry is its parent's
   Lock lock;
   reap_locked();
 }
 
 void check_masks() {
+  if (sandboxed()) return;
   Lock lock;
   check_masks_locked();
 }
@@ -236,6 +239,7 @@ SPROFIL_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   static std::atomic<pthread_create_fn> real{nullptr};
   const pthread_create_fn f = sprofil::rt::real_fn(real, "pthread_create");
   if (!f) return EAGAIN;
+  if (sprofil::rt::sandboxed()) return f(thread, attr, fn, arg);
   auto* a = static_cast<StartArgs*>(malloc(sizeof(StartArgs)));
   if (!a) return f(thread, attr, fn, arg);
   a->fn = fn;

@@ -36,6 +36,10 @@
 /* header.flags */
 #define SPROF_F_FINISHED 0x1u /* the end fields were written by a clean exit or stop */
 #define SPROF_F_CHILD 0x2u    /* written by a forked child (FILE.PID) */
+/* The program installed a seccomp filter (through libc): the runtime made no system call of
+ * its own after it. Threads and processes started later are not sampled; with a signal per
+ * sample, sampling stopped there. */
+#define SPROF_F_SANDBOXED 0x4u
 
 /* header.clock: the one table of sampling clocks. Every layer (the runtime, the public API's
  * sprofil_clock, the host tools) derives its ids, names and descriptions from this list; the

@@ -220,6 +220,22 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+std::string sandboxed_note(const profile::Profile& p) {
+  constexpr size_t kNamed = 5;
+  std::vector<const profile::Process*> in;
+  for (const profile::Process& pr : p.processes)
+    if (pr.flags & SPROF_F_SANDBOXED) in.push_back(&pr);
+  if (in.empty()) return "";
+  std::string s = in.size() == 1 ? "process " : std::to_string(in.size()) + " processes: ";
+  for (size_t i = 0; i < in.size() && i < kNamed; ++i)
+    s += (i ? ", " : "") + std::to_string(in[i]->pid) + " (" + in[i]->comm + ")";
+  if (in.size() > kNamed) s += " and " + std::to_string(in.size() - kNamed) + " more";
+  return s + " installed" +
+         " a seccomp filter; sprofil then made no system call of its own there (the filter "
+         "could deny it and kill the program): the threads and processes started after it "
+         "were not sampled, and with a signal per sample sampling stopped at it";
+}
+
 std::string unfinished_note(const profile::Profile& p) {
   if (p.finished()) return "";
   constexpr size_t kNamed = 5;

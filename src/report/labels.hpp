@@ -66,4 +66,9 @@ std::string kept_processes(const profile::Profile& p, const Options& opts);
 // up to then are counted, and that their CPU time and effective rate are unknown.
 std::string unfinished_note(const profile::Profile& p);
 
+// "" unless a process installed a seccomp filter (SPROF_F_SANDBOXED; up to five named): that
+// sprofil made no system call of its own in it afterwards, so what it started later (threads,
+// processes) was not sampled, and with a signal per sample sampling stopped there.
+std::string sandboxed_note(const profile::Profile& p);
+
 }  // namespace sprofil::report

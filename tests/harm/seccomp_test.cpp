@@ -1,0 +1,88 @@
+// A program that installs a seccomp filter (tests/harm/progs/agent_sandbox.cpp): natively and
+// under every clock the same exit status, output and files (the filter kills the process on
+// any system call the program does not make itself, so any call of sprofil's after the filter
+// would kill it); in drain mode the threads sampled before the filter stay sampled after it;
+// the profile and the report say what was not sampled (src/clock/sandbox.cpp).
+#include <nlohmann/json.hpp>
+
+#include "format/sprof_format.h"
+#include "harness.hpp"
+#include "profile/reader.hpp"
+
+namespace sprofil::harm_test {
+namespace {
+
+const std::string kSandbox = AGENT_SANDBOX;
+const std::string kPlugin = AGENT_PLUGIN;
+
+TEST(Seccomp, ProgramThatInstallsAFilterRunsAsNatively) {
+  for (const char* how : {"prctl", "syscall"}) {
+    SCOPED_TRACE(how);
+    const Outcome native = run_once("", {kSandbox, how, kPlugin});
+    ASSERT_EQ(native.status, 0) << native.err;
+    EXPECT_EQ(native.out,
+              "filter installed\nthread joined\nforked child: 0\nspawned: 0\nexec with the "
+              "copied environment: 0\ndlopen: ok\ndone\n");
+    expect_no_harm({kSandbox, how, kPlugin});
+  }
+}
+
+// The samples of burn_after (the same work as burn_before, after the filter) over those of
+// burn_before, from the report of `profile`; -1 if the report fails.
+double after_over_before(const std::string& profile, std::string* text) {
+  const Result r = agent_test::run({agent_test::kTool, "report", profile, "--format", "json"});
+  if (r.status != 0) return -1;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  double before = 0, after = 0;
+  for (const auto& row : j["rows"]) {
+    const std::string name = row.value("name", "");
+    if (name.find("burn_before") != std::string::npos) before += row.value("samples", 0.0);
+    if (name.find("burn_after") != std::string::npos) after += row.value("samples", 0.0);
+  }
+  *text = agent_test::run({agent_test::kTool, "report", profile}).out;
+  return before > 0 ? after / before : -1;
+}
+
+// Drain mode (the default): the main thread's event, which the record parent holds, samples
+// it after the filter as before (the same work: about as many samples, 40% either way for a
+// loaded machine); the thread and the processes started after it are not sampled, and the
+// profile's flag and the report say so. With a signal per sample (the cpu clock) sampling
+// stops at the filter: no sample of burn_after, the file completed there.
+TEST(Seccomp, DrainModeSamplesOnAndTheReportSaysWhatItDidNot) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "p.sprof";
+  Result r = agent_test::record(out, {}, {kSandbox, "prctl", kPlugin});
+  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
+  profile::Profile p;
+  std::string error;
+  ASSERT_TRUE(profile::read_profile(out, &p, &error)) << error;
+  ASSERT_FALSE(p.processes.empty());
+  EXPECT_NE(p.processes[0].flags & SPROF_F_SANDBOXED, 0u);
+  EXPECT_NE(p.processes[0].flags & SPROF_F_FINISHED, 0u);  // by the record parent
+  std::string text;
+  const double ratio = after_over_before(out, &text);
+  EXPECT_GT(ratio, 0.6) << text;
+  EXPECT_LT(ratio, 1.4) << text;
+  EXPECT_NE(text.find("installed a seccomp filter"), std::string::npos) << text;
+  EXPECT_NE(text.find("were not sampled"), std::string::npos) << text;
+}
+
+TEST(Seccomp, SignalPerSampleStopsAtTheFilter) {
+  TempDir dir;
+  const std::string out = dir / "p.sprof";
+  Result r = agent_test::record(out, {"--clock", "cpu"}, {kSandbox, "syscall", kPlugin});
+  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
+  profile::Profile p;
+  std::string error;
+  ASSERT_TRUE(profile::read_profile(out, &p, &error)) << error;
+  ASSERT_FALSE(p.processes.empty());
+  EXPECT_NE(p.processes[0].flags & SPROF_F_SANDBOXED, 0u);
+  EXPECT_NE(p.processes[0].flags & SPROF_F_FINISHED, 0u);  // completed at the filter
+  std::string text;
+  EXPECT_EQ(after_over_before(out, &text), 0.0) << text;
+  EXPECT_NE(text.find("installed a seccomp filter"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace sprofil::harm_test
