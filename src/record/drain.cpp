@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 
 #include "format/layout.hpp"
 #include "format/profile_file.hpp"
@@ -465,7 +466,22 @@ bool Drainer::start(const std::string& dir, const std::string& base, std::string
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
-  s.thread = std::thread([this] { s_->loop(); });
+  // The thread can fail to start where little address space is left (ulimit -v: its stack):
+  // then no drain mode, said by record, and the agents use a signal per sample.
+  try {
+    s.thread = std::thread([this] { s_->loop(); });
+  } catch (const std::system_error& e) {
+    *why = std::string("cannot start its thread: ") + strerror(e.code().value());
+    if (s.nofile_raised) setrlimit(RLIMIT_NOFILE, &s.saved_nofile);
+    s.nofile_raised = false;
+    close(s.listen_fd);
+    close(s.wake[0]);
+    close(s.wake[1]);
+    s.listen_fd = -1;
+    unlink(path.c_str());
+    if (!s.own_dir.empty()) rmdir(s.own_dir.c_str());
+    return false;
+  }
   return true;
 }
 

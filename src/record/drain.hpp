@@ -41,6 +41,7 @@ class Drainer : util::NoCopy {
     uint64_t lost_records = 0;         // records the kernel dropped (ring full): counted as lost
                                        // samples in the file's header (perf::drop_lost)
     uint64_t unplaced = 0;             // samples of a process whose file could not be mapped
+    int unplaced_errno = 0;            // why the last such file could not be mapped (0: unknown)
     uint64_t no_space = 0;             // samples whose counter's page could not be reserved
                                        // (a full disk): counted as lost in the file's header
     uint64_t exit_credited = 0;        // whole periods credited when their event ended

@@ -139,6 +139,7 @@ void refresh(File* f) {
     void* m = f->map ? mremap(f->map, f->len, size, MREMAP_MAYMOVE)
                      : mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
     if (m == MAP_FAILED && f->map) munmap(f->map, f->len);  // a failed mremap keeps the old one
+    f->map_errno = m == MAP_FAILED ? errno : 0;
     f->map = m == MAP_FAILED ? nullptr : static_cast<char*>(m);
     f->len = f->map ? size : 0;
     if (!f->map) return;

@@ -122,6 +122,7 @@ void Drainer::State::add_sample(Event* e, uintptr_t pc, uint64_t w, uint64_t sys
   if (!f->table) {
     std::lock_guard<std::mutex> l(stats_mu);
     stats.unplaced += w;
+    if (f->map_errno) stats.unplaced_errno = f->map_errno;
     return;
   }
   if (r) {

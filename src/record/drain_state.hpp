@@ -72,6 +72,7 @@ struct File {
   int fd = -1;
   char* map = nullptr;
   size_t len = 0;
+  int map_errno = 0;  // why the last mapping of it failed (0: it did not)
   engine::Table* table = nullptr;
   uint32_t seen_count = UINT32_MAX;
   uint64_t seen_end = 0;

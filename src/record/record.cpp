@@ -336,6 +336,9 @@ int record(const Options& o, FILE* log) {
   const bool may_be_perf =
       o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
   const bool drain = may_be_perf && drainer.start(rundir.path, kFileName, &drain_why);
+  if (may_be_perf && !drain)
+    fprintf(log, "sprofil record: no drain mode (%s): a signal per sample instead\n",
+            drain_why.c_str());
   fflush(log);
   const uint64_t start_ns = now_ns();
   const pid_t pid = fork();
@@ -395,6 +398,21 @@ int record(const Options& o, FILE* log) {
   while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
   const Drainer::Stats ds = drainer.stats();  // after finish(): all of the run
+  // Samples the kernel took that record could not count: said whatever SPROFIL_DRAIN_STATS.
+  if (drain && ds.unplaced > 0) {
+    rlimit as;
+    const bool as_limited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+    fprintf(log,
+            "sprofil record: %llu samples were taken but not counted: the profile file of their "
+            "process could not be mapped%s%s%s\n",
+            static_cast<unsigned long long>(ds.unplaced), ds.unplaced_errno ? " (" : "",
+            ds.unplaced_errno ? strerror(ds.unplaced_errno) : "",
+            ds.unplaced_errno == ENOMEM && as_limited
+                ? "): sprofil record runs under the same address-space limit (ulimit -v) as "
+                  "the program; raise it, or set it inside the recorded command"
+            : ds.unplaced_errno ? ")"
+                                : "");
+  }
   if (drain && getenv("SPROFIL_DRAIN_STATS")) {
     fprintf(
         log,
