@@ -13,6 +13,7 @@
 // other files, one job each; docs/agent.md describes the whole.
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@ uint64_t g_file_end = 0;
 uint64_t g_next_off = 0;
 bool g_spilled = false;
 bool g_lazy_arrays = false;
+bool g_records_only = false;
 bool g_with_system = false;
 uint64_t g_stamp = 0;
 uint32_t* g_unloaded = nullptr;
@@ -134,6 +136,9 @@ __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**
   // The record parent took the main thread's event with the file: drain mode runs, and the
   // parent reserves the arrays' pages as it counts into them.
   g_lazy_arrays = rt::perf::early_handed(g_clock.interval_ns);
+  rt::perf::set_drain_only(g_lazy_arrays);  // nothing in the process may count into them
+  rlimit as;
+  g_records_only = g_lazy_arrays && getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
   g_file_end = g_next_off = SPROF_PAGE;
   setenv("SPROFIL_STARTED", "1", 1);  // later images of this run write files of their own
   fill_header(g_hdr, 0, argc, argv);

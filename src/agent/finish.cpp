@@ -34,7 +34,7 @@ bool write_record(int fd, const AgentRegion& a, uint64_t at) {
   bool ok = fits_fsize(at + a.record_bytes) &&
             ftruncate(fd, static_cast<off_t>(at + a.record_bytes)) == 0 &&
             pwrite(fd, &rec, SPROF_PAGE, static_cast<off_t>(at)) == SPROF_PAGE;
-  for (uint64_t p = SPROF_PAGE; p < a.record_bytes && ok; p += SPROF_PAGE) {
+  for (uint64_t p = SPROF_PAGE; p < mapped_bytes(a) && ok; p += SPROF_PAGE) {
     const char* page = reinterpret_cast<const char*>(a.rec) + p;
     if (!all_zero(page, SPROF_PAGE))
       ok = pwrite(fd, page, SPROF_PAGE, static_cast<off_t>(at + p)) == SPROF_PAGE;
@@ -54,7 +54,8 @@ void write_spilled(int fd) {
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t k = g_nfile; k < g_nregs; ++k) {
       AgentRegion& a = g_regs[k];
-      const bool counted = !all_zero(a.counters, layout::array_bytes(a.rec->nbins, kCounterWidth));
+      const bool counted = a.counters != kNoCounters &&
+                           !all_zero(a.counters, layout::array_bytes(a.rec->nbins, kCounterWidth));
       if (counted != (pass == 0)) continue;
       if (a.written_at != 0) {
         if (!write_record(fd, a, a.written_at)) lost += counted;

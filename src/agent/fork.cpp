@@ -97,14 +97,14 @@ void take_own_file() {
   int err = 0;
   for (size_t i = 0; i < g_nregs; ++i) {
     AgentRegion& a = g_regs[i];
-    const uint64_t len = a.record_bytes;
+    const uint64_t len = a.record_bytes, map_len = mapped_bytes(a);
     void* at = a.rec;
     bool copied = false;
     if (!g_spilled) {
       err = by_parent ? 0 : reserve(fd, a.record_offset, len);
       if (err == 0 && i < nfrom) copied = by_parent || copy_record(from, fd, a.record_offset);
       if (err == 0 && i < nfrom && !copied) err = errno ? errno : EIO;
-      if (err == 0 && mmap(at, len, rw, MAP_SHARED | MAP_FIXED, fd,
+      if (err == 0 && mmap(at, map_len, rw, MAP_SHARED | MAP_FIXED, fd,
                            static_cast<off_t>(a.record_offset)) == MAP_FAILED) {
         err = errno;
       }
@@ -113,7 +113,7 @@ void take_own_file() {
     }
     if (g_spilled) {
       copied = false;
-      if (mmap(at, len, rw, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
+      if (mmap(at, map_len, rw, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
               MAP_FAILED ||
           (i < nfrom &&
            pread(from, at, SPROF_PAGE, static_cast<off_t>(a.record_offset)) != SPROF_PAGE)) {
@@ -125,7 +125,7 @@ void take_own_file() {
       copied = i < nfrom;
     }
     if (!copied && i >= nfrom) *a.rec = saved[i - nfrom];
-    madvise(at, len, MADV_RANDOM);
+    madvise(at, map_len, MADV_RANDOM);
     a.in_file = !g_spilled;
     a.written_at = 0;
     if (a.in_file) {

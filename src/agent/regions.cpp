@@ -46,6 +46,7 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   const layout::RegionShape shape =
       layout::region_shape(f.end - f.start, g_bin_bytes, kCounterWidth, g_with_system);
   const uint64_t off = g_next_off, len = shape.record_size;
+  const uint64_t map_len = g_records_only ? SPROF_PAGE : len;  // what the process maps of it
   layout::RegionInfo info;
   info.flags = f.flags | (dlopened ? SPROF_R_DLOPEN : 0u);
   info.start = f.start;
@@ -81,7 +82,7 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   } else if (!g_spilled && fd >= 0) {
     int e = reserve_record(fd, off, len, off + len <= g_reserved_to, page);
     if (e == 0) {
-      rec = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
+      rec = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(off));
       if (rec == MAP_FAILED) {
         e = errno;
         (void)!ftruncate(fd, static_cast<off_t>(off));
@@ -95,19 +96,21 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
   }
   const bool in_file = rec != MAP_FAILED;
   if (!in_file) {
-    rec = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-               -1, 0);
+    rec = mmap(nullptr, map_len, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (rec == MAP_FAILED) return false;
   }
   // Counters are hit at random: no readahead, so only the pages hit become resident.
-  if (!batched) madvise(rec, len, MADV_RANDOM);
+  if (!batched) madvise(rec, map_len, MADV_RANDOM);
   auto* r = static_cast<sprof_region*>(rec);
   if (!in_file || !g_lazy_arrays) memcpy(r, page, sizeof *page);
   g_next_off = off + len;
   char* at = static_cast<char*>(rec);
   g_regs[g_nregs++] = AgentRegion{r,
-                                  at + shape.counters_at,
-                                  shape.system_at ? at + shape.system_at : nullptr,
+                                  g_records_only ? kNoCounters : at + shape.counters_at,
+                                  !shape.system_at ? nullptr
+                                  : g_records_only ? kNoCounters
+                                                   : at + shape.system_at,
                                   len,
                                   off,
                                   true,
@@ -424,9 +427,11 @@ int merge(const FoundList& list, bool dlopened, int fd) {
     if (!opened) fd = own_fd = reopen_output();
     opened = true;
     if (fd >= 0 && reserve_span(fd, g_next_off, want) == 0) g_reserved_to = g_next_off + want;
-    void* m = g_reserved_to ? mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                                   static_cast<off_t>(g_next_off))
-                            : MAP_FAILED;
+    // Not with g_records_only: a record's page is mapped alone.
+    void* m = g_reserved_to && !g_records_only
+                  ? mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                         static_cast<off_t>(g_next_off))
+                  : MAP_FAILED;
     if (m != MAP_FAILED) {  // else add_region() maps each record
       madvise(m, want, MADV_RANDOM);
       g_batch = static_cast<char*>(m);

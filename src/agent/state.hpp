@@ -80,6 +80,19 @@ extern bool g_spilled;       // a record did not fit in the file: it and all lat
 // Nothing in the process counts into them: drain mode has no in-process fallback, and a second
 // session asking for another clock is refused (EBUSY, clock/runtime.cpp install).
 extern bool g_lazy_arrays;
+// With g_lazy_arrays under an address-space limit (RLIMIT_AS, `ulimit -v`): only each record's
+// page is mapped, not its arrays, which nothing in the process writes. Mapped, the arrays took
+// the program's address space (4 bytes of counters per byte of text at 1-byte bins: 38 MB for
+// python3), and a program that fit its limit natively failed to allocate under sprofil.
+extern bool g_records_only;
+// The counters of a record whose arrays are not mapped (g_records_only): an address below
+// mmap_min_addr, never mapped, so that a write (which drain mode never makes) would fault
+// rather than land in the program's memory.
+inline void* const kNoCounters = reinterpret_cast<void*>(uintptr_t{SPROF_PAGE});
+// The bytes of a's record that are mapped: the page alone with g_records_only.
+inline uint64_t mapped_bytes(const AgentRegion& a) {
+  return g_records_only ? SPROF_PAGE : a.record_bytes;
+}
 extern bool g_with_system;    // new records get a system-time array
 extern uint64_t g_stamp;      // the loader's adds + subs at the last merged scan
 extern uint32_t* g_unloaded;  // the regions that are not live, in no order (reload candidates)

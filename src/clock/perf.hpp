@@ -472,6 +472,10 @@ bool jitter_asked();
 // Whether the main thread's event at period_ns went with this image's file (a perf clock at
 // that period works: resolve_auto need not probe), and, for tid, takes it (once).
 bool early_handed(uint64_t period_ns);
+// The agent's records have no arrays this process may count into (drain mode's lazy arrays,
+// agent/state.hpp): the perf clock then starts in drain mode or not at all, never with a
+// signal per sample (after a failed exec, when the record parent is gone).
+void set_drain_only(bool only);
 bool take_early(pid_t tid, uint64_t period_ns);
 
 // Where signal mode's tables by fd lie (1 MiB of bss that a process touches a page of at a

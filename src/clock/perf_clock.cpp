@@ -20,6 +20,7 @@ namespace {
 bool g_perf_ring = false;        // ring buffers instead of a signal per sample (g_mu)
 bool g_perf_drain = false;       // events handed to the record parent (g_mu)
 bool g_jitter_on = true;         // (g_mu)
+bool g_drain_only = false;       // perf::set_drain_only (g_mu)
 const char* g_auto_reason = "";  // why kAuto fell back to kSampler (g_mu)
 char g_auto_reason_buf[160];
 // resolve_auto() probed perf at this period for the start_clock() that now prepares it: the
@@ -36,6 +37,7 @@ int prepare(const ClockRequest& c) {
   const char* mode = secure_getenv("SPROFIL_PERF_MODE");
   g_perf_ring = mode && strcmp(mode, "ring") == 0;
   g_perf_drain = perf::drain_asked() && perf::drain_configure();
+  if (g_drain_only && !g_perf_drain) return ENOTCONN;
   perf::new_generation(c.interval_ns);
   g_jitter_on = perf::jitter_asked();
   perf::set_jitter(g_jitter_on);
@@ -136,6 +138,10 @@ bool ends_at_exec() {
 
 bool perf::drain_mode() {
   return g_perf_drain;
+}
+
+void perf::set_drain_only(bool only) {
+  g_drain_only = only;
 }
 
 extern constinit const ClockOps g_clock_PERF = {

@@ -202,3 +202,33 @@ TEST(AgentLimits, CpuAffinityIsTheProgramsOwn) {
 
 }  // namespace
 }  // namespace sprofil::harm_test
+
+namespace sprofil::harm_test {
+namespace {
+
+// An address-space limit (RLIMIT_AS) set inside the recorded command, 6 MiB above what the
+// program maps natively: in drain mode (the default) the agent maps each record's page, not
+// its counters (4 bytes per byte of text: about 17 MiB for this C++ program's libraries, which
+// made its allocation fail under sprofil), so the program fits as it does natively.
+TEST(AgentLimits, AddressSpaceLimitInsideTheRun) {
+  SKIP_WITHOUT_PERF();
+  const std::string prog = AGENT_ADDRSPACE;
+  const Result vm = agent_test::run({prog, "vmsize"});
+  ASSERT_EQ(vm.status, 0) << vm.err;
+  const long native_kb = std::stol(vm.out);
+  ASSERT_GT(native_kb, 0);
+  constexpr long kAllocMb = 64, kSpareKb = 6 * 1024;
+  const std::string limit = std::to_string(native_kb + kAllocMb * 1024 + kSpareKb);
+  const Args cmd{"/bin/sh", "-c",    "ulimit -v " + limit + " && exec \"$0\" \"$@\"",
+                 prog,      "alloc", std::to_string(kAllocMb)};
+  const Outcome native = run_once("", cmd);
+  ASSERT_EQ(native.status, 0) << native.out << native.err;
+  ASSERT_EQ(native.out, "ok\n");
+  const Outcome traced = run_once("perf", cmd);
+  EXPECT_EQ(traced.status, 0) << traced.err;
+  EXPECT_EQ(traced.out, "ok\n") << traced.err;
+  EXPECT_EQ(traced.profile, "ok");
+}
+
+}  // namespace
+}  // namespace sprofil::harm_test
