@@ -21,7 +21,8 @@ TEST(Seccomp, ProgramThatInstallsAFilterRunsAsNatively) {
     const Outcome native = run_once("", {kSandbox, how, kPlugin});
     ASSERT_EQ(native.status, 0) << native.err;
     EXPECT_EQ(native.out,
-              "filter installed\nthread joined\nforked child: 0\nspawned: 0\nexec with the "
+              "filter installed\nthread joined\nforked child: 0\nspawned with the copied "
+              "environment: 0\nexec with the "
               "copied environment: 0\ndlopen: ok\ndone\n");
     expect_no_harm({kSandbox, how, kPlugin});
   }

@@ -1,13 +1,12 @@
 // A program that sandboxes itself with seccomp, as servers and tools built on libseccomp do:
 // it works, installs a filter that kills the process (SECCOMP_RET_KILL_PROCESS) on system
 // calls it never makes itself, and works on: a thread, a forked child that exits, a program
-// started with posix_spawn, a forked child that execs with an environment copied before the
-// filter, a dlopen, more work in the main thread. The calls it denies are the ones sprofil's
-// agent would make (the drain exchange, perf events, signal handlers' weights, records of a
-// dlopen'd object), so natively it runs and prints its lines; anything sprofil does behind
-// its back kills it with SIGSYS.
-// Its output must be a pipe or a file (on a terminal printf's ioctl would be denied).
-// Usage: agent_sandbox prctl|syscall PLUGIN
+// started with posix_spawn and a forked child that execs, both with an environment copied
+// before the filter, a dlopen, more work in the main thread. The calls it denies are the ones
+// sprofil's agent would make (the drain exchange, perf events, signal handlers' weights, records of
+// a dlopen'd object), so natively it runs and prints its lines; anything sprofil does behind its
+// back kills it with SIGSYS. Its output must be a pipe or a file (on a terminal printf's ioctl
+// would be denied). Usage: agent_sandbox prctl|syscall PLUGIN
 //   prctl: the filter through prctl(PR_SET_SECCOMP); syscall: through syscall(SYS_seccomp), as
 //   libseccomp's seccomp_load does. PLUGIN: a module to dlopen after the filter.
 #include <dlfcn.h>
@@ -135,8 +134,8 @@ int main(int argc, char** argv) {
   char true_path[] = "/bin/true";
   char* true_argv[] = {true_path, nullptr};
   pid_t spawned = 0;
-  if (posix_spawn(&spawned, true_path, nullptr, nullptr, true_argv, environ) != 0) return 5;
-  printf("spawned: %d\n", wait_status(spawned));
+  if (posix_spawn(&spawned, true_path, nullptr, nullptr, true_argv, env.data()) != 0) return 5;
+  printf("spawned with the copied environment: %d\n", wait_status(spawned));
   fflush(stdout);
   const pid_t execed = fork();
   if (execed == 0) {
