@@ -44,45 +44,44 @@ double after_over_before(const std::string& profile, std::string* text) {
   return before > 0 ? after / before : -1;
 }
 
+// Records agent_sandbox (its filter installed `how`) with the record options `opts`: the run
+// succeeds, and its root process is flagged sandboxed and finished. Returns the report's
+// ratio (after_over_before) and its text.
+double record_sandboxed(const Args& opts, const char* how, std::string* text) {
+  TempDir dir;
+  const std::string out = dir / "p.sprof";
+  Result r = agent_test::record(out, opts, {kSandbox, how, kPlugin});
+  EXPECT_EQ(r.status, 0) << agent_test::describe(r);
+  profile::Profile p;
+  std::string error;
+  EXPECT_TRUE(profile::read_profile(out, &p, &error)) << error;
+  if (p.processes.empty()) return -1;
+  EXPECT_NE(p.processes[0].flags & SPROF_F_SANDBOXED, 0u);
+  // Finished: by the record parent in drain mode, at the filter with a signal per sample.
+  EXPECT_NE(p.processes[0].flags & SPROF_F_FINISHED, 0u);
+  const double ratio = after_over_before(out, text);
+  EXPECT_NE(text->find("installed a seccomp filter"), std::string::npos) << *text;
+  return ratio;
+}
+
 // Drain mode (the default): the main thread's event, which the record parent holds, samples
 // it after the filter as before (the same work: about as many samples, 40% either way for a
 // loaded machine); the thread and the processes started after it are not sampled, and the
-// profile's flag and the report say so. With a signal per sample (the cpu clock) sampling
-// stops at the filter: no sample of burn_after, the file completed there.
+// profile's flag and the report say so.
 TEST(Seccomp, DrainModeSamplesOnAndTheReportSaysWhatItDidNot) {
   SKIP_WITHOUT_PERF();
-  TempDir dir;
-  const std::string out = dir / "p.sprof";
-  Result r = agent_test::record(out, {}, {kSandbox, "prctl", kPlugin});
-  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
-  profile::Profile p;
-  std::string error;
-  ASSERT_TRUE(profile::read_profile(out, &p, &error)) << error;
-  ASSERT_FALSE(p.processes.empty());
-  EXPECT_NE(p.processes[0].flags & SPROF_F_SANDBOXED, 0u);
-  EXPECT_NE(p.processes[0].flags & SPROF_F_FINISHED, 0u);  // by the record parent
   std::string text;
-  const double ratio = after_over_before(out, &text);
+  const double ratio = record_sandboxed({}, "prctl", &text);
   EXPECT_GT(ratio, 0.6) << text;
   EXPECT_LT(ratio, 1.4) << text;
-  EXPECT_NE(text.find("installed a seccomp filter"), std::string::npos) << text;
   EXPECT_NE(text.find("were not sampled"), std::string::npos) << text;
 }
 
+// With a signal per sample (the cpu clock) sampling stops at the filter: no sample of
+// burn_after, the file completed there.
 TEST(Seccomp, SignalPerSampleStopsAtTheFilter) {
-  TempDir dir;
-  const std::string out = dir / "p.sprof";
-  Result r = agent_test::record(out, {"--clock", "cpu"}, {kSandbox, "syscall", kPlugin});
-  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
-  profile::Profile p;
-  std::string error;
-  ASSERT_TRUE(profile::read_profile(out, &p, &error)) << error;
-  ASSERT_FALSE(p.processes.empty());
-  EXPECT_NE(p.processes[0].flags & SPROF_F_SANDBOXED, 0u);
-  EXPECT_NE(p.processes[0].flags & SPROF_F_FINISHED, 0u);  // completed at the filter
   std::string text;
-  EXPECT_EQ(after_over_before(out, &text), 0.0) << text;
-  EXPECT_NE(text.find("installed a seccomp filter"), std::string::npos) << text;
+  EXPECT_EQ(record_sandboxed({"--clock", "cpu"}, "syscall", &text), 0.0) << text;
 }
 
 }  // namespace
