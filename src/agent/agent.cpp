@@ -138,7 +138,20 @@ __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**
   g_lazy_arrays = rt::perf::early_handed(g_clock.interval_ns);
   rt::perf::set_drain_only(g_lazy_arrays);  // nothing in the process may count into them
   rlimit as;
-  g_records_only = g_lazy_arrays && getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+  const bool as_limited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+  g_records_only = g_lazy_arrays && as_limited;
+  // A signal per sample counts into the arrays, mapped into the program's address space: under
+  // a limit, 16-byte bins (a sixteenth of 1-byte bins' space, a quarter of the text's size)
+  // unless SPROFIL_BIN_BYTES says.
+  constexpr uint32_t kLimitedBins = 16;
+  if (!g_lazy_arrays && as_limited && g_bin_bytes < kLimitedBins && !env("SPROFIL_BIN_BYTES")) {
+    g_bin_bytes = kLimitedBins;
+    if (first)
+      say("sprofil: an address-space limit (ulimit -v) is set: %s%s\n",
+          "16-byte bins, so that the counters take a sixteenth of the program's address space "
+          "that 1-byte bins would",
+          " (the default perf clock maps none of it)");
+  }
   g_file_end = g_next_off = SPROF_PAGE;
   setenv("SPROFIL_STARTED", "1", 1);  // later images of this run write files of their own
   fill_header(g_hdr, 0, argc, argv);

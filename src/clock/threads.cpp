@@ -182,7 +182,15 @@ int start_runtime_thread(RuntimeThread* t, void* (*fn)(void*)) {
   if (!real) return EAGAIN;
   t->stop.store(false);
   t->tid.store(0);
-  if (int e = real(&t->thread, nullptr, fn, t)) return e;
+  // A small stack: the default (RLIMIT_STACK, 8 MiB) was address space taken from the program,
+  // which under an address-space limit (ulimit -v) it no longer had. The sampler and the
+  // drainer keep little on their stacks.
+  pthread_attr_t attr;
+  const bool small = pthread_attr_init(&attr) == 0;
+  if (small) pthread_attr_setstacksize(&attr, 256 * 1024);
+  const int e = real(&t->thread, small ? &attr : nullptr, fn, t);
+  if (small) pthread_attr_destroy(&attr);
+  if (e != 0) return e;
   t->running = true;
   while (t->tid.load(std::memory_order_acquire) == 0) sched_yield();
   return 0;

@@ -207,11 +207,11 @@ namespace sprofil::harm_test {
 namespace {
 
 // An address-space limit (RLIMIT_AS) set inside the recorded command, 6 MiB above what the
-// program maps natively: in drain mode (the default) the agent maps each record's page, not
-// its counters (4 bytes per byte of text: about 17 MiB for this C++ program's libraries, which
-// made its allocation fail under sprofil), so the program fits as it does natively.
+// program maps natively, natively and under every clock: in drain mode (the default) the agent
+// maps each record's page, not its counters (4 bytes per byte of text: about 17 MiB for this
+// C++ program's libraries at 1-byte bins, which made its allocation fail under sprofil); with a
+// signal per sample it takes 16-byte bins, and its sampler thread a small stack (it had 8 MiB).
 TEST(AgentLimits, AddressSpaceLimitInsideTheRun) {
-  SKIP_WITHOUT_PERF();
   const std::string prog = AGENT_ADDRSPACE;
   const Result vm = agent_test::run({prog, "vmsize"});
   ASSERT_EQ(vm.status, 0) << vm.err;
@@ -224,10 +224,7 @@ TEST(AgentLimits, AddressSpaceLimitInsideTheRun) {
   const Outcome native = run_once("", cmd);
   ASSERT_EQ(native.status, 0) << native.out << native.err;
   ASSERT_EQ(native.out, "ok\n");
-  const Outcome traced = run_once("perf", cmd);
-  EXPECT_EQ(traced.status, 0) << traced.err;
-  EXPECT_EQ(traced.out, "ok\n") << traced.err;
-  EXPECT_EQ(traced.profile, "ok");
+  expect_no_harm(cmd);
 }
 
 }  // namespace
