@@ -74,6 +74,7 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
   const Coverage cov = coverage_of(p, total, filtered);
   if (!cov.warning.empty()) add("warning", cov.warning);
   if (const std::string note = unfinished_note(p); !note.empty()) add("finished", "no: " + note);
+  if (const std::string note = sandboxed_note(p); !note.empty()) add("seccomp", note);
   return h;
 }
 

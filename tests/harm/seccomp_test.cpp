@@ -61,6 +61,14 @@ double record_sandboxed(const Args& opts, const char* how, std::string* text) {
   EXPECT_NE(p.processes[0].flags & SPROF_F_FINISHED, 0u);
   const double ratio = after_over_before(out, text);
   EXPECT_NE(text->find("installed a seccomp filter"), std::string::npos) << *text;
+  for (const char* format : {"json", "html"}) {
+    const Result rep =
+        agent_test::run({agent_test::kTool, "report", out, "--format", format, "-o", "-"});
+    EXPECT_NE(rep.out.find(format == std::string("json") ? "\"sandboxed_warning\""
+                                                         : "installed a seccomp filter"),
+              std::string::npos)
+        << format;
+  }
   return ratio;
 }
 
