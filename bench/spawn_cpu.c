@@ -6,7 +6,8 @@
 // environment it also prints "W CPU" (microseconds) on stderr for each process as it ends
 // (bench/process_split.sh pairs them with the probe's lines). With SPAWN_FORK=1 it forks and
 // the child execs CMD (execvp): the child's time before its exec (a profiled parent's fork
-// handlers, its hand-over, the exec's flush) is then in CMD's.
+// handlers, its hand-over, the exec's flush) is then in CMD's. With SPAWN_FORK=1 and
+// SPAWN_EXIT=1 the child calls _exit(0) at once instead: what a forked child costs by itself.
 // Usage: spawn_cpu LABEL N CMD [ARGS...]
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   const char* each_env = getenv("SPAWN_EACH");
   const char* fork_env = getenv("SPAWN_FORK");
   const int use_fork = fork_env && fork_env[0] == '1';
+  const char* exit_env = getenv("SPAWN_EXIT");
+  const int just_exit = exit_env && exit_env[0] == '1';
   const int each = each_env && each_env[0] == '1';
   if (n <= 0) return 2;
   double* cpu = calloc((size_t)n, sizeof *cpu);
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
       pid = fork();
       if (pid < 0) return 1;
       if (pid == 0) {
+        if (just_exit) _exit(0);
         const int null = open("/dev/null", O_WRONLY);
         if (null >= 0) dup2(null, 1);
         execvp(argv[3], argv + 3);
