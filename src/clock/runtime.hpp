@@ -82,9 +82,10 @@ struct Hooks {
   void (*after_failed_exec)() = nullptr;
 };
 void set_hooks(const Hooks& hooks);
-// The agent's part when the program installs a seccomp filter (sandbox.cpp), called before
-// the runtime stops, without the runtime mutex.
-void set_sandbox_hook(void (*hook)());
+// What the agent and the live service do when the program installs a seccomp filter
+// (sandbox.cpp): called before the runtime stops, without the runtime mutex, in the order
+// added (at most four; a hook added twice is kept once).
+void add_sandbox_hook(void (*hook)());
 
 // Tests and diagnostics: the signal in use (0 if none), and how many threads have a timer.
 int signal_number();

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "clock/runtime.hpp"
 #include "format/profile_name.hpp"
 #include "live/live.hpp"
 
@@ -79,7 +80,7 @@ __attribute__((constructor)) void live_agent_start() {
   const char* output = secure_getenv("SPROFIL_OUTPUT");
   if (!live || strcmp(live, "1") != 0 || !output || !*output) return;
   if (!naming::absolute_base(output, g_base, sizeof g_base)) return;
-  live::start(agent_source, nullptr);
+  if (live::start(agent_source, nullptr) == 0) rt::add_sandbox_hook(live::retire);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "clock/runtime.hpp"
 #include "live/live.hpp"
 #include "sprofil/sprofil.h"
 #include "util/export.hpp"
@@ -62,6 +63,7 @@ SPROFIL_EXPORT int sprofil_live_serve(sprofil_session* s) {
     errno = e;
     return -1;
   }
+  rt::add_sandbox_hook(live::retire);  // before a seccomp filter (src/clock/sandbox.cpp)
   return 0;
 }
 

@@ -355,7 +355,7 @@ void* io_thread(void* arg) {
 }
 
 void remove_socket() {
-  if (g_sock_pid == getpid() && g_sock_path[0]) unlink(g_sock_path);
+  if (g_sock_path[0] && g_sock_pid == getpid()) unlink(g_sock_path);
 }
 
 // Creates this process's socket and thread. g_mu held.
@@ -418,8 +418,11 @@ int launch() {
 
 // g_mu is held across fork (never fork while the I/O thread is inside a source).
 using ForkSafe = util::ForkSafeMutex<&g_mu>;
+bool g_retired = false;  // retire(): nothing more in this process or its children (g_mu)
+
 void atfork_child() {
   ForkSafe::child();
+  if (g_retired) return;
   // The parent's socket and thread are not ours: close the fd, keep the parent's file.
   if (g_listen >= 0) close(g_listen);
   g_listen = -1;
@@ -446,6 +449,18 @@ int start(Source source, void* ctx) {
     }
   }
   return e;
+}
+
+void retire() {
+  util::MutexGuard lock(&g_mu);
+  g_retired = true;
+  g_source = nullptr;
+  g_ctx = nullptr;
+  if (!g_started || g_sock_pid != getpid()) return;
+  shutdown(g_listen, SHUT_RDWR);  // the thread's accept4 fails: it returns
+  unlink(g_sock_path);
+  g_sock_path[0] = '\0';  // remove_socket at exit: nothing
+  g_started = false;
 }
 
 void forget(Source source, void* ctx) {

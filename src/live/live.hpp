@@ -65,6 +65,11 @@ using Source = bool (*)(void* ctx, Image* out);
 int start(Source source, void* ctx);
 // Stops serving `source` if it is the current one (the thread stays; requests get kNoData).
 void forget(Source source, void* ctx);
+// Ends the service for good in this process and its future children, before the program
+// installs a seccomp filter (src/clock/sandbox.cpp): the socket removed, its thread ended,
+// nothing started again in a forked child, no unlink at exit (each a system call the filter
+// may deny).
+void retire();
 
 // The per-user directory (created 0700 if missing; refused unless it is a real directory of
 // ours with no group/other access). Writes its path to buf; false with errno on failure.

@@ -26,6 +26,9 @@ TEST(Seccomp, ProgramThatInstallsAFilterRunsAsNatively) {
               "copied environment: 0\ndlopen: ok\ndone\n");
     expect_no_harm({kSandbox, how, kPlugin});
   }
+  // With the live service (its thread and socket, and a socket for a forked child's): it ends
+  // at the filter, its socket removed then, not at the exit.
+  expect_no_harm({kSandbox, "prctl", kPlugin}, {}, {{"SPROFIL_LIVE", "1"}});
 }
 
 // The samples of burn_after (the same work as burn_before, after the filter) over those of

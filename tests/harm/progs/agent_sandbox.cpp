@@ -72,6 +72,13 @@ bool install(bool via_syscall) {
       SYS_fcntl,
       SYS_dup3,
       SYS_sched_getaffinity,
+      SYS_bind,
+      SYS_listen,
+      SYS_accept4,
+      SYS_unlinkat,
+#ifdef SYS_unlink
+      SYS_unlink,
+#endif
   };
   constexpr size_t n = sizeof denied / sizeof denied[0];
   std::vector<sock_filter> f;
