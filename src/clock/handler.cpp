@@ -26,7 +26,9 @@
 //   timer_settime(2) to re-arm the thread's one-shot timer (a plain system call), atomics in
 //   the thread's record, and the timers' getrusage above; when it parks an idle thread, an
 //   atomic increment and a FUTEX_WAKE (a raw system call that never waits) for the sampler
-//   thread.
+//   thread. That call, like the runtime's other syscall() calls, passes through sprofil's own
+//   syscall interposer (sandbox.cpp): reads of its arguments, two compares and the real
+//   function's pointer, resolved when the library loads (never dlsym here).
 // - Then engine::global().sample(), whose own audit is at the top of engine/engine.cpp
 //   (atomics and immutable, safely published tables only).
 // - Under the program's seccomp filter (sandboxed(), an atomic load) it returns at once.

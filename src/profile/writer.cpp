@@ -419,11 +419,6 @@ bool write_run(const Profile& p, const std::string& path, uint32_t version, std:
     for (Image& im : images) {
       PageSink pages(true);
       if (!write_body(pages, im.profile, im.planned, im.size, 0, err)) return false;
-      if (extents_of(pages.pages()).size() != im.extents.size()) {
-        *err = "the image of pid " + std::to_string(im.profile.pid) +
-               " changed between its two passes";
-        return false;
-      }
       std::vector<sprof_run_extent> ext = im.extents;
       for (sprof_run_extent& x : ext) layout::run_extent_le(&x);
       if (!write_padded(ext.data(), ext.size() * sizeof ext[0])) return false;

@@ -220,17 +220,25 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-std::string sandboxed_note(const profile::Profile& p) {
+namespace {
+// "PID (COMM), ..." of up to five of `ps`, then " and N more".
+std::string named(const std::vector<const profile::Process*>& ps) {
   constexpr size_t kNamed = 5;
+  std::string s;
+  for (size_t i = 0; i < ps.size() && i < kNamed; ++i)
+    s += (i ? ", " : "") + std::to_string(ps[i]->pid) + " (" + ps[i]->comm + ")";
+  if (ps.size() > kNamed) s += " and " + std::to_string(ps.size() - kNamed) + " more";
+  return s;
+}
+}  // namespace
+
+std::string sandboxed_note(const profile::Profile& p) {
   std::vector<const profile::Process*> in;
   for (const profile::Process& pr : p.processes)
     if (pr.flags & SPROF_F_SANDBOXED) in.push_back(&pr);
   if (in.empty()) return "";
-  std::string s = in.size() == 1 ? "process " : std::to_string(in.size()) + " processes: ";
-  for (size_t i = 0; i < in.size() && i < kNamed; ++i)
-    s += (i ? ", " : "") + std::to_string(in[i]->pid) + " (" + in[i]->comm + ")";
-  if (in.size() > kNamed) s += " and " + std::to_string(in.size() - kNamed) + " more";
-  return s + " installed" +
+  return (in.size() == 1 ? "process " : std::to_string(in.size()) + " processes: ") + named(in) +
+         " installed" +
          " a seccomp filter; sprofil then made no system call of its own there (the filter "
          "could deny it and kill the program): the threads and processes started after it "
          "were not sampled, and with a signal per sample sampling stopped at it";
@@ -238,7 +246,6 @@ std::string sandboxed_note(const profile::Profile& p) {
 
 std::string unfinished_note(const profile::Profile& p) {
   if (p.finished()) return "";
-  constexpr size_t kNamed = 5;
   std::vector<const profile::Process*> open;
   for (const profile::Process& pr : p.processes)
     if (!(pr.flags & SPROF_F_FINISHED)) open.push_back(&pr);
@@ -246,12 +253,8 @@ std::string unfinished_note(const profile::Profile& p) {
     return "the profile did not finish cleanly (the program crashed, was killed, or is still "
            "running): its samples up to then are counted; its CPU time and effective rate are "
            "unknown";
-  std::string s = std::to_string(open.size()) + " of " + std::to_string(p.processes.size()) +
-                  " processes did not finish cleanly (crashed, killed, or still running): ";
-  for (size_t i = 0; i < open.size() && i < kNamed; ++i)
-    s += (i ? ", " : "") + std::to_string(open[i]->pid) + " (" + open[i]->comm + ")";
-  if (open.size() > kNamed) s += " and " + std::to_string(open.size() - kNamed) + " more";
-  return s +
+  return std::to_string(open.size()) + " of " + std::to_string(p.processes.size()) +
+         " processes did not finish cleanly (crashed, killed, or still running): " + named(open) +
          "; their samples up to then are counted; their CPU time and effective rate are "
          "unknown";
 }
