@@ -260,7 +260,8 @@ CommandCheck check_command(const std::string& command) {
   return c;
 }
 
-int record(const Options& o, FILE* log) {
+int record(const Options& o, FILE* log, int* killed_by) {
+  if (killed_by) *killed_by = 0;
   if (o.command.empty()) {
     fprintf(log, "sprofil record: no command to run\n");
     return 2;
@@ -455,6 +456,7 @@ int record(const Options& o, FILE* log) {
     code = WEXITSTATUS(status);
   } else {
     code = 128 + WTERMSIG(status);
+    if (killed_by) *killed_by = WTERMSIG(status);
     fprintf(log,
             "sprofil record: %s was killed by signal %d (%s); the profile keeps every "
             "sample taken\n",

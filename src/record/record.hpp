@@ -51,8 +51,10 @@ bool is_static_elf(const std::string& path);
 // (128 + signal if it was killed); 2 when it could not start for a reason of ours (bad output,
 // no runtime, a static or setuid program); 126/127 when the command cannot be executed or
 // found; non-zero (the command's status, or 1) when no profile could be written.
+// *killed_by (if given): the signal that killed the command, else 0; the tool then ends by
+// the same signal (tools/sprofil/record.cpp), so that its caller sees what it would natively.
 // Its messages and the summary line go to `log`, where the caller says (the tool: stderr).
-int record(const Options& o, FILE* log);
+int record(const Options& o, FILE* log, int* killed_by = nullptr);
 
 // The processes' files in a run directory as one run profile, gathered as record gathers them
 // at the end of a run (step 3: each image's own CPU time, the processes without samples dropped

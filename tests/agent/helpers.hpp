@@ -53,6 +53,7 @@ class TempDir : public testproc::TempDir {
 struct Result {
   int status = -1;  // exit code, or 128 + signal
   std::string out, err;
+  int wait_status = 0;  // as waitpid gave it: exited or killed, which signal
 };
 
 using testproc::read_fd;
@@ -66,7 +67,7 @@ inline Spawned spawn(const Args& argv, const Env& env = {}, const std::string& c
 // Waits for the process (bounded by the test's own timeout) and collects its output.
 inline Result finish(Spawned s) {
   testproc::finish(&s, 600);
-  return Result{s.status, s.stdout_text, s.stderr_text};
+  return Result{s.status, s.stdout_text, s.stderr_text, s.wait_status};
 }
 
 inline Result run(const Args& argv, const Env& env = {}, const std::string& cwd = "") {

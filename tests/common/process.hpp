@@ -70,6 +70,7 @@ struct Proc {
   int out = -1, err = -1;  // memfds holding stdout and stderr
   int status = -1;         // exit code, or 128 + signal
   std::string stdout_text, stderr_text;
+  int wait_status = 0;  // as waitpid gave it: exited or killed, which signal
 };
 
 // Starts argv (PATH lookup) with env changes, stdin from /dev/null, in `cwd` if given.
@@ -115,6 +116,7 @@ inline void finish(Proc* p, double timeout_s = 60) {
     usleep(10000);
   }
   p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  p->wait_status = st;
   p->stdout_text = read_fd(p->out);
   p->stderr_text = read_fd(p->err);
   close(p->out);

@@ -6,6 +6,8 @@
 #include <iterator>
 #include <thread>
 
+#include <sys/wait.h>
+
 #include "harness.hpp"
 
 namespace sprofil::harm_test {
@@ -45,6 +47,36 @@ TEST(NoHarm, JobThatOutlivesTheRunPrintsNothing) {
                               std::istreambuf_iterator<char>());
     EXPECT_EQ(job_err, "");
   }
+}
+
+// A program that ends by a signal ends so under `sprofil record` too: the caller's waitpid sees
+// it killed by that signal, not an exit of 128 + its number (a shell's "Segmentation fault", a
+// script stopping at a ^C'd command, Python's negative returncode). A normal exit with such a
+// number stays a normal exit.
+TEST(NoHarm, ProgramKilledByASignalEndsRecordTheSameWay) {
+  for (const char* how : {"SEGV", "ABRT", "INT", "TERM", "KILL", "PIPE", "thread-SEGV"}) {
+    SCOPED_TRACE(how);
+    expect_no_harm({SIG_DIE, how});
+  }
+  SCOPED_TRACE("exit 139");
+  expect_no_harm({SIG_DIE, "exit", "139"});
+  const Outcome native = run_once("", {SIG_DIE, "exit", "139"});
+  EXPECT_EQ(native.ended, "exited 139");
+}
+
+// The samples up to the fault are in the profile: 50 ms of the main thread's CPU before the
+// worker starts and the worker's 100 ms before it faults (the main thread burns meanwhile,
+// not counted here), at 1 kHz at least 80% of 150 samples.
+TEST(NoHarm, SamplesUpToAThreadsFaultAreKept) {
+  TempDir dir;
+  const Result r = agent_test::record(dir / "p.sprof", {"-F", "1000"}, {SIG_DIE, "thread-SEGV"});
+  ASSERT_TRUE(WIFSIGNALED(r.wait_status)) << agent_test::describe(r);
+  EXPECT_EQ(WTERMSIG(r.wait_status), SIGSEGV);
+  EXPECT_NE(r.err.find("killed by signal 11"), std::string::npos) << r.err;
+  profile::Profile p;
+  std::string why;
+  ASSERT_TRUE(profile::read_profile(dir / "p.sprof", &p, &why)) << why;
+  EXPECT_GE(p.total_samples(), 120u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <functional>
 #include <map>
@@ -21,6 +22,7 @@ using agent_test::TempDir;
 // What a user can observe of one run.
 struct Outcome {
   int status = -1;
+  std::string ended;  // "exited N" or "killed by signal N", as the caller's waitpid saw it
   std::string out, err;
   std::map<std::string, std::string> files;  // name -> contents ("<dir>", "-> target" for links)
   std::string profile;                       // the profile written ("" for a native run)
@@ -81,6 +83,9 @@ inline Outcome run_once(const std::string& clock, const Args& argv,
   a.insert(a.end(), argv.begin(), argv.end());
   Result r = agent_test::run(a, env, cwd);
   o.status = r.status;
+  o.ended = WIFSIGNALED(r.wait_status)
+                ? "killed by signal " + std::to_string(WTERMSIG(r.wait_status))
+                : "exited " + std::to_string(WEXITSTATUS(r.wait_status));
   o.out = r.out;
   o.err = clock.empty() ? r.err : program_stderr(r.err);
   o.files = snapshot_dir(cwd);
@@ -105,6 +110,7 @@ inline void expect_no_harm(const Args& argv,
     SCOPED_TRACE("clock " + clock);
     const Outcome o = run_once(clock, argv, setup, env);
     EXPECT_EQ(o.status, native.status);
+    EXPECT_EQ(o.ended, native.ended);
     EXPECT_EQ(o.out, native.out);
     EXPECT_EQ(o.err, native.err);
     EXPECT_EQ(o.files, native.files);

@@ -1,6 +1,10 @@
 // sprofil record: option parsing; the workflow is src/record (record::record).
 #include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <memory>
@@ -33,6 +37,30 @@ std::string find_runtime() {
   return SPROFIL_INSTALL_LIBDIR "/libsprofil.so";
 }
 
+// Ends this process by `sig`, the signal that killed the command, as `timeout` does: a caller
+// sees the command's end as it would natively (a shell's "Segmentation fault", a script's
+// stop at a ^C'd command, Python's returncode -11), not an exit status of 128 + sig. No core
+// of sprofil is dumped (RLIMIT_CORE 0 and not dumpable, which also stops a core_pattern
+// pipe): the command dumped its own, if it did, and the status then lacks the core bit. If
+// the signal does not end the process, the caller returns the exit status.
+void end_by_signal(int sig) {
+  fflush(nullptr);
+  rlimit none{};
+  if (getrlimit(RLIMIT_CORE, &none) == 0) {
+    none.rlim_cur = 0;
+    setrlimit(RLIMIT_CORE, &none);
+  }
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  sigprocmask(SIG_UNBLOCK, &one, nullptr);
+  raise(sig);
+}
+
 }  // namespace
 
 Run setup_record(CLI::App& sub) {
@@ -63,7 +91,10 @@ Run setup_record(CLI::App& sub) {
   return [opts] {
     if (opts->command.empty()) return usage_error("record", "no command to run");
     opts->runtime = find_runtime();
-    return record::record(*opts, stderr);
+    int killed_by = 0;
+    const int code = record::record(*opts, stderr, &killed_by);
+    if (killed_by != 0) end_by_signal(killed_by);
+    return code;
   };
 }
 
