@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -104,6 +105,48 @@ TEST(Html, ChromiumLoadsThePageAndItsTableHoldsTheReport) {
   struct stat sb {};
   EXPECT_EQ(::stat((artifacts + "/html_report.png").c_str(), &sb), 0) << "no screenshot";
   EXPECT_GT(sb.st_size, 10000) << "the screenshot is empty";
+  run("rm -rf '" + dir + "'");
+}
+
+// A long command line (or a long note: a run's unfinished processes, a seccomp filter) wraps
+// inside the summary table, and the histogram is as wide as the window's column: the page
+// loaded in a 1000-pixel frame is no wider than the frame (before, the command's cell ran
+// 7,500 pixels to the right). The frame's page reads the report's layout, which
+// --allow-file-access-from-files lets a file page do.
+TEST(Html, LongCommandWrapsInsideTheWindow) {
+  if (chromium() == nullptr)
+    GTEST_SKIP() << "chromium is not installed (scripts/deps.sh installs Debian's chromium)";
+  const std::string dir = ::testing::TempDir() + "/sprofil_html_wide_" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  std::string args;
+  for (int i = 0; i < 60; ++i) args += " --option-number-" + std::to_string(i) + "=value";
+  int st = 0;
+  run(std::string(SPROFIL_TOOL) + " record -o '" + dir +
+          "/p.sprof' -- sh -c 'exec " DEMO " --scale 0.05'" + args + " 2>&1",
+      &st);
+  ASSERT_EQ(st, 0);
+  run(std::string(SPROFIL_TOOL) + " report --format html -o '" + dir + "/r.html' '" + dir +
+          "/p.sprof' 2>&1",
+      &st);
+  ASSERT_EQ(st, 0);
+  {
+    std::ofstream frame(dir + "/frame.html");
+    frame << "<!doctype html><html><body><iframe id=\"f\" src=\"r.html\" "
+             "style=\"width:1000px;height:700px\"></iframe><script>\n"
+             "document.getElementById('f').onload = function () {\n"
+             "  const d = this.contentDocument.documentElement;\n"
+             "  document.body.setAttribute('data-widths', d.scrollWidth + ' ' + d.clientWidth);\n"
+             "};\n</script></body></html>\n";
+  }
+  const std::string dom =
+      run(chromium_cmd(dir + "/ud") + " --allow-file-access-from-files --dump-dom 'file://" + dir +
+          "/frame.html' 2>/dev/null");
+  std::smatch m;
+  const std::regex widths("data-widths=\"(\\d+) (\\d+)\"");
+  ASSERT_TRUE(std::regex_search(dom, m, widths)) << dom.substr(0, 2000);
+  const int scroll = std::stoi(m[1]), client = std::stoi(m[2]);
+  EXPECT_GT(client, 900);
+  EXPECT_LE(scroll, client) << "the page is wider than its 1000-pixel frame";
   run("rm -rf '" + dir + "'");
 }
 
