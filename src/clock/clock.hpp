@@ -194,9 +194,17 @@ void install_fork_handlers();
 // sandboxed() is true (an atomic: safe in the signal handler) and every hook returns at once.
 bool sandboxed();
 void enter_sandbox();
-// Whether an exec of this process (or of a vfork child that installed a filter) must pass an
-// environment without sprofil (unprofiled_env).
-bool exec_unprofiled();
+// A vfork child (it shares our memory) that installed a filter: its exec passes an
+// environment without sprofil, and ours stays as it was.
+bool vfork_child_sandboxed();
+
+// The environment an exec or a spawn passes (exec_env.cpp). Whether it must be envp without
+// sprofil (unprofiled_env): a seccomp filter (this process's, or that of a vfork child calling
+// the exec), or libsprofil not readable at its path in envp's LD_PRELOAD (a changed root or
+// user).
+bool exec_unprofiled(char* const envp[]);
+// Whether an environment entry is one of sprofil's variables (SPROFIL_*).
+bool is_sprofil_var(const char* entry);
 // LD_PRELOAD's value without libsprofil (entries separated by ':' or ' ', kept with ':'),
 // into `out` (at least as long as value).
 void strip_preload(const char* value, char* out);

@@ -32,13 +32,13 @@ int guarded(Call call) {
 }
 
 // Runs call(env) with the environment an exec or a spawn passes: envp itself, or, where the
-// program installed a seccomp filter (sandbox.cpp), a copy without sprofil's variables and
-// without libsprofil in LD_PRELOAD: the new program inherits the filter, which would deny the
-// agent's start. The copy is on this stack (a vfork child may exec), on the heap if it is
-// very large (it is not freed: the exec replaces the image; a failed one leaks it).
+// new program could not run the agent (exec_env.cpp: a seccomp filter, libsprofil not
+// readable from the new program's root or user), a copy without sprofil's variables and
+// without libsprofil in LD_PRELOAD. The copy is on this stack (a vfork child may exec), on the heap
+// if it is very large (it is not freed: the exec replaces the image; a failed one leaks it).
 template <class Call>
 int with_env(char* const envp[], Call call) {
-  if (!sprofil::rt::exec_unprofiled()) return call(envp);
+  if (!sprofil::rt::exec_unprofiled(envp)) return call(envp);
   size_t preload_len = 0;
   const size_t n = sprofil::rt::unprofiled_env_sizes(envp, &preload_len);
   constexpr size_t kOnStack = 64 * 1024;
@@ -52,11 +52,9 @@ int with_env(char* const envp[], Call call) {
 }
 
 using execve_fn = int (*)(const char*, char* const[], char* const[]);
-using execv_fn = int (*)(const char*, char* const[]);
 using fexecve_fn = int (*)(int, char* const[], char* const[]);
 using execveat_fn = int (*)(int, const char*, char* const[], char* const[], int);
 std::atomic<execve_fn> g_execve{nullptr}, g_execvpe{nullptr};
-std::atomic<execv_fn> g_execv{nullptr}, g_execvp{nullptr};
 std::atomic<fexecve_fn> g_fexecve{nullptr};
 std::atomic<execveat_fn> g_execveat{nullptr};
 
@@ -91,11 +89,9 @@ SPROFIL_EXPORT int execve(const char* path, char* const argv[], char* const envp
                   [&](char* const* env) { return guarded([&] { return f(path, argv, env); }); });
 }
 
-// execv and execvp pass environ: as execve and execvpe with it where it must be copied.
+// execv and execvp pass environ: they are execve and execvpe with it (as in glibc).
 SPROFIL_EXPORT int execv(const char* path, char* const argv[]) {
-  if (sprofil::rt::exec_unprofiled()) return execve(path, argv, environ);
-  auto f = sprofil::rt::real_fn(g_execv, "execv");
-  return guarded([&] { return f(path, argv); });
+  return execve(path, argv, environ);
 }
 
 SPROFIL_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
@@ -105,9 +101,7 @@ SPROFIL_EXPORT int execvpe(const char* file, char* const argv[], char* const env
 }
 
 SPROFIL_EXPORT int execvp(const char* file, char* const argv[]) {
-  if (sprofil::rt::exec_unprofiled()) return execvpe(file, argv, environ);
-  auto f = sprofil::rt::real_fn(g_execvp, "execvp");
-  return guarded([&] { return f(file, argv); });
+  return execvpe(file, argv, environ);
 }
 
 SPROFIL_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {

@@ -57,29 +57,6 @@ __attribute__((constructor(101))) void resolve_syscall() {
   (void)real_fn(g_syscall, "syscall");
 }
 
-bool starts_with(const char* s, const char* prefix) {
-  return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-// Whether one LD_PRELOAD entry (ends at `end`) names libsprofil: its base name starts so.
-bool is_ours(const char* entry, const char* end) {
-  const char* base = entry;
-  for (const char* p = entry; p < end; ++p)
-    if (*p == '/') base = p + 1;
-  constexpr char kName[] = "libsprofil.so";
-  return static_cast<size_t>(end - base) >= sizeof kName - 1 &&
-         memcmp(base, kName, sizeof kName - 1) == 0;
-}
-
-bool is_separator(char c) {
-  return c == ':' || c == ' ';
-}
-
-// Environment entries that sprofil added: its variables.
-bool is_sprofil_var(const char* entry) {
-  return starts_with(entry, "SPROFIL_");
-}
-
 // The variables that hold sprofil's state removed from our own environment (the program's
 // environ: execv, execvp, posix_spawn with environ, system and popen pass it).
 void scrub_environ() {
@@ -117,8 +94,7 @@ bool sandboxed() {
   return g_sandboxed.load(std::memory_order_acquire);
 }
 
-bool exec_unprofiled() {
-  if (sandboxed()) return true;
+bool vfork_child_sandboxed() {
   const pid_t vfork_child = g_vfork_sandboxed.load(std::memory_order_relaxed);
   return vfork_child != 0 && vfork_child == getpid();
 }
@@ -132,47 +108,6 @@ void add_sandbox_hook(void (*hook)()) {
       return;
     }
   }
-}
-
-void strip_preload(const char* value, char* out) {
-  char* o = out;
-  for (const char* p = value; *p;) {
-    while (*p && is_separator(*p)) ++p;
-    const char* end = p;
-    while (*end && !is_separator(*end)) ++end;
-    if (end > p && !is_ours(p, end)) {
-      if (o != out) *o++ = ':';
-      memcpy(o, p, static_cast<size_t>(end - p));
-      o += end - p;
-    }
-    p = end;
-  }
-  *o = '\0';
-}
-
-size_t unprofiled_env_sizes(char* const envp[], size_t* preload_len) {
-  size_t n = 0;
-  *preload_len = 0;
-  for (; envp && envp[n]; ++n)
-    if (starts_with(envp[n], "LD_PRELOAD=")) *preload_len = strlen(envp[n]);
-  return n;
-}
-
-void unprofiled_env(char* const envp[], char** out, char* preload) {
-  size_t k = 0;
-  for (size_t i = 0; envp && envp[i]; ++i) {
-    const char* e = envp[i];
-    if (is_sprofil_var(e)) continue;
-    if (starts_with(e, "LD_PRELOAD=")) {
-      memcpy(preload, "LD_PRELOAD=", 11);
-      strip_preload(e + 11, preload + 11);
-      if (preload[11] == '\0') continue;
-      out[k++] = preload;
-      continue;
-    }
-    out[k++] = const_cast<char*>(e);
-  }
-  out[k] = nullptr;
 }
 
 void enter_sandbox() {

@@ -79,5 +79,23 @@ TEST(NoHarm, SamplesUpToAThreadsFaultAreKept) {
   EXPECT_GE(p.total_samples(), 120u);
 }
 
+// A program that changes its root and starts another there (chroot, a build root, a
+// container's pivot_root): libsprofil's path in LD_PRELOAD names nothing in the new root, and
+// the loader printed "ERROR: ld.so: object ... cannot be preloaded ... ignored." into the new
+// program's stderr, which it does not print natively. The exec now passes an environment
+// without sprofil where the library cannot be read (src/clock/exec_env.cpp). Needs root.
+TEST(NoHarm, ChrootedProgramGetsNoLoaderError) {
+  if (geteuid() != 0) GTEST_SKIP() << "chroot needs root (CAP_SYS_CHROOT)";
+  const auto make_root = [](const std::string& cwd) {
+    const std::string cmd = "cd '" + cwd +
+                            "' && for f in /bin/dash $(ldd /bin/dash | grep -o '/[^ ]*'); do "
+                            "mkdir -p root$(dirname $f) && cp $f root$f || exit 1; done";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  };
+  expect_no_harm({"chroot", "root", "/bin/dash", "-c",
+                  "echo in the root; echo to stderr >&2; echo made > /made.txt; exit 5"},
+                 make_root);
+}
+
 }  // namespace
 }  // namespace sprofil::harm_test
