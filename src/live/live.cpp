@@ -372,9 +372,11 @@ int launch() {
   a.sun_family = AF_UNIX;
   memcpy(a.sun_path, path, static_cast<size_t>(len) + 1);
   unlink(path);  // a stale socket of an earlier process with our pid
-  const mode_t old = umask(077);
+  // Made with the program's umask, then owner-only. Not under umask(077): the umask is the
+  // process's, and a file another thread of the program made meanwhile would get the wrong
+  // mode. Until the chmod the directory (user_dir: ours, 0700) keeps others out.
   const int b = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  umask(old);
+  if (b == 0) chmod(path, 0600);
   if (b != 0 || listen(fd, 128) != 0) {
     const int e = errno;
     close(fd);

@@ -137,6 +137,16 @@ void grows(const Proc& started, int pid, const std::string& socket, double t0,
   (void)started;
 }
 
+// The live service's socket is made owner-only without a umask(077) of the program's process:
+// the umask is every thread's, and a file another thread made meanwhile got mode 0600 instead
+// of the program's own. live_prog counts the calls of umask() that serving makes (its own
+// umask comes first in every library's lookup).
+TEST_F(Live, ServingNeverChangesTheProgramsUmask) {
+  const Proc p = run({kProg, "umask"}, env_);
+  ASSERT_EQ(p.status, 0) << p.stderr_text;
+  EXPECT_EQ(p.stdout_text, "umask calls 0\ndone\n");
+}
+
 // burn_hot's share in a profile file and its 95% interval, in percent (`sprofil report
 // --format csv`: samples,percent,ci95_low,ci95_high,...); lo < 0 when it has no row.
 struct Share {

@@ -10,6 +10,12 @@
 //                                and burns; the parent waits for it
 //   live_prog n64flush           N64: profile 0.5 s, Stop, then one osProfileFlush, and print
 //                                "flush err=E us=T sum=S" (S: the counters' sum the snapshot has)
+//   live_prog umask              the modern API session served (sprofil_live_serve), then print
+//                                "umask calls N": the calls of umask() made meanwhile, counted
+//                                by this program's own umask, which comes first in every
+//                                library's lookup (the process's umask is every thread's)
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +27,13 @@
 
 #include "sprofil/sprofil.h"
 #include "sprofil/ultra64.h"
+
+int g_umask_calls = 0;
+
+extern "C" mode_t umask(mode_t mask) noexcept {
+  ++g_umask_calls;
+  return static_cast<mode_t>(syscall(SYS_umask, mask));
+}
 
 namespace {
 
@@ -132,6 +145,16 @@ int main(int argc, char** argv) {
     burn(seconds);
     sprofil_stop(s);
     hold(hold_path);
+    sprofil_destroy(s);
+  } else if (strcmp(mode, "umask") == 0) {
+    sprofil_options o;
+    sprofil_options_init(&o);
+    sprofil_session* s = sprofil_create(&o);
+    if (!s || sprofil_add_object(s, reinterpret_cast<const void*>(&burn)) != 0) return 3;
+    g_umask_calls = 0;
+    if (sprofil_live_serve(s) != 0) return 4;
+    printf("umask calls %d\n", g_umask_calls);
+    sprofil_live_serve(nullptr);
     sprofil_destroy(s);
   } else if (strcmp(mode, "plain") == 0) {
     printf("ready %d\n", getpid());
