@@ -161,7 +161,13 @@ int place_fd(int fd) {
     up.rlim_cur = hard < static_cast<uint64_t>(kMaxFd) ? hard : kMaxFd;
     if (prlimit_nofile(&up, nullptr) == 0) {
       const int nfd = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(soft));
-      prlimit_nofile(&rl, nullptr);
+      // The limit back as it was, unless a thread of the program set one meanwhile (its
+      // setrlimit came between the two calls): then the program's is put back. prlimit64's
+      // set-and-get is atomic, so no later change is undone.
+      rlimit during{};
+      if (prlimit_nofile(&rl, &during) == 0 &&
+          (during.rlim_cur != up.rlim_cur || during.rlim_max != up.rlim_max))
+        prlimit_nofile(&during, nullptr);
       if (nfd >= 0) {
         close(fd);
         return nfd;
