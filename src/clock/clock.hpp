@@ -106,6 +106,16 @@ void stop_runtime_thread(RuntimeThread* t);
 void forget_runtime_thread(RuntimeThread* t);
 // First thing in the thread's function: every signal blocked, the tid announced.
 void runtime_thread_begin(RuntimeThread* t);
+// How many run now (g_mu).
+int runtime_threads();
+
+// A system call that the kernel allows a process of one thread only (alone.cpp): unshare of a
+// user namespace (and CLONE_THREAD, CLONE_SIGHAND, CLONE_VM), setns into a user or a mount
+// namespace (nstype 0: any). needs_one_thread says whether (nr, a1, a2) is one; call_alone
+// runs call(a1, a2) with the runtime's own threads ended around it (the clock's, stopped and
+// started again; the live service's, by its hooks), and returns its result (errno as it set).
+bool needs_one_thread(long nr, long a1, long a2);
+long call_alone(long (*call)(long, long), long a1, long a2);
 
 // POSIX timers (timer.cpp), for the cpu and wall clocks and for perf-clock threads that get
 // no event: arms s with a timer on clock `cid` signalling `signo` every interval_ns.

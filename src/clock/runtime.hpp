@@ -86,6 +86,11 @@ void set_hooks(const Hooks& hooks);
 // (sandbox.cpp): called before the runtime stops, without the runtime mutex, in the order
 // added (at most four; a hook added twice is kept once).
 void add_sandbox_hook(void (*hook)());
+// What the live service does around a system call that the kernel allows a process of one
+// thread only (alone.cpp: unshare, setns): pause ends its thread (false: none ran), resume
+// starts it again; without the runtime mutex (at most four pairs; a pair added twice is kept
+// once).
+void add_alone_hooks(bool (*pause)(), void (*resume)());
 
 // Tests and diagnostics: the signal in use (0 if none), and how many threads have a timer.
 int signal_number();

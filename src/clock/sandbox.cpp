@@ -161,5 +161,13 @@ SPROFIL_EXPORT long syscall(long nr, ...) __THROW {
     sprofil::rt::enter_sandbox();
   const auto real = real_fn(sprofil::rt::g_syscall, "syscall");
   if (!real) return errno = ENOSYS, -1;
+  // unshare and setns that need a process of one thread (alone.cpp).
+  if (sprofil::rt::needs_one_thread(nr, a1, a2))
+    return sprofil::rt::call_alone(
+        nr == SYS_unshare
+        ? +[](long f, long) -> long { return sprofil::rt::g_syscall.load()(SYS_unshare, f); }
+        : +[](long fd,
+              long type) -> long { return sprofil::rt::g_syscall.load()(SYS_setns, fd, type); },
+        a1, a2);
   return real(nr, a1, a2, a3, a4, a5, a6);
 }

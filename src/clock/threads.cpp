@@ -174,6 +174,10 @@ void check_masks() {
   check_masks_locked();
 }
 
+namespace {
+int g_runtime_threads = 0;  // running RuntimeThreads (g_mu)
+}  // namespace
+
 int start_runtime_thread(RuntimeThread* t, void* (*fn)(void*)) {
   if (t->running) return 0;
   using create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
@@ -192,8 +196,13 @@ int start_runtime_thread(RuntimeThread* t, void* (*fn)(void*)) {
   if (small) pthread_attr_destroy(&attr);
   if (e != 0) return e;
   t->running = true;
+  ++g_runtime_threads;
   while (t->tid.load(std::memory_order_acquire) == 0) sched_yield();
   return 0;
+}
+
+int runtime_threads() {
+  return g_runtime_threads;
 }
 
 void stop_runtime_thread(RuntimeThread* t) {
@@ -206,6 +215,7 @@ void stop_runtime_thread(RuntimeThread* t) {
 }
 
 void forget_runtime_thread(RuntimeThread* t) {
+  if (t->running) --g_runtime_threads;
   t->running = false;
   t->tid.store(0);
 }

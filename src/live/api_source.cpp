@@ -64,6 +64,7 @@ SPROFIL_EXPORT int sprofil_live_serve(sprofil_session* s) {
     return -1;
   }
   rt::add_sandbox_hook(live::retire);  // before a seccomp filter (src/clock/sandbox.cpp)
+  rt::add_alone_hooks(live::pause, live::resume);  // around unshare, setns (src/clock/alone.cpp)
   return 0;
 }
 

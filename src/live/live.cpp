@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -335,6 +336,9 @@ void sweep_stale() {
   closedir(d);
 }
 
+// pause(): the I/O thread closes the listening fd and says it ended.
+std::atomic<bool> g_pausing{false}, g_io_ended{false};
+
 void* io_thread(void* arg) {
   const int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
   sweep_stale();
@@ -347,7 +351,13 @@ void* io_thread(void* arg) {
         nanosleep(&pause, nullptr);
         continue;
       }
-      return nullptr;  // the socket is gone
+      // The socket is gone: retired (the fd stays: a close the filter may deny), or paused,
+      // where the fd is this thread's to close (the program may reuse its number at once).
+      if (g_pausing.load(std::memory_order_acquire)) {
+        close(lfd);
+        g_io_ended.store(true, std::memory_order_release);
+      }
+      return nullptr;
     }
     serve_client(c);
     close(c);
@@ -463,6 +473,34 @@ void retire() {
   unlink(g_sock_path);
   g_sock_path[0] = '\0';  // remove_socket at exit: nothing
   g_started = false;
+}
+
+bool pause() {
+  {
+    util::MutexGuard lock(&g_mu);
+    if (g_retired || !g_started || g_sock_pid != getpid()) return false;
+    g_io_ended.store(false);
+    g_pausing.store(true, std::memory_order_release);
+    shutdown(g_listen, SHUT_RDWR);  // its accept4 fails: the thread closes the fd and returns
+    unlink(g_sock_path);
+    g_sock_path[0] = '\0';
+    g_listen = -1;
+    g_started = false;
+  }
+  // Its end, bounded (without the mutex, which a source it is serving takes): a client holds
+  // it up to kClientBudgetMs, and the caller's retries then see its call fail as with a
+  // thread of the program's.
+  for (int i = 0; i < 200 && !g_io_ended.load(std::memory_order_acquire); ++i) {
+    const timespec tick{0, 100 * 1000};
+    nanosleep(&tick, nullptr);
+  }
+  return true;
+}
+
+void resume() {
+  util::MutexGuard lock(&g_mu);
+  g_pausing.store(false, std::memory_order_release);
+  if (!g_retired && !g_started && g_source) launch();
 }
 
 void forget(Source source, void* ctx) {

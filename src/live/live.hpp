@@ -63,6 +63,11 @@ using Source = bool (*)(void* ctx, Image* out);
 // Starts the I/O service (once per process; again in a forked child) serving `source`
 // (replacing the previous source). Returns 0 or an errno value.
 int start(Source source, void* ctx);
+// Around a system call that the kernel allows a process of one thread only (unshare, setns:
+// src/clock/alone.cpp): pause() ends the I/O thread (its socket removed; false if none runs in
+// this process), resume() starts it again if there is a source to serve.
+bool pause();
+void resume();
 // Stops serving `source` if it is the current one (the thread stays; requests get kNoData).
 void forget(Source source, void* ctx);
 // Ends the service for good in this process and its future children, before the program

@@ -97,5 +97,39 @@ TEST(NoHarm, ChrootedProgramGetsNoLoaderError) {
                  make_root);
 }
 
+// unshare of a user namespace and setns into a mount namespace are refused (EINVAL) to a
+// process of more than one thread. A single-threaded program (unshare(1), nsenter(1),
+// bubblewrap, a rootless container's set-up) makes them natively; under the sampler clock
+// (auto's choice where perf events are denied) or with the live service, sprofil's own thread
+// made them fail ("unshare failed: Invalid argument"). They now end around the call
+// (src/clock/alone.cpp). Skipped where the native run cannot make them (no user namespaces,
+// not root).
+TEST(NoHarm, NamespaceCallsOfASingleThreadedProgramAsNatively) {
+  const Args unshare_user{"unshare", "-U", "/bin/sh", "-c", "echo in a user namespace; exit 4"};
+  const Outcome native = run_once("", unshare_user);
+  if (native.out != "in a user namespace\n")
+    GTEST_SKIP() << "unshare -U fails natively here: " << native.err;
+  for (const Env& env : {Env{}, Env{{"SPROFIL_LIVE", "1"}}}) {
+    SCOPED_TRACE(env.empty() ? "unshare -U" : "unshare -U, live service");
+    expect_no_harm(unshare_user, {}, env);
+  }
+  // setns into the mount namespace of a process that made one.
+  agent_test::Spawned target = agent_test::spawn({"unshare", "-m", "sleep", "20"});
+  const std::string ns = "/proc/" + std::to_string(target.pid) + "/ns/mnt";
+  std::string own;
+  for (int i = 0; i < 200; ++i) {  // until unshare has made the namespace (at most 2 s)
+    own = std::filesystem::read_symlink("/proc/self/ns/mnt").string();
+    std::error_code ec;
+    if (std::filesystem::read_symlink(ns, ec).string() != own && !ec) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    SCOPED_TRACE("nsenter --mount");
+    expect_no_harm({"nsenter", "--mount=" + ns, "/bin/sh", "-c", "echo in its mount namespace"});
+  }
+  kill(target.pid, SIGKILL);
+  agent_test::finish(std::move(target));
+}
+
 }  // namespace
 }  // namespace sprofil::harm_test
