@@ -163,7 +163,7 @@ __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**
   install_process_hooks();
   // Under `sprofil record` the perf clock hands each thread's event, with a new fd of this
   // file, to the record parent (drain mode, clock/drain_client.cpp).
-  rt::perf::set_drain_file(reopen_output);
+  rt::perf::set_drain_file([] { return reopen_output(); });
   rt::perf::set_drain_child(pending_child);
   if (int e = publish()) {
     say("sprofil: not profiling: cannot start the clock: %s%s\n", strerror(e),

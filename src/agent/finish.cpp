@@ -167,7 +167,7 @@ void complete_file(bool at_exit) {
   // process (which said the process exits): that takes about 0.2 ms of CPU per process on
   // the 2-core VM, paid outside the program (docs/agent.md, "Drain mode").
   const bool release = at_exit && g_nfile > 0 && !rt::perf::released_by_parent();
-  const int fd = spilled || release ? reopen_output() : -1;
+  const int fd = spilled || release ? reopen_output(/*quiet=*/!spilled) : -1;
   if (fd >= 0 && spilled) write_spilled(fd);
   finish_header();
   if (fd >= 0 && release) release_untouched(fd);

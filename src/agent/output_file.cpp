@@ -258,12 +258,13 @@ int open_ours(int mode, int* err) {
 
 // Re-opens the profile by its path, only if it is still the file this process created;
 // -1 otherwise (and from then on nothing is written to that path; said once).
-int reopen_output() {
+int reopen_output(bool quiet) {
   if (g_detached) return -1;
   int err = 0;
   const int fd = open_ours(O_RDWR, &err);
   if (fd >= 0) return fd;
   g_detached = true;
+  if (quiet) return -1;
   // The name is gone or names another file (ENOENT, ELOOP for a link, or a mismatch); or the
   // process may not open it any more (it dropped privileges, say).
   const bool gone = err == 0 || err == ENOENT || err == ELOOP;

@@ -139,8 +139,10 @@ int create_output(bool first, bool with_event);  // the fd, or -1 with errno set
 int drained_child_output(int from);  // drain mode, a forked child: made by the record parent
 bool pending_child(rt::perf::DrainChild* c, bool dir);  // perf::set_drain_child's
 void take_file_if_pending();                            // fork.cpp: before a write into the file
-int reopen_output();  // -1 when the file is not ours any more (said once)
-int read_output();    // read-only, -1 (quietly) when it is not ours any more
+// -1 when the file is not ours any more (said once unless quiet: at an exit, where only the
+// untouched space is given back, a program that dropped its privileges hears nothing of it).
+int reopen_output(bool quiet = false);
+int read_output();  // read-only, -1 (quietly) when it is not ours any more
 void remove_output();
 const char* output_path();
 void say_spilled(int err);

@@ -109,13 +109,18 @@ void runtime_thread_begin(RuntimeThread* t);
 // How many run now (g_mu).
 int runtime_threads();
 
-// A system call that the kernel allows a process of one thread only (alone.cpp): unshare of a
-// user namespace (and CLONE_THREAD, CLONE_SIGHAND, CLONE_VM), setns into a user or a mount
-// namespace (nstype 0: any). needs_one_thread says whether (nr, a1, a2) is one; call_alone
-// runs call(a1, a2) with the runtime's own threads ended around it (the clock's, stopped and
-// started again; the live service's, by its hooks), and returns its result (errno as it set).
-bool needs_one_thread(long nr, long a1, long a2);
-long call_alone(long (*call)(long, long), long a1, long a2);
+// Calls around which the runtime's own threads end (alone.cpp): those that the kernel allows a
+// process of one thread only (unshare of a user namespace, and CLONE_THREAD, CLONE_SIGHAND,
+// CLONE_VM; setns into a user or a mount namespace, nstype 0: any), and those that change the
+// calling thread's credentials (capset, prctl's KEEPCAPS, SECUREBITS, CAPBSET_DROP and
+// CAP_AMBIENT changes; the set*id family and setgroups, which glibc applies to every thread
+// and aborts the process where one thread's result differs). needs_one_thread says whether
+// the system call nr with the arguments a[0..5] is one; call_alone runs call(a) with the
+// runtime's threads ended around it (the clock stopped and started again, by a thread that
+// then has the caller's credentials; the live service's thread by its hooks), and returns its
+// result (errno as it set it).
+bool needs_one_thread(long nr, const long* a);
+long call_alone(long nr, long (*call)(const long* a), const long* a);
 
 // POSIX timers (timer.cpp), for the cpu and wall clocks and for perf-clock threads that get
 // no event: arms s with a timer on clock `cid` signalling `signo` every interval_ns.

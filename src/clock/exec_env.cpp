@@ -7,11 +7,26 @@
 //   program changed its root (chroot, a container's pivot_root) or its user (a daemon that
 //   drops root for a user who cannot read the library's directory). The loader would print
 //   "ERROR: ld.so: object ... cannot be preloaded" into the new program's stderr, which it
-//   does not print natively (tests/harm `NoHarm.ChrootedProgramGetsNoLoaderError`).
+//   does not print natively (tests/harm `NoHarm.ChrootedProgramGetsNoLoaderError`);
+// - the directory of SPROFIL_OUTPUT (under sprofil record, the run's private one, where the
+//   drain socket is too) is not writable and searchable for the new program: the program
+//   dropped root for another user (setpriv, su, a daemon's worker). The agent there would
+//   print "sprofil: not profiling: cannot create ...: Permission denied" into its stderr, and
+//   it could not profile it anyway (tests/harm
+//   `NoHarm.PrivilegeDropOfASingleThreadedProgramAsNatively`).
+// Both checks are made as the new program would make them: with the effective ids, which an
+// exec keeps (a set-user-ID program runs without the agent: the loader ignores LD_PRELOAD's
+// paths under AT_SECURE), and, for a program that is not root, without the capabilities it
+// may hold now: an exec drops them (setpriv execs its command with the capabilities it used
+// to change its ids still in effect).
 // Every function here may run in a vfork child (which shares our memory): they change no
 // state, and the copy the caller makes is on its stack.
+#include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,15 +50,62 @@ bool is_ours(const char* entry, const char* end) {
          memcmp(base, kName, sizeof kName - 1) == 0;
 }
 
+// Whether the calling thread holds any effective capability (capget, version 3).
+bool has_effective_caps() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return data[0].effective != 0 || data[1].effective != 0;
+}
+
+// Whether st's mode bits give `want` (R_OK, W_OK, X_OK: the bits' own values) to these ids.
+bool mode_allows(const struct stat& st, int want, uid_t euid, gid_t egid, const gid_t* groups,
+                 int ngroups) {
+  bool group = st.st_gid == egid;
+  for (int i = 0; i < ngroups && !group; ++i) group = groups[i] == st.st_gid;
+  const unsigned bits = st.st_uid == euid ? (st.st_mode >> 6) & 7u
+                        : group           ? (st.st_mode >> 3) & 7u
+                                          : st.st_mode & 7u;
+  return (bits & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+}
+
+// Whether the new program of an exec may access `path` for `want`. errno is left as it was.
+bool usable_after_exec(const char* path, int want) {
+  const int saved = errno;
+  const uid_t euid = geteuid();
+  bool ok;
+  if (euid == 0 || !has_effective_caps()) {
+    ok = faccessat(AT_FDCWD, path, want, AT_EACCESS) == 0;
+  } else {
+    // Not root, with capabilities that the exec drops: the mode bits of the file and of each
+    // directory above it (search), against the ids alone (ACLs not read).
+    gid_t groups[64];
+    const int ngroups = getgroups(64, groups);
+    const gid_t egid = getegid();
+    char prefix[PATH_MAX];
+    const size_t len = strlen(path);
+    ok = len < sizeof prefix;
+    for (size_t i = 1; ok && i <= len; ++i) {
+      if (i < len && path[i] != '/') continue;
+      memcpy(prefix, path, i);
+      prefix[i] = '\0';
+      struct stat st;
+      ok = stat(prefix, &st) == 0 &&
+           mode_allows(st, i == len ? want : X_OK, euid, egid, groups, ngroups < 0 ? 0 : ngroups);
+    }
+  }
+  errno = saved;
+  return ok;
+}
+
 bool is_separator(char c) {
   return c == ':' || c == ' ';
 }
 
 // Whether an entry of LD_PRELOAD's value that names libsprofil by a path (a bare name is
 // looked up by the loader, not checked) cannot be read: the loader would say so and go on
-// without it. errno is left as it was.
+// without it.
 bool preload_unreadable(const char* value) {
-  const int saved = errno;
   bool unreadable = false;
   for (const char* p = value; *p && !unreadable;) {
     while (*p && is_separator(*p)) ++p;
@@ -55,13 +117,28 @@ bool preload_unreadable(const char* value) {
       if (n < sizeof path) {
         memcpy(path, p, n);
         path[n] = '\0';
-        unreadable = access(path, R_OK) != 0;
+        unreadable = !usable_after_exec(path, R_OK);
       }
     }
     p = end;
   }
-  errno = saved;
   return unreadable;
+}
+
+// Whether the directory of SPROFIL_OUTPUT's value is not writable and searchable.
+bool output_dir_closed(const char* output) {
+  const char* slash = strrchr(output, '/');
+  char dir[PATH_MAX];
+  if (!slash) {
+    dir[0] = '.';
+    dir[1] = '\0';
+  } else {
+    const size_t n = slash == output ? 1 : static_cast<size_t>(slash - output);
+    if (n >= sizeof dir) return false;
+    memcpy(dir, output, n);
+    dir[n] = '\0';
+  }
+  return !usable_after_exec(dir, W_OK | X_OK);
 }
 
 }  // namespace
@@ -72,9 +149,16 @@ bool is_sprofil_var(const char* entry) {
 
 bool exec_unprofiled(char* const envp[]) {
   if (sandboxed() || vfork_child_sandboxed()) return true;
-  for (size_t i = 0; envp && envp[i]; ++i)
-    if (starts_with(envp[i], "LD_PRELOAD=")) return preload_unreadable(envp[i] + 11);
-  return false;
+  const char* preload = nullptr;
+  const char* output = nullptr;
+  for (size_t i = 0; envp && envp[i]; ++i) {
+    if (starts_with(envp[i], "LD_PRELOAD="))
+      preload = envp[i] + 11;
+    else if (starts_with(envp[i], "SPROFIL_OUTPUT="))
+      output = envp[i] + 15;
+  }
+  if (!preload) return false;
+  return preload_unreadable(preload) || (output && *output && output_dir_closed(output));
 }
 
 void strip_preload(const char* value, char* out) {

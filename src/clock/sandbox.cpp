@@ -147,6 +147,16 @@ SPROFIL_EXPORT int prctl(int option, ...) __THROW {
   if (option == PR_SET_SECCOMP) sprofil::rt::enter_sandbox();
   const auto real = real_fn(sprofil::rt::g_prctl, "prctl");
   if (!real) return errno = ENOSYS, -1;
+  // A change of the calling thread's capabilities (alone.cpp).
+  const long a[6] = {option, static_cast<long>(a2), static_cast<long>(a3), static_cast<long>(a4),
+                     static_cast<long>(a5)};
+  if (sprofil::rt::needs_one_thread(SYS_prctl, a))
+    return static_cast<int>(sprofil::rt::call_alone(
+        SYS_prctl,
+        [](const long* v) -> long {
+          return sprofil::rt::g_prctl.load()(static_cast<int>(v[0]), v[1], v[2], v[3], v[4]);
+        },
+        a));
   return real(option, a2, a3, a4, a5);
 }
 
@@ -161,13 +171,14 @@ SPROFIL_EXPORT long syscall(long nr, ...) __THROW {
     sprofil::rt::enter_sandbox();
   const auto real = real_fn(sprofil::rt::g_syscall, "syscall");
   if (!real) return errno = ENOSYS, -1;
-  // unshare and setns that need a process of one thread (alone.cpp).
-  if (sprofil::rt::needs_one_thread(nr, a1, a2))
+  // unshare, setns and credential changes (alone.cpp): the system call's number in a[6].
+  const long a[7] = {a1, a2, a3, a4, a5, a6, nr};
+  if (sprofil::rt::needs_one_thread(nr, a))
     return sprofil::rt::call_alone(
-        nr == SYS_unshare
-        ? +[](long f, long) -> long { return sprofil::rt::g_syscall.load()(SYS_unshare, f); }
-        : +[](long fd,
-              long type) -> long { return sprofil::rt::g_syscall.load()(SYS_setns, fd, type); },
-        a1, a2);
+        nr,
+        [](const long* v) -> long {
+          return sprofil::rt::g_syscall.load()(v[6], v[0], v[1], v[2], v[3], v[4], v[5]);
+        },
+        a);
   return real(nr, a1, a2, a3, a4, a5, a6);
 }

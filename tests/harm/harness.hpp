@@ -24,6 +24,7 @@ struct Outcome {
   int status = -1;
   std::string ended;  // "exited N" or "killed by signal N", as the caller's waitpid saw it
   std::string out, err;
+  std::string err_with_agent;  // stderr less the tool's own lines only ("sprofil record: ...")
   std::map<std::string, std::string> files;  // name -> contents ("<dir>", "-> target" for links)
   std::string profile;                       // the profile written ("" for a native run)
 };
@@ -34,6 +35,16 @@ inline std::string program_stderr(const std::string& err) {
   std::istringstream in(err);
   while (std::getline(in, line))
     if (line.rfind("sprofil", 0) != 0) kept += line + "\n";
+  return kept;
+}
+
+// stderr without the tool's own lines ("sprofil record: ..."): what the program and the agent
+// in it wrote.
+inline std::string without_tool_lines(const std::string& err) {
+  std::string kept, line;
+  std::istringstream in(err);
+  while (std::getline(in, line))
+    if (line.rfind("sprofil record:", 0) != 0) kept += line + "\n";
   return kept;
 }
 
@@ -88,6 +99,7 @@ inline Outcome run_once(const std::string& clock, const Args& argv,
                 : "exited " + std::to_string(WEXITSTATUS(r.wait_status));
   o.out = r.out;
   o.err = clock.empty() ? r.err : program_stderr(r.err);
+  o.err_with_agent = clock.empty() ? r.err : without_tool_lines(r.err);
   o.files = snapshot_dir(cwd);
   if (!clock.empty()) {
     // Keep the profile past the scratch directory's end: copy it into memory as a path check.
@@ -102,9 +114,10 @@ inline Outcome run_once(const std::string& clock, const Args& argv,
 }
 
 // Natively and under every clock: the same status, output and files; the profile reads back.
+// `silent`: the agent writes no line of its own into the program's stderr either.
 inline void expect_no_harm(const Args& argv,
                            const std::function<void(const std::string&)>& setup = {},
-                           const Env& env = {}) {
+                           const Env& env = {}, bool silent = false) {
   const Outcome native = run_once("", argv, setup, env);
   for (const std::string& clock : clocks()) {
     SCOPED_TRACE("clock " + clock);
@@ -113,6 +126,9 @@ inline void expect_no_harm(const Args& argv,
     EXPECT_EQ(o.ended, native.ended);
     EXPECT_EQ(o.out, native.out);
     EXPECT_EQ(o.err, native.err);
+    if (silent) {
+      EXPECT_EQ(o.err_with_agent, native.err);
+    }
     EXPECT_EQ(o.files, native.files);
     EXPECT_EQ(o.profile, "ok");
   }
