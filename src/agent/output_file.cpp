@@ -16,6 +16,7 @@
 #include "agent/state.hpp"
 #include "clock/perf.hpp"
 #include "format/profile_file.hpp"
+#include "util/message.hpp"
 #include "util/release_space.hpp"
 
 namespace sprofil::agent {
@@ -58,7 +59,7 @@ void say(const char* fmt, const char* a, const char* b) {
   if (g_quiet || run_is_over()) return;
   char line[1024];
   const int n = snprintf(line, sizeof line, fmt, a, b);  // a long path may be cut short
-  if (n > 0) (void)!write(2, line, std::min(static_cast<size_t>(n), sizeof line - 1));
+  if (n > 0) util::message(line, std::min(static_cast<size_t>(n), sizeof line - 1));
 }
 
 void set_output_base(const char* absolute_base) {

@@ -28,6 +28,7 @@
 #include "clock/clock.hpp"
 #include "clock/perf.hpp"
 #include "format/sprof_format.h"
+#include "util/message.hpp"
 #include "util/mutex.hpp"
 #include "util/xorshift.hpp"
 
@@ -89,10 +90,7 @@ void note(const char* fmt, ...) {
   va_start(ap, fmt);
   const int n = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  if (n > 0) {
-    const ssize_t w = write(2, line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
-    (void)w;
-  }
+  if (n > 0) util::message(line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1);
 }
 
 pid_t gettid_() {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/message.hpp"
+
 namespace sprofil::util {
 
 bool parse_hz(const char* value, uint64_t* interval_ns) {
@@ -35,8 +37,7 @@ void hz_warn_once(const char* why) {
   char line[160] = "sprofil: ";
   strncat(line, why, sizeof line - 40);
   strcat(line, "; using 1000 Hz\n");
-  const ssize_t n = write(2, line, strlen(line));
-  (void)n;
+  message(line, strlen(line));
 }
 
 }  // namespace sprofil::util

@@ -158,5 +158,15 @@ TEST(NoHarm, PrivilegeDropOfASingleThreadedProgramAsNatively) {
   expect_no_harm({AGENT_DROP}, {}, {}, /*silent=*/true);
 }
 
+// A program that closed its stderr and opened a data file of its own on fd 2: sprofil's lines
+// went into that file (here: the itimer clock saying that it moved away from the program's
+// ITIMER_PROF). They now go only to the stderr the program started with
+// (src/util/message.cpp), and the file holds the program's lines alone, under every clock.
+TEST(NoHarm, NoMessageIntoAFileThatTookFdTwo) {
+  expect_no_harm({AGENT_FD2});
+  const Outcome native = run_once("", {AGENT_FD2});
+  EXPECT_EQ(native.files.at("data.txt"), "first line of the program's data\nlast line\n");
+}
+
 }  // namespace
 }  // namespace sprofil::harm_test
