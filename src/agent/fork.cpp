@@ -151,6 +151,7 @@ void take_own_file() {
 // exec was most of what profiling cost a fork-then-exec child, and the churn made ext4's
 // inode allocation slow (recently_deleted): bench/process_loop.sh, docs/benchmarks.md.
 void after_fork_child() {
+  forget_lock_future();  // the parent's MCL_FUTURE is not inherited
   if (!g_on) return;
   g_fork_ns = now_ns();
   g_fork_ppid = static_cast<int>(getppid());

@@ -100,6 +100,7 @@ bool add_region(int fd, const Found& f, const char* path, bool dlopened) {
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (rec == MAP_FAILED) return false;
   }
+  if (!batched) unlock_new(rec, map_len);
   // Counters are hit at random: no readahead, so only the pages hit become resident.
   if (!batched) madvise(rec, map_len, MADV_RANDOM);
   auto* r = static_cast<sprof_region*>(rec);
@@ -433,6 +434,7 @@ int merge(const FoundList& list, bool dlopened, int fd) {
                          static_cast<off_t>(g_next_off))
                   : MAP_FAILED;
     if (m != MAP_FAILED) {  // else add_region() maps each record
+      unlock_new(m, want);
       madvise(m, want, MADV_RANDOM);
       g_batch = static_cast<char*>(m);
       g_batch_off = g_next_off;

@@ -9,6 +9,7 @@
 //   exit.cpp         the ends of a process: exit, quick_exit and the interposed _exit
 //   fork.cpp         fork (a new file for the child, same addresses) and exec hooks
 //   dlopen.cpp       the dlopen/dlmopen/dlclose interposers
+//   mlock.cpp        the mlockall/munlockall interposers: the agent's mappings stay unlocked
 // The signal handler never runs agent code: it only sees the engine table that publish()
 // builds (engine/engine.cpp has the audit). Everything below is guarded by g_mu unless said.
 #pragma once
@@ -146,6 +147,11 @@ int read_output();  // read-only, -1 (quietly) when it is not ours any more
 void remove_output();
 const char* output_path();
 void say_spilled(int err);
+
+// mlock.cpp: a mapping the agent has just made, unlocked where the program's mlockall
+// (MCL_FUTURE) locked it; forget_lock_future in a forked child (locks are not inherited).
+void unlock_new(void* at, size_t len);
+void forget_lock_future();
 
 // An object as dl_iterate_phdr lists it: its load address, program headers and name
 // pointer (the loader's own string, kept for the object's life). An object closed and another
