@@ -144,7 +144,7 @@ __attribute__((constructor(200))) void agent_start(int argc, char** argv, char**
   // a limit, 16-byte bins (a sixteenth of 1-byte bins' space, a quarter of the text's size)
   // unless SPROFIL_BIN_BYTES says.
   constexpr uint32_t kLimitedBins = 16;
-  if (!g_lazy_arrays && as_limited && g_bin_bytes < kLimitedBins && !env("SPROFIL_BIN_BYTES")) {
+  if (!g_lazy_arrays && as_limited && g_bin_bytes < kLimitedBins && !g_settings.bins_asked) {
     g_bin_bytes = kLimitedBins;
     if (first)
       say("sprofil: an address-space limit (ulimit -v) is set: %s%s\n",

@@ -63,6 +63,7 @@ extern ScratchPage g_scratch;
 struct Settings {
   rt::ClockRequest clock;
   uint32_t bin_bytes = 1;
+  bool bins_asked = false;   // SPROFIL_BIN_BYTES set bin_bytes (else the default for the place)
   bool system = false;       // lay out system-time arrays where the clock splits
   char base[PATH_MAX] = {};  // SPROFIL_OUTPUT, made absolute
 };

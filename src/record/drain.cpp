@@ -450,10 +450,7 @@ bool Drainer::start(const std::string& dir, const std::string& base, std::string
   if (s.listen_fd < 0 || bind(s.listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
       listen(s.listen_fd, 128) != 0 || pipe2(s.wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     *why = std::string("socket: ") + strerror(errno);
-    if (s.listen_fd >= 0) close(s.listen_fd);
-    s.listen_fd = -1;
-    unlink(path.c_str());
-    if (!s.own_dir.empty()) rmdir(s.own_dir.c_str());
+    s.close_socket(path);
     return false;
   }
   s.path = path;
@@ -474,12 +471,7 @@ bool Drainer::start(const std::string& dir, const std::string& base, std::string
     *why = std::string("cannot start its thread: ") + strerror(e.code().value());
     if (s.nofile_raised) setrlimit(RLIMIT_NOFILE, &s.saved_nofile);
     s.nofile_raised = false;
-    close(s.listen_fd);
-    close(s.wake[0]);
-    close(s.wake[1]);
-    s.listen_fd = -1;
-    unlink(path.c_str());
-    if (!s.own_dir.empty()) rmdir(s.own_dir.c_str());
+    s.close_socket(path);
     return false;
   }
   return true;
@@ -500,11 +492,16 @@ void Drainer::finish() {
   s.stop.store(true, std::memory_order_release);
   (void)!write(s.wake[1], "x", 1);
   s.thread.join();
-  close(s.listen_fd);
-  close(s.wake[0]);
-  close(s.wake[1]);
-  unlink(s.path.c_str());
-  if (!s.own_dir.empty()) rmdir(s.own_dir.c_str());
+  s.close_socket(s.path);
+}
+
+void Drainer::State::close_socket(const std::string& at) {
+  for (int* fd : {&listen_fd, &wake[0], &wake[1]}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+  unlink(at.c_str());
+  if (!own_dir.empty()) rmdir(own_dir.c_str());
 }
 
 Drainer::Stats Drainer::stats() const {

@@ -172,6 +172,9 @@ struct Drainer::State {
   std::string own_dir;        // a directory made for the socket (removed at finish), or ""
   int listen_fd = -1;
   int wake[2] = {-1, -1};
+  // Closes the listening socket and the wake pipe (those open), removes the socket `at` and
+  // the directory made for it: at finish, and where start fails after making them.
+  void close_socket(const std::string& at);
   std::thread thread;
   std::atomic<bool> stop{false};
   bool finished = false;
