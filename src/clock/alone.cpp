@@ -126,7 +126,12 @@ long call_alone(long nr, long (*call)(const long* a), const long* a) {
     if (paused[i]) hooks[i].resume();
   if (clock_stopped) {
     Lock lock;
-    if (!g_active) (void)start_clock(clock);
+    if (!g_active) {
+      if (const int se = start_clock(clock))
+        note("sprofil: sampling stopped: the clock did not start again after the program "
+             "changed its namespace or credentials (%s)\n",
+             strerror(se));
+    }
   }
   errno = e;
   return rc;

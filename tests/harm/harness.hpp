@@ -29,23 +29,24 @@ struct Outcome {
   std::string profile;                       // the profile written ("" for a native run)
 };
 
-// stderr without the lines sprofil itself writes (the tool's and the agent's).
-inline std::string program_stderr(const std::string& err) {
+// The lines of err that do not start with `prefix`.
+inline std::string lines_without(const std::string& err, const char* prefix) {
   std::string kept, line;
   std::istringstream in(err);
   while (std::getline(in, line))
-    if (line.rfind("sprofil", 0) != 0) kept += line + "\n";
+    if (line.rfind(prefix, 0) != 0) kept += line + "\n";
   return kept;
+}
+
+// stderr without the lines sprofil itself writes (the tool's and the agent's).
+inline std::string program_stderr(const std::string& err) {
+  return lines_without(err, "sprofil");
 }
 
 // stderr without the tool's own lines ("sprofil record: ..."): what the program and the agent
 // in it wrote.
 inline std::string without_tool_lines(const std::string& err) {
-  std::string kept, line;
-  std::istringstream in(err);
-  while (std::getline(in, line))
-    if (line.rfind("sprofil record:", 0) != 0) kept += line + "\n";
-  return kept;
+  return lines_without(err, "sprofil record:");
 }
 
 inline std::map<std::string, std::string> snapshot_dir(const std::string& dir) {
