@@ -5,6 +5,7 @@
 // the exec fails, profiling resumes as it was.
 #include <alloca.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <spawn.h>
 #include <unistd.h>
 
@@ -20,15 +21,54 @@
 
 namespace {
 
-// Runs one exec call with profiling suspended around it.
+// The signals that the calling thread's program blocked and sprofil kept unblocked
+// (interpose_signals.cpp), as a set; false if there are none.
+bool program_blocked(sigset_t* set) {
+  const uint64_t v = sprofil::rt::virtual_blocked();
+  if (v == 0) return false;
+  sigemptyset(set);
+  for (int s = 1; s <= 64; ++s)
+    if ((v >> (s - 1)) & 1) sigaddset(set, s);
+  return true;
+}
+
+// Runs one exec call with profiling suspended around it. The new program gets the mask the
+// program asked for: sprofil's signal, where the program blocked it, is blocked for the exec
+// (the clock is stopped then, its pending samples discarded), and unblocked again if the
+// exec fails. Before, a program that blocked SIGPROF passed it unblocked to what it exec'd.
 template <class Call>
 int guarded(Call call) {
   sprofil::rt::before_exec();
+  sigset_t blocked, was;
+  const bool masked =
+      program_blocked(&blocked) && sprofil::rt::real_sigmask(SIG_BLOCK, &blocked, &was) == 0;
   const int rc = call();
   const int e = errno;
+  if (masked) sprofil::rt::real_sigmask(SIG_SETMASK, &was, nullptr);
   sprofil::rt::after_failed_exec();
   errno = e;
   return rc;
+}
+
+// The attributes a spawn passes: attr itself, or where the program blocked sprofil's signal
+// and attr sets no mask of its own, a copy (glibc's posix_spawnattr_t is plain data) that sets
+// the calling thread's mask with that signal blocked, as the child would inherit it natively.
+const posix_spawnattr_t* spawn_attr(const posix_spawnattr_t* attr, posix_spawnattr_t* copy) {
+  sigset_t blocked, mask;
+  if (!program_blocked(&blocked)) return attr;
+  short flags = 0;
+  if (attr && posix_spawnattr_getflags(attr, &flags) != 0) return attr;
+  if (flags & POSIX_SPAWN_SETSIGMASK) return attr;
+  if (attr)
+    *copy = *attr;
+  else if (posix_spawnattr_init(copy) != 0)
+    return attr;
+  if (sprofil::rt::real_sigmask(SIG_BLOCK, nullptr, &mask) != 0) return attr;
+  for (int s = 1; s <= 64; ++s)
+    if (sigismember(&blocked, s) == 1) sigaddset(&mask, s);
+  posix_spawnattr_setsigmask(copy, &mask);
+  posix_spawnattr_setflags(copy, static_cast<short>(flags | POSIX_SPAWN_SETSIGMASK));
+  return copy;
 }
 
 // Runs call(env) with the environment an exec or a spawn passes: envp itself, or, where the
@@ -128,14 +168,18 @@ SPROFIL_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_f
                                const posix_spawnattr_t* attr, char* const argv[],
                                char* const envp[]) {
   auto f = sprofil::rt::real_fn(g_posix_spawn, "posix_spawn");
-  return with_env(envp, [&](char* const* env) { return f(pid, path, fa, attr, argv, env); });
+  posix_spawnattr_t copy;
+  const posix_spawnattr_t* a = spawn_attr(attr, &copy);
+  return with_env(envp, [&](char* const* env) { return f(pid, path, fa, a, argv, env); });
 }
 
 SPROFIL_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
                                 const posix_spawnattr_t* attr, char* const argv[],
                                 char* const envp[]) {
   auto f = sprofil::rt::real_fn(g_posix_spawnp, "posix_spawnp");
-  return with_env(envp, [&](char* const* env) { return f(pid, file, fa, attr, argv, env); });
+  posix_spawnattr_t copy;
+  const posix_spawnattr_t* a = spawn_attr(attr, &copy);
+  return with_env(envp, [&](char* const* env) { return f(pid, file, fa, a, argv, env); });
 }
 
 // execl, execlp and execle: their variadic list collected by exec_list and passed to CALL,

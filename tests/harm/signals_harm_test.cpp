@@ -284,5 +284,16 @@ TEST(Signals, ThreadStartsDoNotLivelockOnShortFirstPeriods) {
   }
 }
 
+// A program that blocked sprofil's signal passes it blocked to what it starts, as natively:
+// the exec'd program and a posix_spawn'd child inherit the mask the program asked for, not
+// the real one with which sprofil kept sampling it (src/clock/exec.cpp). Before, each of the
+// three printed SIGPROF unblocked under the signal clocks.
+TEST(Signals, BlockedSignalStaysBlockedAcrossExecAndSpawn) {
+  expect_no_harm({SIG_MASK_EXEC});
+  const Outcome native = run_once("", {SIG_MASK_EXEC});
+  EXPECT_EQ(native.out,
+            "SigBlk:\t0000000004000200\nSigBlk:\t0000000004000200\nSigBlk:\t0000000004000200\n");
+}
+
 }  // namespace
 }  // namespace sprofil::harm_test
