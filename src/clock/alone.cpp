@@ -128,9 +128,10 @@ long call_alone(long nr, long (*call)(const long* a), const long* a) {
     Lock lock;
     if (!g_active) {
       if (const int se = start_clock(clock))
-        note("sprofil: sampling stopped: the clock did not start again after the program "
-             "changed its namespace or credentials (%s)\n",
-             strerror(se));
+        note(
+            "sprofil: sampling stopped: the clock did not start again after the program "
+            "changed its namespace or credentials (%s)\n",
+            strerror(se));
     }
   }
   errno = e;
