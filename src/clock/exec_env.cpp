@@ -22,7 +22,6 @@
 // Every function here may run in a vfork child (which shares our memory): they change no
 // state, and the copy the caller makes is on its stack.
 #include <fcntl.h>
-#include <limits.h>
 #include <linux/capability.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -69,29 +68,35 @@ bool mode_allows(const struct stat& st, int want, uid_t euid, gid_t egid, const 
   return (bits & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
 }
 
-// Whether the new program of an exec may access `path` for `want`. errno is left as it was.
-bool usable_after_exec(const char* path, int want) {
+// The checks share one buffer on the caller's stack, which is small: an exec may be made from
+// a signal handler on an alternate stack (a crash handler starting a reporter). A path that
+// does not fit is taken as usable (the agent then says what it finds, as before).
+constexpr size_t kPathBuf = 1024;
+
+// Whether the new program of an exec may access the path in buf (NUL-terminated) for `want`.
+// buf is restored as it was. errno is left as it was.
+bool usable_after_exec(char* buf, int want) {
   const int saved = errno;
   const uid_t euid = geteuid();
-  bool ok;
+  bool ok = true;
   if (euid == 0 || !has_effective_caps()) {
-    ok = faccessat(AT_FDCWD, path, want, AT_EACCESS) == 0;
+    ok = faccessat(AT_FDCWD, buf, want, AT_EACCESS) == 0;
   } else {
     // Not root, with capabilities that the exec drops: the mode bits of the file and of each
-    // directory above it (search), against the ids alone (ACLs not read).
-    gid_t groups[64];
-    const int ngroups = getgroups(64, groups);
+    // directory above it (search), against the ids alone (ACLs not read). Each directory is
+    // looked at in place, its path cut at the next '/'.
+    gid_t groups[32];
+    const int ngroups = getgroups(32, groups);
     const gid_t egid = getegid();
-    char prefix[PATH_MAX];
-    const size_t len = strlen(path);
-    ok = len < sizeof prefix;
+    const size_t len = strlen(buf);
     for (size_t i = 1; ok && i <= len; ++i) {
-      if (i < len && path[i] != '/') continue;
-      memcpy(prefix, path, i);
-      prefix[i] = '\0';
+      if (i < len && buf[i] != '/') continue;
+      const char cut = buf[i];
+      buf[i] = '\0';
       struct stat st;
-      ok = stat(prefix, &st) == 0 &&
+      ok = stat(buf, &st) == 0 &&
            mode_allows(st, i == len ? want : X_OK, euid, egid, groups, ngroups < 0 ? 0 : ngroups);
+      buf[i] = cut;
     }
   }
   errno = saved;
@@ -105,40 +110,33 @@ bool is_separator(char c) {
 // Whether an entry of LD_PRELOAD's value that names libsprofil by a path (a bare name is
 // looked up by the loader, not checked) cannot be read: the loader would say so and go on
 // without it.
-bool preload_unreadable(const char* value) {
-  bool unreadable = false;
-  for (const char* p = value; *p && !unreadable;) {
+bool preload_unreadable(const char* value, char* buf) {
+  for (const char* p = value; *p;) {
     while (*p && is_separator(*p)) ++p;
     const char* end = p;
     while (*end && !is_separator(*end)) ++end;
-    if (end > p && is_ours(p, end) && memchr(p, '/', static_cast<size_t>(end - p))) {
-      char path[PATH_MAX];
-      const size_t n = static_cast<size_t>(end - p);
-      if (n < sizeof path) {
-        memcpy(path, p, n);
-        path[n] = '\0';
-        unreadable = !usable_after_exec(path, R_OK);
-      }
+    const size_t n = static_cast<size_t>(end - p);
+    if (n > 0 && n < kPathBuf && is_ours(p, end) && memchr(p, '/', n)) {
+      memcpy(buf, p, n);
+      buf[n] = '\0';
+      if (!usable_after_exec(buf, R_OK)) return true;
     }
     p = end;
   }
-  return unreadable;
+  return false;
 }
 
 // Whether the directory of SPROFIL_OUTPUT's value is not writable and searchable.
-bool output_dir_closed(const char* output) {
+bool output_dir_closed(const char* output, char* buf) {
   const char* slash = strrchr(output, '/');
-  char dir[PATH_MAX];
-  if (!slash) {
-    dir[0] = '.';
-    dir[1] = '\0';
-  } else {
-    const size_t n = slash == output ? 1 : static_cast<size_t>(slash - output);
-    if (n >= sizeof dir) return false;
-    memcpy(dir, output, n);
-    dir[n] = '\0';
-  }
-  return !usable_after_exec(dir, W_OK | X_OK);
+  const size_t n = !slash ? 1 : slash == output ? 1 : static_cast<size_t>(slash - output);
+  if (n >= kPathBuf) return false;
+  if (!slash)
+    buf[0] = '.';
+  else
+    memcpy(buf, output, n);
+  buf[n] = '\0';
+  return !usable_after_exec(buf, W_OK | X_OK);
 }
 
 }  // namespace
@@ -158,7 +156,8 @@ bool exec_unprofiled(char* const envp[]) {
       output = envp[i] + 15;
   }
   if (!preload) return false;
-  return preload_unreadable(preload) || (output && *output && output_dir_closed(output));
+  char buf[kPathBuf];
+  return preload_unreadable(preload, buf) || (output && *output && output_dir_closed(output, buf));
 }
 
 void strip_preload(const char* value, char* out) {
