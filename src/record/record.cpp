@@ -260,6 +260,15 @@ CommandCheck check_command(const std::string& command) {
   return c;
 }
 
+namespace {
+// Whether `path` is this process's executable (the same file as /proc/self/exe).
+bool names_this_program(const char* path) {
+  struct stat a, b;
+  return stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+}  // namespace
+
 int record(const Options& o, FILE* log, int* killed_by) {
   if (killed_by) *killed_by = 0;
   if (o.command.empty()) {
@@ -365,6 +374,9 @@ int record(const Options& o, FILE* log, int* killed_by) {
     else
       unsetenv("SPROFIL_DRAIN");
     unsetenv("SPROFIL_STARTED");
+    // A shell sets `_` to the path of the program it runs: record's. Natively it names the
+    // command, where the PATH search found it, and bash scripts read it ($_ at their start).
+    if (const char* u = getenv("_"); u && names_this_program(u)) setenv("_", check.path.c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);

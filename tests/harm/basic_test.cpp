@@ -194,5 +194,19 @@ TEST(NoHarm, LockedMemoryAsNatively) {
   }
 }
 
+// A shell sets `_` in the environment of the program it runs to that program's path (bash
+// scripts read it as $_ at their start, to tell whether they were sourced). Run through
+// `sprofil record`, the program found record's path there; record now puts the command's path
+// back, as the shell would have (src/record/record.cpp).
+TEST(NoHarm, UnderscoreVariableNamesTheCommand) {
+  TempDir dir;
+  const Result native = agent_test::run({"bash", "-c", "printenv _"});
+  const Result r = agent_test::run(
+      {"bash", "-c", agent_test::kTool + " record -o '" + (dir / "p.sprof") + "' -- printenv _"});
+  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
+  EXPECT_NE(native.out.find("printenv"), std::string::npos) << native.out;
+  EXPECT_EQ(r.out, native.out);
+}
+
 }  // namespace
 }  // namespace sprofil::harm_test
