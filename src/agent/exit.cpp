@@ -92,7 +92,7 @@ void install_exit_hooks() {
   g_next_Exit.store(reinterpret_cast<ExitFn>(dlsym(RTLD_NEXT, "_Exit")), std::memory_order_release);
   atexit(agent_exit);
   at_quick_exit(agent_exit);
-  rt::add_sandbox_hook(agent_sandboxed);
+  rt::add_process_hooks({.sandboxed = agent_sandboxed});
 }
 
 }  // namespace sprofil::agent

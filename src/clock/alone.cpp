@@ -42,12 +42,6 @@
 namespace sprofil::rt {
 namespace {
 
-struct AloneHooks {
-  bool (*pause)();
-  void (*resume)();
-};
-AloneHooks g_alone_hooks[4] = {};  // add_alone_hooks (g_mu)
-
 // A thread's join returns when the kernel clears its tid, a moment before the thread leaves
 // its thread group: an unshare or setns that fails with EINVAL is tried again, at most this
 // many times, 100 us apart (a program with threads of its own gets its EINVAL 5 ms later than
@@ -59,17 +53,6 @@ bool namespace_call(long nr) {
 }
 
 }  // namespace
-
-void add_alone_hooks(bool (*pause)(), void (*resume)()) {
-  Lock lock;
-  for (auto& h : g_alone_hooks) {
-    if (h.pause == pause && h.resume == resume) return;
-    if (!h.pause) {
-      h = {pause, resume};
-      return;
-    }
-  }
-}
 
 bool needs_one_thread(long nr, const long* a) {
   switch (nr) {
@@ -100,7 +83,6 @@ long call_alone(long nr, long (*call)(const long* a), const long* a) {
   if (sandboxed() || getpid() != g_pid) return call(a);
   bool clock_stopped = false;
   ClockRequest clock{};
-  AloneHooks hooks[4];
   {
     Lock lock;
     if (g_active && runtime_threads() > 0) {
@@ -108,11 +90,12 @@ long call_alone(long nr, long (*call)(const long* a), const long* a) {
       stop_clock();
       clock_stopped = true;
     }
-    memcpy(hooks, g_alone_hooks, sizeof hooks);
   }
-  bool paused[4] = {};
+  ProcessHooks hooks[kMaxProcessHooks];
+  process_hooks(hooks);
+  bool paused[kMaxProcessHooks] = {};
   bool any = clock_stopped;
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kMaxProcessHooks; ++i)
     if (hooks[i].pause) any |= paused[i] = hooks[i].pause();
   long rc = call(a);
   int e = errno;
@@ -122,8 +105,8 @@ long call_alone(long nr, long (*call)(const long* a), const long* a) {
     rc = call(a);
     e = errno;
   }
-  for (int i = 3; i >= 0; --i)
-    if (paused[i]) hooks[i].resume();
+  for (int i = kMaxProcessHooks - 1; i >= 0; --i)
+    if (paused[i] && hooks[i].resume) hooks[i].resume();
   if (clock_stopped) {
     Lock lock;
     if (!g_active) {

@@ -64,8 +64,7 @@ const posix_spawnattr_t* spawn_attr(const posix_spawnattr_t* attr, posix_spawnat
   else if (posix_spawnattr_init(copy) != 0)
     return attr;
   if (sprofil::rt::real_sigmask(SIG_BLOCK, nullptr, &mask) != 0) return attr;
-  for (int s = 1; s <= 64; ++s)
-    if (sigismember(&blocked, s) == 1) sigaddset(&mask, s);
+  sigorset(&mask, &mask, &blocked);
   posix_spawnattr_setsigmask(copy, &mask);
   posix_spawnattr_setflags(copy, static_cast<short>(flags | POSIX_SPAWN_SETSIGMASK));
   return copy;

@@ -331,6 +331,26 @@ void set_hooks(const Hooks& hooks) {
   g_hooks = hooks;
 }
 
+namespace {
+ProcessHooks g_process_hooks[kMaxProcessHooks];  // add_process_hooks (g_mu)
+}  // namespace
+
+void add_process_hooks(const ProcessHooks& h) {
+  Lock lock;
+  for (auto& slot : g_process_hooks) {
+    if (slot.sandboxed == h.sandboxed && slot.pause == h.pause && slot.resume == h.resume) return;
+    if (!slot.sandboxed && !slot.pause && !slot.resume) {
+      slot = h;
+      return;
+    }
+  }
+}
+
+void process_hooks(ProcessHooks out[kMaxProcessHooks]) {
+  Lock lock;
+  for (int i = 0; i < kMaxProcessHooks; ++i) out[i] = g_process_hooks[i];
+}
+
 int signal_number() {
   Lock lock;
   return g_signo;

@@ -82,15 +82,22 @@ struct Hooks {
   void (*after_failed_exec)() = nullptr;
 };
 void set_hooks(const Hooks& hooks);
-// What the agent and the live service do when the program installs a seccomp filter
-// (sandbox.cpp): called before the runtime stops, without the runtime mutex, in the order
-// added (at most four; a hook added twice is kept once).
-void add_sandbox_hook(void (*hook)());
-// What the live service does around a system call that the kernel allows a process of one
-// thread only (alone.cpp: unshare, setns): pause ends its thread (false: none ran), resume
-// starts it again; without the runtime mutex (at most four pairs; a pair added twice is kept
-// once).
-void add_alone_hooks(bool (*pause)(), void (*resume)());
+// What the agent and the live service do at two process-wide events, each callback optional:
+// - sandboxed: the program installs a seccomp filter (sandbox.cpp), before the runtime stops;
+// - pause, resume: around a system call that the kernel allows a process of one thread only
+//   (alone.cpp: unshare, setns, credential changes): pause ends the part's thread (false: none
+//   ran), resume starts it again.
+// Called without the runtime mutex, in the order added (at most kMaxProcessHooks; the same set
+// added twice is kept once).
+struct ProcessHooks {
+  void (*sandboxed)() = nullptr;
+  bool (*pause)() = nullptr;
+  void (*resume)() = nullptr;
+};
+constexpr int kMaxProcessHooks = 4;
+void add_process_hooks(const ProcessHooks& h);
+// A copy of the sets added (empty slots all null), taken under the runtime mutex.
+void process_hooks(ProcessHooks out[kMaxProcessHooks]);
 
 // Tests and diagnostics: the signal in use (0 if none), and how many threads have a timer.
 int signal_number();

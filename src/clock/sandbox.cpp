@@ -44,7 +44,6 @@ std::atomic<bool> g_sandboxed{false};
 // A vfork child (it shares our memory) that installs a filter: its pid, so that its exec
 // drops the agent from the environment it passes without changing ours.
 std::atomic<pid_t> g_vfork_sandboxed{0};
-void (*g_at_sandbox[4])() = {};  // add_sandbox_hook (g_mu)
 
 using syscall_fn = long (*)(long, ...);
 using prctl_fn = int (*)(int, ...);
@@ -99,17 +98,6 @@ bool vfork_child_sandboxed() {
   return vfork_child != 0 && vfork_child == getpid();
 }
 
-void add_sandbox_hook(void (*hook)()) {
-  Lock lock;
-  for (auto& h : g_at_sandbox) {
-    if (h == hook) return;
-    if (!h) {
-      h = hook;
-      return;
-    }
-  }
-}
-
 void enter_sandbox() {
   if (sandboxed()) return;
   // A vfork child shares our memory, state and environment: it changes none of them.
@@ -117,13 +105,10 @@ void enter_sandbox() {
     g_vfork_sandboxed.store(getpid(), std::memory_order_relaxed);
     return;
   }
-  void (*hooks[4])();
-  {
-    Lock lock;
-    memcpy(hooks, g_at_sandbox, sizeof hooks);
-  }
-  for (auto* h : hooks)  // the agent (its file, before the clock stops), the live service
-    if (h) h();
+  ProcessHooks hooks[kMaxProcessHooks];
+  process_hooks(hooks);
+  for (const auto& h : hooks)  // the agent (its file, before the clock stops), the live service
+    if (h.sandboxed) h.sandboxed();
   {
     Lock lock;
     // A signal per sample (the faces' and the API's clocks too): the handler makes system

@@ -80,10 +80,10 @@ __attribute__((constructor)) void live_agent_start() {
   const char* output = secure_getenv("SPROFIL_OUTPUT");
   if (!live || strcmp(live, "1") != 0 || !output || !*output) return;
   if (!naming::absolute_base(output, g_base, sizeof g_base)) return;
-  if (live::start(agent_source, nullptr) == 0) {
-    rt::add_sandbox_hook(live::retire);
-    rt::add_alone_hooks(live::pause, live::resume);  // around unshare, setns (src/clock/alone.cpp)
-  }
+  // Its hooks: a seccomp filter (src/clock/sandbox.cpp), a call for one thread (alone.cpp).
+  if (live::start(agent_source, nullptr) == 0)
+    rt::add_process_hooks(
+        {.sandboxed = live::retire, .pause = live::pause, .resume = live::resume});
 }
 
 }  // namespace

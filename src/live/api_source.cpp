@@ -63,8 +63,8 @@ SPROFIL_EXPORT int sprofil_live_serve(sprofil_session* s) {
     errno = e;
     return -1;
   }
-  rt::add_sandbox_hook(live::retire);  // before a seccomp filter (src/clock/sandbox.cpp)
-  rt::add_alone_hooks(live::pause, live::resume);  // around unshare, setns (src/clock/alone.cpp)
+  // Its hooks: a seccomp filter (src/clock/sandbox.cpp), a call for one thread (alone.cpp).
+  rt::add_process_hooks({.sandboxed = live::retire, .pause = live::pause, .resume = live::resume});
   return 0;
 }
 
