@@ -13,6 +13,19 @@
 //   that got it ends meanwhile without getting it twice, and one that did not gets it late.
 // A signal the caller had ignored (nohup's SIGHUP) stays ignored, in record and in the command.
 // Limit: a command that got the signal and takes more than the grace to end gets it again.
+//
+// A stop of the command is record's too (as sudo does): natively the caller (a shell) sees its
+// child stopped and takes the terminal back ("Stopped", then `fg` or `bg`). A stop the terminal
+// sent (^Z) reaches record with the whole foreground group; one sent to the command alone
+// (`kill -STOP PID`, a program that stops itself with raise(SIGSTOP) to wait for a debugger,
+// less's own SIGTSTP after it restored the terminal) left the caller waiting on a record that
+// still ran: the prompt did not come back. Record now stops itself with the same signal, so the
+// caller's waitpid sees the stop it would see natively; when record is continued, the command
+// is too, unless the same SIGCONT already continued it (the shell's `fg` signals the group).
+// The terminal's stops (^Z: SIGTSTP to the foreground group) record ignores itself: it stops
+// when the command does, and a command that ignores ^Z keeps running, as natively.
+// While record is stopped its drainer is too: processes of the tree that still run fill their
+// rings, and what a full ring drops is counted as lost.
 #pragma once
 
 #include <signal.h>
@@ -27,7 +40,7 @@ class SignalRelay : util::NoCopy {
   static constexpr int kGraceMs = 1000;
 
   // Installs the relay; the four signals are blocked until started() (a signal before the
-  // fork is relayed then, after the grace).
+  // fork is relayed then, after the grace), SIGCHLD (the command's stops) until the wait.
   SignalRelay();
   // The caller's dispositions and mask again.
   ~SignalRelay();
@@ -42,7 +55,13 @@ class SignalRelay : util::NoCopy {
 
  private:
   static constexpr int kSignals[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
+  // The command stopped (a report of waitid's WSTOPPED) by sig: record stops the same way,
+  // then continues the command if it is still stopped.
+  void stop_with_command(int sig) const;
   struct sigaction old_[4] = {};
+  static constexpr int kStops[] = {SIGTSTP, SIGTTIN, SIGTTOU};
+  struct sigaction old_chld_ = {};
+  struct sigaction old_stop_[3] = {};
   sigset_t old_mask_{};
   pid_t pid_ = 0;
 };

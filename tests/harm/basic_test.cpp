@@ -6,7 +6,10 @@
 #include <iterator>
 #include <thread>
 
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.hpp"
 
@@ -62,6 +65,135 @@ TEST(NoHarm, ProgramKilledByASignalEndsRecordTheSameWay) {
   expect_no_harm({SIG_DIE, "exit", "139"});
   const Outcome native = run_once("", {SIG_DIE, "exit", "139"});
   EXPECT_EQ(native.ended, "exited 139");
+}
+
+// A job as a shell runs one: argv in a process group of its own, stdout and stderr captured.
+// With a pid file (the program writes its pid there), the program is sent SIGTSTP once it is
+// there: to its pid alone (`kill -TSTP PID` from elsewhere; under record the command's, not
+// record's) or, with `group`, to the job's group, as the terminal sends ^Z; without, the
+// program stops itself. The shell's waitpid(WUNTRACED) then sees the job stop (within 10 s)
+// or end; a stopped job is continued by its group's SIGCONT (`fg`, `bg`) or, with `pid_cont`,
+// its pid's alone (`kill -CONT PID`), and its end waited for (20 s).
+struct JobRun {
+  std::string stop, end, out, err;
+};
+
+std::string how_ended(int st) {
+  return WIFSIGNALED(st) ? "killed by signal " + std::to_string(WTERMSIG(st))
+                         : "exited " + std::to_string(WEXITSTATUS(st));
+}
+
+JobRun run_job(const Args& argv, const std::string& pidfile, bool group, bool pid_cont) {
+  JobRun j;
+  const int out = memfd_create("out", MFD_CLOEXEC), err = memfd_create("err", MFD_CLOEXEC);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<char*> v;
+    for (const std::string& a : argv) v.push_back(const_cast<char*>(a.c_str()));
+    v.push_back(nullptr);
+    execvp(v[0], v.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  const auto poll = [pid](int flags, int tries, int* st) {
+    for (int i = 0; i < tries; ++i) {
+      if (waitpid(pid, st, flags | WNOHANG) == pid) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
+  if (!pidfile.empty()) {
+    for (int i = 0; i < 2000 && !std::filesystem::exists(pidfile); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::ifstream in(pidfile);
+    pid_t prog = 0;
+    in >> prog;
+    if (prog > 0) kill(group ? -pid : prog, SIGTSTP);
+  }
+  int st = 0;
+  if (!poll(WUNTRACED, 2000, &st)) {
+    j.stop = "no stop seen in 10 s";
+    kill(-pid, SIGCONT);  // what a user would do from elsewhere, to get the terminal back
+  } else if (WIFSTOPPED(st)) {
+    j.stop = "stopped by signal " + std::to_string(WSTOPSIG(st));
+    kill(pid_cont ? pid : -pid, SIGCONT);
+  } else {
+    j.stop = "ended before a stop";
+  }
+  if (!WIFEXITED(st) && !WIFSIGNALED(st)) {
+    if (!poll(0, 4000, &st)) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      j.end = "did not end in 20 s";
+    }
+  }
+  if (j.end.empty()) j.end = how_ended(st);
+  j.out = agent_test::read_fd(out);
+  j.err = agent_test::read_fd(err);
+  close(out);
+  close(err);
+  return j;
+}
+
+// A job that stops stops under `sprofil record` too, and one that ignores ^Z does not.
+// Natively the shell sees its child stopped and takes the terminal back ("Stopped"). A stop
+// sent to the program alone (a program that stops itself to wait for a debugger,
+// `kill -TSTP PID`) left the shell waiting for a record that still ran: no prompt until
+// someone continued the program from elsewhere. Record now stops with the same signal, and when
+// it is continued the program is too (src/record/relay.cpp, stop_with_command), whether `fg`
+// continued the group or `kill -CONT` record alone. Record ignores the terminal's ^Z itself: a
+// program that ignores it ran on natively, and under record the job stopped (record's stop).
+TEST(NoHarm, StoppedCommandStopsTheJobAsNatively) {
+  struct Case {
+    const char* name;
+    Args prog;  // with "PIDFILE" for the pid file's path
+    bool group;
+  };
+  const Case cases[] = {{"raise(SIGSTOP)", {SIG_STOP, "self", "STOP"}, false},
+                        {"raise(SIGTSTP)", {SIG_STOP, "self", "TSTP"}, false},
+                        {"kill -TSTP PID", {SIG_STOP, "outside", "PIDFILE"}, false},
+                        {"^Z", {SIG_STOP, "outside", "PIDFILE"}, true},
+                        {"^Z, ignored", {SIG_STOP, "ignore-tstp", "PIDFILE"}, true}};
+  for (const Case& c : cases) {
+    for (const bool pid_cont : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (pid_cont ? ", kill -CONT PID" : ", fg"));
+      TempDir dir;
+      const auto job = [&](const Args& before, const std::string& pids) {
+        Args a = before;
+        for (const std::string& x : c.prog) a.push_back(x == "PIDFILE" ? pids : x);
+        const bool with_pids = c.prog.back() == "PIDFILE";
+        return run_job(a, with_pids ? pids : "", c.group, pid_cont);
+      };
+      const JobRun native = job({}, dir / "native.pid");
+      ASSERT_EQ(native.end, "exited 0") << native.stop;
+      const JobRun recorded =
+          job({agent_test::kTool, "record", "-o", dir / "p.sprof", "--"}, dir / "record.pid");
+      EXPECT_EQ(recorded.stop, native.stop) << recorded.err;
+      EXPECT_EQ(recorded.end, native.end);
+      EXPECT_EQ(recorded.out, native.out);
+    }
+  }
+}
+
+// A caller that ignores SIGCHLD (a disposition exec keeps: some daemons and launchers start
+// their commands so) had the kernel reap record's command at its end: record could not read
+// its status and ended with 0 whatever the command's was.
+TEST(NoHarm, CallerIgnoringSigchldGetsTheCommandsStatus) {
+  for (const std::string end : {"exit 3", "kill -TERM $$"}) {
+    SCOPED_TRACE(end);
+    TempDir dir;
+    const Args cmd{"/bin/sh", "-c", "echo out; " + end};
+    Args native{SIG_STOP, "ignore-chld"},
+        recorded{SIG_STOP, "ignore-chld", agent_test::kTool, "record", "-o", dir / "p.sprof", "--"};
+    native.insert(native.end(), cmd.begin(), cmd.end());
+    recorded.insert(recorded.end(), cmd.begin(), cmd.end());
+    const Result n = agent_test::run(native), r = agent_test::run(recorded);
+    EXPECT_EQ(how_ended(r.wait_status), how_ended(n.wait_status)) << agent_test::describe(r);
+    EXPECT_EQ(r.out, n.out);
+  }
 }
 
 // The samples up to the fault are in the profile: 50 ms of the main thread's CPU before the
