@@ -6,6 +6,7 @@
 #include <iterator>
 #include <thread>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -175,6 +176,45 @@ TEST(NoHarm, StoppedCommandStopsTheJobAsNatively) {
       EXPECT_EQ(recorded.end, native.end);
       EXPECT_EQ(recorded.out, native.out);
     }
+  }
+}
+
+// argv with its stderr a pipe whose reader has gone (`cmd 2>&1 | head` after head ended): how
+// it ended.
+std::string end_with_stderr_reader_gone(const Args& argv) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return "no pipe";
+  close(p[0]);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], 2);
+    std::vector<char*> v;
+    for (const std::string& a : argv) v.push_back(const_cast<char*>(a.c_str()));
+    v.push_back(nullptr);
+    execvp(v[0], v.data());
+    _exit(127);
+  }
+  close(p[1]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return how_ended(st);
+}
+
+// `sprofil record -- cmd 2>&1 | head`: record's closing line went into a pipe whose reader had
+// ended, and SIGPIPE killed record after the command had exited 0 (a pipefail script failed,
+// PIPESTATUS said 141). Record ignores SIGPIPE for itself; the command keeps the caller's (a
+// command that writes into that pipe dies of it, natively and under record alike).
+TEST(NoHarm, StderrReaderGoneKeepsTheCommandsStatus) {
+  for (const std::string cmd : {"sleep 0.1; exit 0", "exit 4", "echo to stderr >&2; exit 0"}) {
+    SCOPED_TRACE(cmd);
+    TempDir dir;
+    const Args prog{"/bin/sh", "-c", cmd};
+    Args under{agent_test::kTool, "record", "-o", dir / "p.sprof", "--"};
+    under.insert(under.end(), prog.begin(), prog.end());
+    EXPECT_EQ(end_with_stderr_reader_gone(under), end_with_stderr_reader_gone(prog));
+    profile::Profile p;
+    std::string why;
+    EXPECT_TRUE(profile::read_profile(dir / "p.sprof", &p, &why)) << why;
   }
 }
 
