@@ -218,6 +218,22 @@ TEST(NoHarm, StderrReaderGoneKeepsTheCommandsStatus) {
   }
 }
 
+// The agent's own lines go to the program's stderr. Where its reader had gone, the write raised
+// SIGPIPE and killed a program that never wrote there itself (exit 0 natively). The agent now
+// writes with SIGPIPE blocked and takes back the one it raised (src/util/message.cpp). Here
+// the agent cannot make its file (a directory that does not exist) and says so.
+TEST(NoHarm, AgentLineIntoAPipeWithoutReaderKillsNothing) {
+  const Args prog{"/bin/sh", "-c", "sleep 0.05; exit 0"};
+  Args preloaded{"env", "LD_PRELOAD=" + agent_test::kRuntime,
+                 "SPROFIL_OUTPUT=/nonexistent/sprofil/p.sprof"};
+  preloaded.insert(preloaded.end(), prog.begin(), prog.end());
+  EXPECT_EQ(end_with_stderr_reader_gone(prog), "exited 0");
+  EXPECT_EQ(end_with_stderr_reader_gone(preloaded), "exited 0");
+  // The same program says why where its stderr is read.
+  const Result r = agent_test::run(preloaded);
+  EXPECT_NE(r.err.find("not profiling"), std::string::npos) << r.err;
+}
+
 // A caller that ignores SIGCHLD (a disposition exec keeps: some daemons and launchers start
 // their commands so) had the kernel reap record's command at its end: record could not read
 // its status and ended with 0 whatever the command's was.
