@@ -7,6 +7,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -355,6 +356,14 @@ int record(const Options& o, FILE* log, int* killed_by) {
             drain_why.c_str());
   fflush(log);
   const uint64_t start_ns = now_ns();
+  // A parent-death signal (prctl PR_SET_PDEATHSIG, kept across exec: a supervisor's or test
+  // harness's way to have its children die with it) is record's; fork clears it in the
+  // command. Natively the command had it, and died with the caller; under record it outlived
+  // both (SIGKILL ended record and left the command running). The command gets the same signal
+  // at record's death, so that a chain of deaths ends it as natively.
+  int pdeath = 0;
+  if (prctl(PR_GET_PDEATHSIG, &pdeath) != 0) pdeath = 0;
+  const pid_t record_pid = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
@@ -363,6 +372,9 @@ int record(const Options& o, FILE* log, int* killed_by) {
     return 2;
   }
   if (pid == 0) {
+    // (Record may have died before the prctl: then the signal is raised here.)
+    if (pdeath != 0 && (prctl(PR_SET_PDEATHSIG, pdeath) != 0 || getppid() != record_pid))
+      kill(getpid(), pdeath);
     relay.restore();
     sigaction(SIGXFSZ, &old_xfsz, nullptr);
     sigaction(SIGPIPE, &old_pipe, nullptr);

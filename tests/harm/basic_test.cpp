@@ -234,6 +234,44 @@ TEST(NoHarm, AgentLineIntoAPipeWithoutReaderKillsNothing) {
   EXPECT_NE(r.err.find("not profiling"), std::string::npos) << r.err;
 }
 
+// Whether pid has ended (gone, or a zombie not yet reaped by whoever inherited it), waited for
+// up to 5 s.
+bool ends_within_5s(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_s, comm, state;
+    if (!(stat >> pid_s >> comm >> state) || state == "Z") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A supervisor starts a command with a parent-death signal (PR_SET_PDEATHSIG, SIGKILL: it must
+// not outlive the supervisor) and dies. Natively the command dies with it. Under record the
+// signal was record's alone (fork clears it): record died and the command ran on, orphaned.
+// Record now gives the command its own parent-death signal.
+TEST(NoHarm, ParentDeathSignalReachesTheCommand) {
+  TempDir dir;
+  for (const bool under : {false, true}) {
+    SCOPED_TRACE(under ? "under record" : "natively");
+    const std::string pids = dir / (under ? "record.pid" : "native.pid");
+    Args a{SIG_STOP, "pdeath", pids};
+    if (under) a.insert(a.end(), {agent_test::kTool, "record", "-o", dir / "p.sprof", "--"});
+    a.insert(a.end(),
+             {"/bin/sh", "-c",
+              "echo $$ > " + pids + ".tmp; mv " + pids + ".tmp " + pids + "; exec sleep 20"});
+    const Result r = agent_test::run(a);
+    ASSERT_EQ(r.status, 0) << agent_test::describe(r);
+    std::ifstream in(pids);
+    pid_t command = 0;
+    in >> command;
+    ASSERT_GT(command, 0);
+    const bool ended = ends_within_5s(command);
+    if (!ended) kill(command, SIGKILL);
+    EXPECT_TRUE(ended) << "the command outlived the supervisor that died";
+  }
+}
+
 // A caller that ignores SIGCHLD (a disposition exec keeps: some daemons and launchers start
 // their commands so) had the kernel reap record's command at its end: record could not read
 // its status and ended with 0 whatever the command's was.

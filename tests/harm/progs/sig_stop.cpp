@@ -5,9 +5,12 @@
 //   sig_stop ignore-tstp PIDFILE ignores SIGTSTP (^Z does nothing), writes its pid into PIDFILE,
 //                                prints "done" 300 ms later
 //   sig_stop ignore-chld CMD...  runs CMD with SIGCHLD ignored (a daemon's way), by exec
+//   sig_stop pdeath PIDFILE CMD... runs CMD in a child whose parent-death signal is SIGKILL (a
+//                                supervisor's way), and exits once PIDFILE exists (10 s at most)
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +61,20 @@ int main(int argc, char** argv) {
     if (!g_continued) return 3;
     printf("continued\n");
     return 0;
+  }
+  if (argc >= 4 && strcmp(argv[1], "pdeath") == 0) {
+    const pid_t parent = getpid();
+    const pid_t child = fork();
+    if (child == 0) {
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
+      execvp(argv[3], argv + 3);
+      _exit(127);
+    }
+    for (int i = 0; i < 1000 && access(argv[2], F_OK) != 0; ++i) {
+      const timespec ten_ms{0, 10 * 1000 * 1000};
+      nanosleep(&ten_ms, nullptr);
+    }
+    return access(argv[2], F_OK) == 0 ? 0 : 3;
   }
   if (argc >= 3 && strcmp(argv[1], "ignore-chld") == 0) {
     signal(SIGCHLD, SIG_IGN);
