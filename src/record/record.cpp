@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -364,6 +365,16 @@ int record(const Options& o, FILE* log, int* killed_by) {
   int pdeath = 0;
   if (prctl(PR_GET_PDEATHSIG, &pdeath) != 0) pdeath = 0;
   const pid_t record_pid = getpid();
+  // A real-time policy with SCHED_RESET_ON_FORK (`chrt -R`) holds across exec but not fork:
+  // natively the command ran with it, under record its fork reset it to SCHED_OTHER (and a
+  // negative nice to 0). The command gets the policy, priority and nice value record has.
+  sched_param sched{};
+  const int policy = sched_getscheduler(0);
+  const bool reset_on_fork =
+      policy >= 0 && (policy & SCHED_RESET_ON_FORK) && sched_getparam(0, &sched) == 0;
+  errno = 0;
+  const int niceness = getpriority(PRIO_PROCESS, 0);
+  const bool nice_known = errno == 0;
   const pid_t pid = fork();
   if (pid < 0) {
     fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
@@ -375,6 +386,10 @@ int record(const Options& o, FILE* log, int* killed_by) {
     // (Record may have died before the prctl: then the signal is raised here.)
     if (pdeath != 0 && (prctl(PR_SET_PDEATHSIG, pdeath) != 0 || getppid() != record_pid))
       kill(getpid(), pdeath);
+    if (reset_on_fork) {  // (where the caller's privilege allows, as it did the caller's)
+      sched_setscheduler(0, policy, &sched);
+      if (nice_known) setpriority(PRIO_PROCESS, 0, niceness);
+    }
     relay.restore();
     sigaction(SIGXFSZ, &old_xfsz, nullptr);
     sigaction(SIGPIPE, &old_pipe, nullptr);

@@ -272,6 +272,27 @@ TEST(NoHarm, ParentDeathSignalReachesTheCommand) {
   }
 }
 
+// `chrt -R`: a real-time policy with SCHED_RESET_ON_FORK holds across exec, not fork. Natively
+// the command runs with it; under record the fork that starts the command reset it to
+// SCHED_OTHER. Needs the privilege to set a real-time policy (skipped without).
+TEST(NoHarm, ResetOnForkPolicyIsTheCommandsToo) {
+  const Args show{"/bin/sh", "-c", "chrt -p $$ | cut -d: -f2; nice"};
+  for (const char* policy : {"-f", "-r"}) {
+    SCOPED_TRACE(policy);
+    Args native{"chrt", "-R", policy, "7"};
+    native.insert(native.end(), show.begin(), show.end());
+    const Result n = agent_test::run(native);
+    if (n.status != 0) GTEST_SKIP() << "chrt -R " << policy << " 7 fails here: " << n.err;
+    ASSERT_NE(n.out.find("RESET_ON_FORK"), std::string::npos) << n.out;
+    TempDir dir;
+    Args under{"chrt", "-R", policy, "7", agent_test::kTool, "record", "-o", dir / "p.sprof", "--"};
+    under.insert(under.end(), show.begin(), show.end());
+    const Result r = agent_test::run(under);
+    EXPECT_EQ(r.status, 0) << agent_test::describe(r);
+    EXPECT_EQ(r.out, n.out);
+  }
+}
+
 // A caller that ignores SIGCHLD (a disposition exec keeps: some daemons and launchers start
 // their commands so) had the kernel reap record's command at its end: record could not read
 // its status and ended with 0 whatever the command's was.
