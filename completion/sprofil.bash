@@ -58,7 +58,7 @@ _sprofil() {
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         *)
           if [[ $cur == -* ]]; then
-            _sprofil_reply -W "-F --frequency --clock --live -o --output -h --help --" -- "$cur"
+            _sprofil_reply -W "-F --frequency --clock --live -q --quiet -o --output -h --help --" -- "$cur"
           else
             mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
           fi

@@ -352,7 +352,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   const bool may_be_perf =
       o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
   const bool drain = may_be_perf && drainer.start(rundir.path, kFileName, &drain_why);
-  if (may_be_perf && !drain)
+  if (may_be_perf && !drain && !o.quiet)
     fprintf(log, "sprofil record: no drain mode (%s): a signal per sample instead\n",
             drain_why.c_str());
   fflush(log);
@@ -400,6 +400,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
     setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
     setenv("SPROFIL_RECORD", "1", 1);            // the run's directory goes when the run ends
     if (o.live) setenv("SPROFIL_LIVE", "1", 1);  // the agent serves live snapshots
+    if (o.quiet) setenv("SPROFIL_QUIET", "1", 1);
     drainer.restore_limits_in_child();
     if (drain)
       setenv("SPROFIL_DRAIN", drainer.path().c_str(), 1);
@@ -593,7 +594,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
     }
     summary += b;
   }
-  fprintf(log, "%s\n", summary.c_str());
+  if (!o.quiet) fprintf(log, "%s\n", summary.c_str());
   return code;
 }
 

@@ -23,8 +23,10 @@ struct Options {
   std::string output = "sprofil.data";
   std::vector<std::string> command;  // the command and its arguments, as given
   std::string runtime;               // path of libsprofil.so
-  bool live = false;  // SPROFIL_LIVE=1 in the command's environment: the agent serves live
-                      // snapshots while it runs (sprofil fetch/gperf/list/top; docs/live.md)
+  bool live = false;   // SPROFIL_LIVE=1 in the command's environment: the agent serves live
+                       // snapshots while it runs (sprofil fetch/gperf/list/top; docs/live.md)
+  bool quiet = false;  // no closing line, no notes; the agents quiet too (SPROFIL_QUIET):
+                       // the command's stderr is its own. Errors and warnings still show.
 };
 
 // What stands in the way of profiling a command, found before it runs.

@@ -293,6 +293,35 @@ TEST(NoHarm, ResetOnForkPolicyIsTheCommandsToo) {
   }
 }
 
+// `sprofil record -q`: the command's stderr is its own, byte for byte: no closing line from
+// record, no line from the agent (here the itimer clock's note that the program took SIGPROF,
+// which it prints without -q).
+TEST(NoHarm, QuietRecordLeavesTheCommandsStderrItsOwn) {
+  TempDir dir;
+  const Args prog{"/bin/sh", "-c", "echo out; echo err >&2; exit 2"};
+  Args quiet{agent_test::kTool, "record", "-q", "-o", dir / "p.sprof", "--"};
+  quiet.insert(quiet.end(), prog.begin(), prog.end());
+  const Result n = agent_test::run(prog), r = agent_test::run(quiet);
+  EXPECT_EQ(r.status, n.status);
+  EXPECT_EQ(r.out, n.out);
+  EXPECT_EQ(r.err, n.err);
+  profile::Profile p;
+  std::string why;
+  EXPECT_TRUE(profile::read_profile(dir / "p.sprof", &p, &why)) << why;
+  const Args own{SIG_OWN_SIGPROF, "sigaction"};
+  for (const bool q : {false, true}) {
+    Args a{agent_test::kTool, "record", "--clock", "itimer", "-o", dir / "own.sprof"};
+    if (q) a.push_back("-q");
+    a.push_back("--");
+    a.insert(a.end(), own.begin(), own.end());
+    const Result o = agent_test::run(a);
+    EXPECT_EQ(o.status, 0) << agent_test::describe(o);
+    const bool said = o.err.find("sprofil: the program took SIGPROF") != std::string::npos;
+    EXPECT_EQ(said, !q) << o.err;
+    EXPECT_EQ(o.err.find("sprofil record:") != std::string::npos, !q) << o.err;
+  }
+}
+
 // A caller that ignores SIGCHLD (a disposition exec keeps: some daemons and launchers start
 // their commands so) had the kernel reap record's command at its end: record could not read
 // its status and ended with 0 whatever the command's was.

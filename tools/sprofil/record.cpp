@@ -82,6 +82,9 @@ Run setup_record(CLI::App& sub) {
   sub.add_option("-o,--output", opts->output,
                  "The run profile to write (one file holding every process of the run)")
       ->capture_default_str();
+  sub.add_flag("-q,--quiet", opts->quiet,
+               "No closing line and no notes, from record or the agents: the command's stderr "
+               "is its own (errors and warnings still show)");
   sub.add_flag("--live", opts->live,
                "Serve live snapshots while it runs (sprofil fetch/gperf/list; docs/live.md)");
   // Options end at the command's first word, as with perf and env; `--` is optional.
