@@ -1,7 +1,8 @@
-// Calls around which the runtime's own threads end: the sampler clock's sampler, ring mode's
-// drainer, the live service's I/O thread (drain mode, sprofil record's default, and the
-// signal clocks have none). A program that is single-threaded natively is not under sprofil
-// then, and two kinds of calls depend on it:
+// Calls around which the runtime's own threads end: ring mode's drainer, the live service's
+// I/O thread (drain mode, sprofil record's default, and the signal clocks have none; the
+// sampler clock had one until its parked threads were woken by timers of their own). A
+// program that is single-threaded natively is not under sprofil then, and two kinds of calls
+// depend on it:
 // - The kernel refuses some (EINVAL) to a process of more than one thread: unshare of a user
 //   namespace (CLONE_NEWUSER, which implies CLONE_THREAD and CLONE_FS; and CLONE_THREAD,
 //   CLONE_SIGHAND, CLONE_VM), setns into a user namespace, and setns into a mount namespace
@@ -12,9 +13,10 @@
 // - Credentials are each thread's own. capset and prctl's capability changes apply to the
 //   calling thread alone, and glibc's set*id family and setgroups apply the change to every
 //   thread (a signal to each) and abort the process if one thread's result differs. setpriv
-//   --reuid (KEEPCAPS, setresuid, capset, setresgid) was killed by SIGABRT: the sampler thread
-//   had lost the capabilities that capset gave back to the main thread only. And a thread of
-//   ours that kept privileges a program dropped with capset would be one it does not know of.
+//   --reuid (KEEPCAPS, setresuid, capset, setresgid) was killed by SIGABRT: the sampler clock's
+//   thread (it had one then) had lost the capabilities that capset gave back to the main thread
+//   only. And a thread of ours that kept privileges a program dropped with capset would be one it
+//   does not know of.
 // So around such a call those threads end, and start again after it, from the calling thread,
 // whose credentials the new ones copy (tests/harm `NoHarm.NamespaceCallsOfASingleThreaded
 // ProgramAsNatively`, `NoHarm.PrivilegeDropOfASingleThreadedProgramAsNatively`). Raw system

@@ -161,8 +161,6 @@ uint64_t timers_system_part(uint64_t w);
 // The sampler clock (sampler.cpp). Whether it runs (the sleeping calls' interposers).
 // Signal-safe.
 bool sampler_runs();
-// The sampler thread's tid, 0 if it does not run (never a thread to sample).
-pid_t sampler_tid();
 
 // ITIMER_PROF (itimer.cpp). Arms (interval_ns) or disarms (0) the real ITIMER_PROF; 0 or an errno
 // value.

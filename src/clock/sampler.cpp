@@ -13,25 +13,20 @@
 //
 // Sleeping threads: a signal to a thread in nanosleep, poll or epoll_wait makes the call
 // return EINTR (harm, docs/agent.md). So (1) a thread that ran for under a quarter period
-// between two samples, twice in a row, is idle: its timer is parked (not re-armed), and the
-// sampler thread re-arms it when the thread's CPU time advances again; (2) the sleeping calls
-// of libc are interposed (interpose_sleep.cpp) and block the signal while they wait, so an
-// expiry during the wait is taken after it, late, and credits nothing.
+// between two samples, twice in a row, is idle: its timer is parked (not re-armed), and a
+// second timer of the thread, on its own CPU clock, wakes it once it has run a quarter period
+// more: a CPU-time timer fires only while its thread runs (at a tick), never into a sleep, and
+// its handler re-arms the first; (2) the sleeping calls of libc are interposed
+// (interpose_sleep.cpp) and block the signal while they wait, so an expiry during the wait is
+// taken after it, late, and credits nothing.
 //
-// The sampler thread (made with the real pthread_create: never registered, skipped by the
-// /proc scan) blocks every signal, takes no lock, allocates nothing and holds no fd: it never
-// blocks a fork; it is joined when the clock stops (before an exec too) and started anew in a
-// forked child. It reads the CPU clocks of parked threads (from another thread, on this
-// kernel, only as fresh as the last tick or context switch on that thread's CPU: fine for
-// telling that an idle thread runs again) every nap while any thread is parked, and waits on a
-// futex while none is (a handler that parks one wakes it): a 2 ms nap in a program whose
-// threads all run was a wake-up of the sampler, and on a 2-core machine whose cores the program
-// keeps busy a preemption of one of its threads, 500 times a second: about 27 ms of CPU in 2 s
-// of cmp-contend on the 2-core VM, more than the samples themselves at 1 kHz
-// (docs/benchmarks.md). The per-thread records live in chunks that are never freed, so that
-// neither the sampler nor a late handler can touch freed memory.
+// The clock has no thread of its own. A sampler thread in each process used to re-arm parked
+// timers (it watched their threads' CPU clocks): a task more per profiled process, which
+// counts toward RLIMIT_NPROC and a cgroup's pids.max (a program that forks up to its limit
+// made about half its children: tests/harm `NoHarm.ProcessLimitAsNatively`), and a thread that
+// made unshare(CLONE_NEWUSER) and setns fail. The per-thread records live in chunks that are
+// never freed, so that a late handler cannot touch freed memory.
 #include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -73,6 +68,8 @@ struct Rec {
   std::atomic<uint32_t> idle_run;   // idle samples in a row (the handler's)
   std::atomic<uint64_t> rng;        // the handler's jitter (xorshift)
   timer_t timer;                    // set before tid is published
+  timer_t wake;                     // on the thread's CPU clock: unparks it (see the top)
+  bool has_wake;                    // false: the thread is never parked
   clockid_t cid;                    // the thread's CPU clock
 };
 
@@ -84,25 +81,17 @@ struct Chunk {
 std::atomic<Chunk*> g_chunks{nullptr};  // grows under g_mu, never shrinks
 
 std::atomic<uint64_t> g_interval{0};  // the period while the sampler clock runs, else 0
-RuntimeThread g_sampler{};
-// Bumped by a handler that parks a thread and by stop_sampler(); the sampler thread waits on
-// it (a futex) while no thread is parked.
-std::atomic<uint32_t> g_park_seq{0};
-static_assert(sizeof g_park_seq == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
-              "a futex word");
 
-// Wakes the sampler thread if it waits on g_park_seq. Signal-safe (a plain system call).
-void wake_sampler() {
-  g_park_seq.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_park_seq), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
-          nullptr, 0);
-}
+// The wake timer's signals carry the record's address with this bit set (a Rec is aligned).
+constexpr uintptr_t kWakeTag = 1;
+static_assert(alignof(Rec) > kWakeTag, "a tag bit");
 
 uint64_t mono_ns() {
   return util::clock_ns(CLOCK_MONOTONIC);
 }
 
 bool in_pool(const Rec* r) {
+  if (reinterpret_cast<uintptr_t>(r) & kWakeTag) return false;
   for (Chunk* c = g_chunks.load(std::memory_order_acquire); c;
        c = c->next.load(std::memory_order_acquire)) {
     const auto lo = reinterpret_cast<uintptr_t>(&c->recs[0]);
@@ -142,62 +131,21 @@ uint64_t jittered(Rec* r, uint64_t p) {
   return p / 2 + (p ? x % p : 0);
 }
 
-// The sampler thread: re-arms the timers of parked threads whose CPU time advanced.
-void* sampler_main(void*) {
-  runtime_thread_begin(&g_sampler);
-  const uint64_t p = g_interval.load(std::memory_order_relaxed);
-  const uint64_t nap = p > 2000000 ? p : 2000000;  // at least 2 ms: parked threads are idle
-  for (;;) {
-    // Read before the pass: a thread parked after it has moved the word, and the wait below
-    // returns at once.
-    const uint32_t seq = g_park_seq.load(std::memory_order_acquire);
-    if (g_sampler.stop.load(std::memory_order_acquire)) break;
-    bool parked = false;  // a thread stays parked after this pass
-    for (Chunk* c = g_chunks.load(std::memory_order_acquire); c;
-         c = c->next.load(std::memory_order_acquire)) {
-      for (Rec& r : c->recs) {
-        if (r.tid.load(std::memory_order_acquire) == 0 ||
-            r.parked.load(std::memory_order_acquire) == 0)
-          continue;
-        const uint64_t t = util::clock_ns(r.cid);
-        uint32_t one = 1;
-        if (t == 0 || t == r.armed_cpu.load(std::memory_order_relaxed) ||
-            !r.parked.compare_exchange_strong(one, 0, std::memory_order_acq_rel)) {
-          parked = parked || one == 1;
-          continue;
-        }
-        arm_at(&r, mono_ns(), jittered(&r, p), t);
-      }
-    }
-    if (parked) {
-      const timespec ts = to_ts(nap);
-      syscall(SYS_nanosleep, &ts, nullptr);  // not the interposer (interpose_sleep.cpp)
-    } else {
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_park_seq), FUTEX_WAIT_PRIVATE, seq, nullptr,
-              nullptr, 0);
-    }
-  }
-  return nullptr;
-}
-
-int start_sampler() {
-  return start_runtime_thread(&g_sampler, sampler_main);
-}
-
-void stop_sampler() {
-  g_sampler.stop.store(true, std::memory_order_release);  // before the wake: see sampler_main
-  wake_sampler();
-  stop_runtime_thread(&g_sampler);
+// Parks r (its timer is not re-armed): its wake timer fires once the thread has run for a
+// quarter period of CPU more. Signal-safe.
+void park(Rec* r, uint64_t p) {
+  r->parked.store(1, std::memory_order_release);
+  const uint64_t q = p / 4 > 0 ? p / 4 : 1;
+  const itimerspec its{timespec{0, 0}, to_ts(q)};
+  timer_settime(r->wake, 0, &its, nullptr);  // relative: CPU time from now
 }
 
 int start(const ClockRequest& c) {
   g_interval.store(c.interval_ns, std::memory_order_relaxed);
-  if (int e = timers_split_start(c)) return e;
-  return start_sampler();
+  return timers_split_start(c);
 }
 
 void stop() {
-  stop_sampler();
   g_interval.store(0, std::memory_order_relaxed);
   timers_split_stop();
 }
@@ -216,6 +164,8 @@ int arm_thread(Slot* s, const ClockRequest& c) {
   sev.sigev_value.sival_ptr = r;
   sev._sigev_un._tid = s->tid;
   if (real_timer_create(CLOCK_MONOTONIC, &sev, &r->timer) != 0) return errno;
+  sev.sigev_value.sival_ptr = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(r) | kWakeTag);
+  r->has_wake = real_timer_create(r->cid, &sev, &r->wake) == 0;
   // A random phase, as the cpu clock's first period: a thread that runs for c < P is
   // credited one period with probability c/P, so short threads keep their expected share.
   const uint64_t phase = random_phase(c.interval_ns) - 1;
@@ -232,13 +182,11 @@ int arm_thread(Slot* s, const ClockRequest& c) {
 
 void after_fork_child(const ClockRequest& c) {
   // Only the forking thread lives, and no POSIX timer was inherited: every record is free
-  // (its slot is armed anew), and the sampler thread was the parent's.
+  // (its slot is armed anew).
   for (Chunk* ch = g_chunks.load(std::memory_order_acquire); ch;
        ch = ch->next.load(std::memory_order_acquire))
     for (Rec& r : ch->recs) r.tid.store(0, std::memory_order_relaxed);
-  forget_runtime_thread(&g_sampler);
   timers_split_after_fork(c);
-  start_sampler();
 }
 
 // Frees the thread's record and its timer.
@@ -246,6 +194,7 @@ void disarm(Slot* s) {
   if (!s->rec) return;
   auto* r = static_cast<Rec*>(s->rec);
   timer_delete(r->timer);
+  if (r->has_wake) timer_delete(r->wake);
   r->tid.store(0, std::memory_order_release);
   s->rec = nullptr;
 }
@@ -256,24 +205,31 @@ uint64_t weight(const siginfo_t* si, uint64_t* system_w) {
   if (si->si_code != SI_TIMER) return 0;
   const uint64_t p = g_interval.load(std::memory_order_relaxed);
   if (p == 0) return 0;
-  auto* r = static_cast<Rec*>(si->si_value.sival_ptr);
+  const auto tagged = reinterpret_cast<uintptr_t>(si->si_value.sival_ptr);
+  const bool wake = tagged & kWakeTag;
+  auto* r = reinterpret_cast<Rec*>(tagged & ~kWakeTag);
   if (!in_pool(r) || r->tid.load(std::memory_order_acquire) == 0) return 0;
   const uint64_t now = util::clock_ns(CLOCK_THREAD_CPUTIME_ID);
   if (now == 0) return 0;
   const uint64_t mono = mono_ns();
+  if (wake) {  // a parked thread ran again: its timer again, at a jittered instant from now
+    uint32_t one = 1;
+    if (r->parked.compare_exchange_strong(one, 0, std::memory_order_acq_rel))
+      arm_at(r, mono, jittered(r, p), now);
+    return 0;
+  }
   const bool late = mono - r->expiry.load(std::memory_order_relaxed) > kLateNs;
   // Idle: it ran for under a quarter period since its timer was armed, twice in a row (once
   // is also a thread preempted just after its timer was armed: parking those put their time
-  // on tick-locked samples, 3 points of skew). Parked: the sampler thread re-arms it when it
-  // runs again.
-  const bool idle = now - r->armed_cpu.load(std::memory_order_relaxed) < p / 4;
+  // on tick-locked samples, 3 points of skew). Parked: its wake timer re-arms it when it has
+  // run again (a thread without one is never parked).
+  const bool idle = r->has_wake && now - r->armed_cpu.load(std::memory_order_relaxed) < p / 4;
   if (!idle) {
     r->idle_run.store(0, std::memory_order_relaxed);
     arm_at(r, mono, jittered(r, p), now);
   } else if (r->idle_run.fetch_add(1, std::memory_order_relaxed) + 1 >= kIdleRuns) {
     r->idle_run.store(0, std::memory_order_relaxed);
-    r->parked.store(1, std::memory_order_release);
-    wake_sampler();
+    park(r, p);
   } else {
     arm_at(r, mono, jittered(r, p), now);
   }
@@ -290,10 +246,6 @@ uint64_t weight(const siginfo_t* si, uint64_t* system_w) {
 }
 
 }  // namespace
-
-pid_t sampler_tid() {
-  return g_sampler.tid.load(std::memory_order_acquire);
-}
 
 bool sampler_runs() {
   return g_interval.load(std::memory_order_relaxed) != 0;

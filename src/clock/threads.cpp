@@ -69,9 +69,9 @@ void disarm_thread(Slot* s) {
 // the caller, as at every process image's start, is known from a stat of it, without reading
 // the directory (12-13 us of a fresh process's CPU against 3 us, bench/start_pieces.sh).
 void scan_threads() {
-  const pid_t drainer = perf::drainer_tid(), sampler = sampler_tid();
+  const pid_t drainer = perf::drainer_tid();
   if (struct stat st; stat("/proc/self/task", &st) == 0 && st.st_nlink == 3) {
-    if (const pid_t self = gettid_(); self != drainer && self != sampler) add_slot(self);
+    if (const pid_t self = gettid_(); self != drainer) add_slot(self);
     return;
   }
   DIR* d = opendir("/proc/self/task");
@@ -79,7 +79,7 @@ void scan_threads() {
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const auto tid = static_cast<pid_t>(atoi(e->d_name));
-    if (tid != drainer && tid != sampler) add_slot(tid);
+    if (tid != drainer) add_slot(tid);
   }
   closedir(d);
 }
@@ -187,8 +187,8 @@ int start_runtime_thread(RuntimeThread* t, void* (*fn)(void*)) {
   t->stop.store(false);
   t->tid.store(0);
   // A small stack: the default (RLIMIT_STACK, 8 MiB) was address space taken from the program,
-  // which under an address-space limit (ulimit -v) it no longer had. The sampler and the
-  // drainer keep little on their stacks.
+  // which under an address-space limit (ulimit -v) it no longer had. The drainer and the live
+  // service keep little on their stacks.
   pthread_attr_t attr;
   const bool small = pthread_attr_init(&attr) == 0;
   if (small) pthread_attr_setstacksize(&attr, 256 * 1024);

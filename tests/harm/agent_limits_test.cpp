@@ -227,5 +227,42 @@ TEST(AgentLimits, AddressSpaceLimitInsideTheRun) {
   expect_no_harm(cmd);
 }
 
+// RLIMIT_NPROC and a cgroup's pids.max count tasks, threads included. Under the sampler clock
+// (auto's choice where perf events are denied) each profiled process had a thread of sprofil's,
+// so a program that forks up to its limit made about half the children it makes natively
+// (14 of 28 here). Every clock now leaves the program its tasks: it makes as many children as
+// natively less what `sprofil record` itself takes (its process and drain mode's thread), as
+// with any profiler that runs beside the program. Runs as nobody: root is exempt from the
+// limit.
+TEST(AgentLimits, ProcessLimitAsNatively) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: it runs the program as nobody";
+  if (agent_test::run({"setpriv", "--version"}).status != 0)
+    GTEST_SKIP() << "needs setpriv (util-linux) to run commands as another user";
+  TempDir out;
+  std::filesystem::permissions(out.path(), std::filesystem::perms::all);
+  const auto children = [&](const std::string& clock) {
+    std::string cmd = "ulimit -u 30 && exec ";
+    if (!clock.empty())
+      cmd +=
+          agent_test::kTool + " record -q --clock " + clock + " -o " + (out / "p.sprof") + " -- ";
+    cmd += std::string(AGENT_FORKS) + " 60";
+    const Result r = agent_test::run(
+        {"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/bin/bash", "-c", cmd});
+    EXPECT_EQ(r.status, 0) << clock << ": " << agent_test::describe(r);
+    return std::atoi(r.out.c_str());
+  };
+  const int native = children("");
+  if (native < 20 || native >= 30)
+    GTEST_SKIP() << "nobody made " << native << " children under ulimit -u 30 natively";
+  std::vector<std::string> clocks{"sampler", "cpu", "itimer", "wall"};
+  if (agent_test::perf_probe() == 0) clocks.insert(clocks.begin(), "perf");
+  for (const std::string& clock : clocks) {
+    SCOPED_TRACE(clock);
+    const int under = children(clock);
+    EXPECT_GE(under, native - (clock == "perf" ? 2 : 1)) << "natively " << native;
+    EXPECT_LE(under, native);
+  }
+}
+
 }  // namespace
 }  // namespace sprofil::harm_test
