@@ -4,7 +4,6 @@ import json
 import os
 import shlex
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -74,38 +73,28 @@ def record_argv(out, hz, argv, clock=None):
 
 def report_rows(path):
     """Samples per function name, from `sprofil report --format json`."""
-    out = subprocess.run([SPROFIL, "report", path, "--format", "json"], capture_output=True,
+    return {r["name"]: r["samples"] for r in report_json(path)["rows"]}
+
+
+def report_json(path, *extra):
+    """`sprofil report --format json` of a profile: the tool reads the file, so the bench holds no
+    second definition of its layout (docs/file-format.md)."""
+    out = subprocess.run([SPROFIL, "report", path, "--format", "json", *extra], capture_output=True,
                          text=True, check=True).stdout
-    return {r["name"]: r["samples"] for r in json.loads(out)["rows"]}
-
-
-def sprof_images(path):
-    """File offsets of the process images: [0] for a process's own file, the process table's
-    image offsets for the run profile `sprofil record` writes (docs/file-format.md)."""
-    with open(path, "rb") as f:
-        h = f.read(4096)
-        if h[:8] != b"SPRFRUN\0":
-            return [0]
-        n = struct.unpack_from("<I", h, 16)[0]
-        f.seek(4096)
-        t = f.read(128 * n)
-    return [struct.unpack_from("<Q", t, 128 * i + 8)[0] for i in range(n)]
+    return json.loads(out)
 
 
 def sprof_header(path):
-    """The first process's header fields; delivered summed over the run's processes."""
-    delivered = 0
-    first = None
-    with open(path, "rb") as f:
-        for base in sprof_images(path):
-            f.seek(base)
-            h = f.read(112)
-            tick_ns, eff_milli, _start, _end, cpu_ns = struct.unpack_from("<QQQQQ", h, 32)
-            delivered += struct.unpack_from("<QQQ", h, 88)[1]
-            if first is None:
-                first = {"cpu_ns": cpu_ns, "effective_hz": eff_milli / 1000.0, "tick_ns": tick_ns}
-    first["delivered"] = delivered
-    return first
+    """The run's delivered samples, effective rate (the root process's, as the report gives it)
+    and CPU time of its processes."""
+    j = report_json(path)
+    return {"delivered": j["delivered"], "effective_hz": j["effective_hz"],
+            "cpu_ns": j["cpu_seconds"] * 1e9, "tick_ns": j["tick_ns"]}
+
+
+def sprof_nonzero_bins(path):
+    """The profile's non-zero counters: one row each of the report by address."""
+    return len(report_json(path, "--by", "address", "--min-percent", "0")["rows"])
 
 
 # ---------------------------------------------------------------- the goal table

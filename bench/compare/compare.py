@@ -20,7 +20,6 @@ Prints markdown on stdout, progress on stderr. Every table names the exact comma
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ import fallback  # noqa: E402 (the sections, after the line above)
 import scale  # noqa: E402
 import signal_masks  # noqa: E402
 from common import (BIN, LIB, QUICK, ROOT, SPROFIL, WORK, goal, log, med,  # noqa: E402
-                    print_goals, read_truth, rel, run, shown, sprof_header, sprof_images)
+                    print_goals, read_truth, rel, run, shown, sprof_header, sprof_nonzero_bins)
 
 RUNS = int(os.environ.get("RUNS", "2" if QUICK else "5"))
 ACC_N = int(os.environ.get("ACC_N", "1000" if QUICK else "5000"))
@@ -116,29 +115,6 @@ def gmon_file(stem):
     d, base = os.path.split(stem)
     c = [f for f in os.listdir(d) if f.startswith(base + ".")]
     return os.path.join(d, sorted(c)[-1]) if c else None
-
-
-def sprof_nonzero_bins(path):
-    """Walks the region records (docs/file-format.md) and counts non-zero counters."""
-    n = 0
-    base = sprof_images(path)[0]
-    with open(path, "rb") as f:
-        f.seek(base)
-        hdr = f.read(4096)
-        nreg = struct.unpack_from("<I", hdr, 28)[0]
-        off = base + 4096
-        for _ in range(nreg):
-            f.seek(off)
-            r = f.read(96)
-            size, coff = struct.unpack_from("<QQ", r, 8)
-            nbins = struct.unpack_from("<Q", r, 56)[0]
-            width = struct.unpack_from("<I", r, 68)[0]
-            f.seek(base + coff)
-            data = f.read(nbins * width)
-            fmt = {2: "H", 4: "I", 8: "Q"}[width]
-            n += sum(1 for c in struct.iter_unpack("<" + fmt, data) if c[0])
-            off += size
-    return n
 
 
 def observations(cfg, out_file, err):
@@ -539,7 +515,7 @@ def report_speed_and_memory():
           f"perf record (task-clock, 20 kHz), on cmp-large ({nf:,} functions in "
           f"{os.path.getsize(large) / 1e6:.1f} MB):\n")
     print(f"    SPROFIL_PERF_MODE=ring {' '.join(rel(a) for a in rec)}\n")
-    print(f"sprofil profile: {hdr['delivered']:,} samples, {bins:,} non-zero 4-byte bins, "
+    print(f"sprofil profile: {hdr['delivered']:,} samples, {bins:,} non-zero bins, "
           f"{os.path.getsize(sprof) / 1e6:.1f} MB apparent ({os.stat(sprof).st_blocks * 512 / 1e6:.1f} MB on disk); "
           f"perf.data: {psamples:,} samples, {os.path.getsize(pdata) / 1e6:.1f} MB. "
           f"gmon.out written by `sprofil report {rel(sprof)} --format gmon -o {rel(gmon)}` "
