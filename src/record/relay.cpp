@@ -104,6 +104,7 @@ void SignalRelay::wait_for_end() {
   sigdelset(&inside, SIGCHLD);
   uint64_t due = 0;  // when the deferred signal is relayed (CLOCK_MONOTONIC ns); 0: none
   for (;;) {
+    reap_adopted();
     siginfo_t stopped{};
     if (waitid(P_PID, static_cast<id_t>(pid_), &stopped, WSTOPPED | WNOHANG) == 0 &&
         stopped.si_pid == pid_ && stopped.si_code == CLD_STOPPED) {
@@ -155,6 +156,17 @@ void SignalRelay::wait_for_end() {
     if (old_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &ign, nullptr);
   sigprocmask(SIG_SETMASK, &was, nullptr);
   if (pidfd >= 0) close(pidfd);
+}
+
+void SignalRelay::reap_adopted() const {
+  if (getpid() != 1) return;
+  for (;;) {
+    siginfo_t si{};
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 ||
+        si.si_pid == pid_)
+      return;
+    waitpid(si.si_pid, nullptr, WNOHANG);
+  }
 }
 
 void SignalRelay::stop_with_command(int sig) const {

@@ -58,6 +58,11 @@ class SignalRelay : util::NoCopy {
   // The command stopped (a report of waitid's WSTOPPED) by sig: record stops the same way,
   // then continues the command if it is still stopped.
   void stop_with_command(int sig) const;
+  // Record as the first process of a pid namespace (a container's entrypoint) adopts the
+  // orphans of the command's tree, which natively the command, the first process then, would
+  // have adopted and could reap: record reaps those that ended (else they stayed zombies for the
+  // run's length). Never the command.
+  void reap_adopted() const;
   struct sigaction old_[4] = {};
   static constexpr int kStops[] = {SIGTSTP, SIGTTIN, SIGTTOU};
   struct sigaction old_chld_ = {};

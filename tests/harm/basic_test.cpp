@@ -322,6 +322,28 @@ TEST(NoHarm, QuietRecordLeavesTheCommandsStderrItsOwn) {
   }
 }
 
+// `sprofil record` as the first process of a pid namespace (a container's entrypoint): the
+// orphans of the command's tree are record's, where natively they were the command's (bash
+// reaps them). Record left them zombies for the run's length; it now reaps them. Needs
+// unshare -p (root).
+TEST(NoHarm, OrphansOfAContainersFirstProcessAreReaped) {
+  const std::string script =
+      "(sleep 0.1 &); sleep 0.6; echo zombies=$(grep -s '^State:.Z' /proc/[0-9]*/status | wc -l)";
+  const Args ns{"unshare", "--pid", "--fork", "--mount-proc"};
+  Args native = ns;
+  native.insert(native.end(), {"/bin/bash", "-c", script});
+  const Result n = agent_test::run(native);
+  if (n.status != 0 || n.out != "zombies=0\n")
+    GTEST_SKIP() << "unshare --pid fails or differs here: " << agent_test::describe(n);
+  TempDir dir;
+  Args under = ns;
+  under.insert(under.end(), {agent_test::kTool, "record", "-q", "-o", dir / "p.sprof", "--",
+                             "/bin/bash", "-c", script});
+  const Result r = agent_test::run(under);
+  EXPECT_EQ(r.status, 0) << agent_test::describe(r);
+  EXPECT_EQ(r.out, n.out);
+}
+
 // A caller that ignores SIGCHLD (a disposition exec keeps: some daemons and launchers start
 // their commands so) had the kernel reap record's command at its end: record could not read
 // its status and ended with 0 whatever the command's was.
