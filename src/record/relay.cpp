@@ -56,6 +56,7 @@ SignalRelay::SignalRelay() {
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
   for (int i = 0; i < 3; ++i) sigaction(kStops[i], &ign, &old_stop_[i]);
+  for (int i = 0; i < 2; ++i) sigaction(kUser[i], &ign, &old_user_[i]);
   struct sigaction child {};
   child.sa_handler = on_child;
   child.sa_flags = SA_RESTART;  // (the wait's ppoll ends all the same)
@@ -81,6 +82,7 @@ void SignalRelay::restore() const {
   for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &old_[i], nullptr);
   sigaction(SIGCHLD, &old_chld_, nullptr);
   for (int i = 0; i < 3; ++i) sigaction(kStops[i], &old_stop_[i], nullptr);
+  for (int i = 0; i < 2; ++i) sigaction(kUser[i], &old_user_[i], nullptr);
   sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 

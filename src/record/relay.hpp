@@ -24,6 +24,12 @@
 // is too, unless the same SIGCONT already continued it (the shell's `fg` signals the group).
 // The terminal's stops (^Z: SIGTSTP to the foreground group) record ignores itself: it stops
 // when the command does, and a command that ignores ^Z keeps running, as natively.
+//
+// SIGUSR1 and SIGUSR2 (a daemon's reload or dump, dd's progress) record ignores too: they
+// killed record (their default action), which left the command running, orphaned, and wrote
+// no profile. Sent to the job's group (`kill -USR1 %1`, `kill 0`, `systemctl kill`) they reach
+// the command once, as natively. Limit: sent to record's pid alone they do not reach the
+// command; relaying them would deliver a group's twice, and nothing tells the two apart.
 // While record is stopped its drainer is too: processes of the tree that still run fill their
 // rings, and what a full ring drops is counted as lost.
 #pragma once
@@ -65,6 +71,8 @@ class SignalRelay : util::NoCopy {
   void reap_adopted() const;
   struct sigaction old_[4] = {};
   static constexpr int kStops[] = {SIGTSTP, SIGTTIN, SIGTTOU};
+  static constexpr int kUser[] = {SIGUSR1, SIGUSR2};
+  struct sigaction old_user_[2] = {};
   struct sigaction old_chld_ = {};
   struct sigaction old_stop_[3] = {};
   sigset_t old_mask_{};

@@ -344,6 +344,49 @@ TEST(NoHarm, OrphansOfAContainersFirstProcessAreReaped) {
   EXPECT_EQ(r.out, n.out);
 }
 
+// SIGUSR1 (a daemon's reload, dd's progress) sent to a job under record: to the job's group
+// (`kill -USR1 %1`) the command gets it once, as natively; to the job's pid (record's) it
+// killed record, which wrote no profile and left the command orphaned. Record now ignores it
+// (relay.hpp: sent to record alone it does not reach the command).
+TEST(NoHarm, UserSignalToTheJobKeepsRecordAndReachesTheCommandOnce) {
+  for (const bool group : {true, false}) {
+    SCOPED_TRACE(group ? "to the group" : "to record's pid");
+    TempDir dir;
+    const auto job = [&](const Args& before, const std::string& pids) {
+      Args a = before;
+      a.insert(a.end(), {SIG_STOP, "usr1", pids});
+      const int out = memfd_create("out", MFD_CLOEXEC);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        setpgid(0, 0);
+        dup2(out, 1);
+        std::vector<char*> v;
+        for (const std::string& x : a) v.push_back(const_cast<char*>(x.c_str()));
+        v.push_back(nullptr);
+        execvp(v[0], v.data());
+        _exit(127);
+      }
+      setpgid(pid, pid);
+      for (int i = 0; i < 2000 && !std::filesystem::exists(pids); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      kill(group ? -pid : pid, SIGUSR1);
+      int st = 0;
+      waitpid(pid, &st, 0);
+      const std::string printed = agent_test::read_fd(out);
+      close(out);
+      return how_ended(st) + ", " + printed;
+    };
+    const std::string native = job({}, dir / "native.pid");
+    EXPECT_EQ(native, "exited 0, usr1 1\n");
+    const std::string under =
+        job({agent_test::kTool, "record", "-q", "-o", dir / "p.sprof", "--"}, dir / "record.pid");
+    EXPECT_EQ(under, group ? native : "exited 0, usr1 0\n");
+    profile::Profile p;
+    std::string why;
+    EXPECT_TRUE(profile::read_profile(dir / "p.sprof", &p, &why)) << why;
+  }
+}
+
 // A caller that ignores SIGCHLD (a disposition exec keeps: some daemons and launchers start
 // their commands so) had the kernel reap record's command at its end: record could not read
 // its status and ended with 0 whatever the command's was.

@@ -4,6 +4,8 @@
 //                                SIGCONT came, prints "continued" (exit 3 if none came)
 //   sig_stop ignore-tstp PIDFILE ignores SIGTSTP (^Z does nothing), writes its pid into PIDFILE,
 //                                prints "done" 300 ms later
+//   sig_stop usr1 PIDFILE        counts SIGUSR1 (a reload): writes its pid into PIDFILE, prints
+//                                "usr1 N" 1 s later
 //   sig_stop ignore-chld CMD...  runs CMD with SIGCHLD ignored (a daemon's way), by exec
 //   sig_stop pdeath PIDFILE CMD... runs CMD in a child whose parent-death signal is SIGKILL (a
 //                                supervisor's way), and exits once PIDFILE exists (10 s at most)
@@ -19,6 +21,11 @@
 namespace {
 
 volatile sig_atomic_t g_continued = 0;
+volatile sig_atomic_t g_usr1 = 0;
+
+void on_usr1(int) {
+  g_usr1 = g_usr1 + 1;
+}
 
 void on_continue(int) {
   g_continued = 1;
@@ -49,6 +56,16 @@ int main(int argc, char** argv) {
     const timespec wait{0, 300 * 1000 * 1000};
     nanosleep(&wait, nullptr);
     printf("done\n");
+    return 0;
+  }
+  if (argc == 3 && strcmp(argv[1], "usr1") == 0) {
+    signal(SIGUSR1, on_usr1);
+    if (!write_pid(argv[2])) return 2;
+    for (int i = 0; i < 100; ++i) {
+      const timespec ten_ms{0, 10 * 1000 * 1000};
+      nanosleep(&ten_ms, nullptr);
+    }
+    printf("usr1 %d\n", static_cast<int>(g_usr1));
     return 0;
   }
   if (argc == 3 && strcmp(argv[1], "outside") == 0) {
