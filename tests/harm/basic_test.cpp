@@ -84,9 +84,9 @@ std::string how_ended(int st) {
                          : "exited " + std::to_string(WEXITSTATUS(st));
 }
 
-JobRun run_job(const Args& argv, const std::string& pidfile, bool group, bool pid_cont) {
-  JobRun j;
-  const int out = memfd_create("out", MFD_CLOEXEC), err = memfd_create("err", MFD_CLOEXEC);
+// Starts argv as a shell starts a job: in a process group of its own, stdout and stderr into
+// out and err. Its pid (the group's id).
+pid_t start_job(const Args& argv, int out, int err) {
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
@@ -99,6 +99,13 @@ JobRun run_job(const Args& argv, const std::string& pidfile, bool group, bool pi
     _exit(127);
   }
   setpgid(pid, pid);
+  return pid;
+}
+
+JobRun run_job(const Args& argv, const std::string& pidfile, bool group, bool pid_cont) {
+  JobRun j;
+  const int out = memfd_create("out", MFD_CLOEXEC), err = memfd_create("err", MFD_CLOEXEC);
+  const pid_t pid = start_job(argv, out, err);
   const auto poll = [pid](int flags, int tries, int* st) {
     for (int i = 0; i < tries; ++i) {
       if (waitpid(pid, st, flags | WNOHANG) == pid) return true;
@@ -356,17 +363,7 @@ TEST(NoHarm, UserSignalToTheJobKeepsRecordAndReachesTheCommandOnce) {
       Args a = before;
       a.insert(a.end(), {SIG_STOP, "usr1", pids});
       const int out = memfd_create("out", MFD_CLOEXEC);
-      const pid_t pid = fork();
-      if (pid == 0) {
-        setpgid(0, 0);
-        dup2(out, 1);
-        std::vector<char*> v;
-        for (const std::string& x : a) v.push_back(const_cast<char*>(x.c_str()));
-        v.push_back(nullptr);
-        execvp(v[0], v.data());
-        _exit(127);
-      }
-      setpgid(pid, pid);
+      const pid_t pid = start_job(a, out, 2);
       for (int i = 0; i < 2000 && !std::filesystem::exists(pids); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       kill(group ? -pid : pid, SIGUSR1);
