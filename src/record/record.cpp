@@ -326,18 +326,13 @@ int record(const Options& o, FILE* log, int* killed_by) {
   if (const char* cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
 
   // 3. Run it. Like time(1): the terminal's interrupt goes to the command; we wait for it.
-  // A termination signal sent to record alone is relayed to the command (relay.hpp).
-  // SIGXFSZ is ignored, for the tool only: under a file-size limit (`ulimit -f N; sprofil
-  // record`) writing the profile fails with EFBIG, said clearly, instead of killing the tool.
-  // So is SIGPIPE: where the reader of record's stderr has gone (`sprofil record -- cmd 2>&1 |
-  // head`), the closing line that record writes after the command would kill record, and its
-  // caller would see 141 (SIGPIPE) instead of the command's status.
+  // A termination signal sent to record alone is relayed to the command (relay.hpp), which
+  // also ignores, for the tool only: SIGXFSZ (under a file-size limit, `ulimit -f N; sprofil
+  // record`, writing the profile fails with EFBIG, said clearly, instead of killing the tool)
+  // and SIGPIPE (where the reader of record's stderr has gone, `sprofil record -- cmd 2>&1 |
+  // head`, the closing line would kill record, and its caller would see 141 instead of the
+  // command's status).
   SignalRelay relay;
-  struct sigaction ign {
-  }, old_xfsz{}, old_pipe{};
-  ign.sa_handler = SIG_IGN;
-  sigaction(SIGXFSZ, &ign, &old_xfsz);
-  sigaction(SIGPIPE, &ign, &old_pipe);
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
     fprintf(log, "sprofil record: pipe: %s\n", strerror(errno));
@@ -391,8 +386,6 @@ int record(const Options& o, FILE* log, int* killed_by) {
       if (nice_known) setpriority(PRIO_PROCESS, 0, niceness);
     }
     relay.restore();
-    sigaction(SIGXFSZ, &old_xfsz, nullptr);
-    sigaction(SIGPIPE, &old_pipe, nullptr);
     close(exec_pipe[0]);
     setenv("LD_PRELOAD", preload.c_str(), 1);
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);

@@ -55,8 +55,7 @@ SignalRelay::SignalRelay() {
   // command that ignores them (natively: ^Z does nothing) is not stopped by record's stop.
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
-  for (int i = 0; i < 3; ++i) sigaction(kStops[i], &ign, &old_stop_[i]);
-  for (int i = 0; i < 2; ++i) sigaction(kUser[i], &ign, &old_user_[i]);
+  for (int i = 0; i < kIgnoredCount; ++i) sigaction(kIgnored[i], &ign, &old_ignored_[i]);
   struct sigaction child {};
   child.sa_handler = on_child;
   child.sa_flags = SA_RESTART;  // (the wait's ppoll ends all the same)
@@ -81,8 +80,7 @@ SignalRelay::~SignalRelay() {
 void SignalRelay::restore() const {
   for (int i = 0; i < 4; ++i) sigaction(kSignals[i], &old_[i], nullptr);
   sigaction(SIGCHLD, &old_chld_, nullptr);
-  for (int i = 0; i < 3; ++i) sigaction(kStops[i], &old_stop_[i], nullptr);
-  for (int i = 0; i < 2; ++i) sigaction(kUser[i], &old_user_[i], nullptr);
+  for (int i = 0; i < kIgnoredCount; ++i) sigaction(kIgnored[i], &old_ignored_[i], nullptr);
   sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 

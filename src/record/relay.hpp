@@ -70,11 +70,13 @@ class SignalRelay : util::NoCopy {
   // run's length). Never the command.
   void reap_adopted() const;
   struct sigaction old_[4] = {};
-  static constexpr int kStops[] = {SIGTSTP, SIGTTIN, SIGTTOU};
-  static constexpr int kUser[] = {SIGUSR1, SIGUSR2};
-  struct sigaction old_user_[2] = {};
+  // What record ignores for itself, the command getting the caller's dispositions back: the
+  // terminal's stops, SIGUSR1 and SIGUSR2 (above), SIGPIPE and SIGXFSZ (its writes of the
+  // profile and its closing line, record.cpp).
+  static constexpr int kIgnored[] = {SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGPIPE, SIGXFSZ};
+  static constexpr int kIgnoredCount = sizeof kIgnored / sizeof kIgnored[0];
+  struct sigaction old_ignored_[kIgnoredCount] = {};
   struct sigaction old_chld_ = {};
-  struct sigaction old_stop_[3] = {};
   sigset_t old_mask_{};
   pid_t pid_ = 0;
 };
