@@ -34,7 +34,7 @@ _sprofil() {
         fi
         case ${COMP_WORDS[j]} in
           --) dashdash=1 ;;
-          -F | --frequency | --clock | -o | --output) ((j++)) ;;
+          -F | --frequency | --clock | --scratch | -o | --output) ((j++)) ;;
           -*) ;;
           *)
             program=1
@@ -56,9 +56,10 @@ _sprofil() {
         --clock) _sprofil_reply -W "auto cpu itimer perf wall sampler" -- "$cur" ;;
         -F | --frequency) ;;
         -o | --output) _sprofil_reply -f -- "$cur" ;;
+        --scratch) _sprofil_reply -d -- "$cur" ;;
         *)
           if [[ $cur == -* ]]; then
-            _sprofil_reply -W "-F --frequency --clock --live -q --quiet -o --output -h --help --" -- "$cur"
+            _sprofil_reply -W "-F --frequency --clock --live -q --quiet --scratch -o --output -h --help --" -- "$cur"
           else
             mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
           fi

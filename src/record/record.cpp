@@ -299,8 +299,9 @@ int record(const Options& o, FILE* log, int* killed_by) {
       return 2;
   }
 
-  // 2. The output: never touched until the run profile replaces it; its directory must take
-  // our private run directory, checked now rather than after the command ran.
+  // 2. The output: never touched until the run profile replaces it; its directory (or
+  // --scratch) must take our private run directory, checked now rather than after the command
+  // ran.
   const std::string out = absolute(o.output);
   struct stat st;
   if (out.back() == '/' || (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
@@ -312,12 +313,28 @@ int record(const Options& o, FILE* log, int* killed_by) {
   const std::string dir = slash == 0 ? "/" : out.substr(0, slash);
   std::string base = out.substr(slash + 1);
   if (base.size() > 100) base.resize(100);
-  std::string templ = (dir == "/" ? "" : dir) + "/." + base + ".sprofil-XXXXXX";
+  // The run directory goes beside the output, or into --scratch: then the output's directory
+  // is only checked now (the profile replaces the output at the end, through a file of its own).
+  std::string scratch = dir;
+  if (!o.scratch.empty()) {
+    scratch = absolute(o.scratch);
+    while (scratch.size() > 1 && scratch.back() == '/') scratch.pop_back();
+    if (access(dir.c_str(), W_OK | X_OK) != 0) {
+      fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
+              out.c_str(), dir.c_str(), strerror(errno));
+      return 2;
+    }
+  }
+  std::string templ = (scratch == "/" ? "" : scratch) + "/." + base + ".sprofil-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data())) {
-    fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
-            out.c_str(), dir.c_str(), strerror(errno));
+    if (o.scratch.empty())
+      fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
+              out.c_str(), dir.c_str(), strerror(errno));
+    else
+      fprintf(log, "sprofil record: --scratch %s: cannot make the run directory in it: %s\n",
+              o.scratch.c_str(), strerror(errno));
     return 2;
   }
   const RunDir rundir{buf.data()};

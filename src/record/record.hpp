@@ -1,6 +1,7 @@
 // The record workflow (`sprofil record`, docs/file-format.md "Run profiles"):
 //  1. check the command (found? executable? an ELF the preloaded agent can enter?) and the
-//     output (a private run directory next to it, created with mkdtemp) before anything runs;
+//     output (a private run directory next to it, or in --scratch DIR, created with mkdtemp)
+//     before anything runs;
 //  2. run the command with the agent preloaded, SPROFIL_OUTPUT=<rundir>/p.sprof (and
 //     SPROFIL_LIVE=1 with `--live`: the agent serves live snapshots), and measure the whole
 //     run's CPU with wait4's rusage;
@@ -27,6 +28,10 @@ struct Options {
                        // snapshots while it runs (sprofil fetch/gperf/list/top; docs/live.md)
   bool quiet = false;  // no closing line, no notes; the agents quiet too (SPROFIL_QUIET):
                        // the command's stderr is its own. Errors and warnings still show.
+  // The directory to keep the processes' files in while the command runs (the private run
+  // directory is made in it); empty: the output's directory. A local tmpfs saves the file
+  // system's work of making a file for each process (docs/benchmarks.md, "At 82e2841").
+  std::string scratch;
 };
 
 // What stands in the way of profiling a command, found before it runs.

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include <regex>
+#include <tuple>
 
 #include "format/sprof_format.h"
 #include "helpers.hpp"
@@ -84,6 +85,43 @@ TEST(Output, BadOutputFailsBeforeTheCommandRuns) {
   EXPECT_NE(r.status, 0) << describe(r);
   EXPECT_FALSE(exists(mark));
   EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+}
+
+// --scratch DIR: the processes' files are kept in a private run directory made in DIR while
+// the command runs (seen from inside the command), and the profile goes to -o; afterwards DIR
+// is as it was. A --scratch that cannot take the run directory, or an output whose directory
+// cannot take the profile, fails with status 2 before the command runs.
+TEST(Output, ScratchHoldsTheProcessesFilesWhileTheCommandRuns) {
+  TempDir dir, scratch;
+  const std::string out = dir / "run.sprof";
+  const std::string during = dir / "during";
+  const std::string script = "ls -A '" + scratch.path() + "' > '" + during + "'; ls -A '" +
+                             dir.path() + "' >> '" + during + "'; '" + kProg + "' burn 0.3";
+  Result r = run({kTool, "record", "--scratch", scratch.path(), "-o", out, "bash", "-c", script});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  std::ifstream f(during);
+  std::vector<std::string> seen;
+  for (std::string line; std::getline(f, line);) seen.push_back(line);
+  // The run directory in the scratch directory; in the output's directory only the list.
+  ASSERT_EQ(seen.size(), 2u) << describe(r);
+  EXPECT_EQ(seen[0].rfind(".run.sprof.sprofil-", 0), 0u) << seen[0];
+  EXPECT_EQ(seen[1], "during");
+  EXPECT_EQ(list_dir(scratch.path()), std::vector<std::string>{});
+  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"during", "run.sprof"}));
+  EXPECT_EQ(read(out).processes.at(0).comm, "bash");
+  EXPECT_NEAR(samples_of(report_json(out), "burn_main"), 0.3 * 1000, 0.3 * 0.3 * 1000);
+
+  const std::string mark = dir / "ran";
+  for (const auto& [scr, output, says] :
+       {std::tuple<std::string, std::string, std::string>{"/nonexistent/scratch", out,
+                                                          "--scratch /nonexistent/scratch"},
+        {scratch.path(), "/nonexistent/d/x.sprof", "/nonexistent/d"}}) {
+    r = run({kTool, "record", "--scratch", scr, "-o", output, "touch", mark});
+    EXPECT_EQ(r.status, 2) << describe(r);
+    EXPECT_FALSE(exists(mark)) << "the command ran although its profile could not be written";
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(list_dir(scratch.path()), std::vector<std::string>{});
 }
 
 // A statically linked program, which the preloaded agent cannot enter, is refused with that

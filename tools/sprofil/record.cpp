@@ -82,6 +82,10 @@ Run setup_record(CLI::App& sub) {
   sub.add_option("-o,--output", opts->output,
                  "The run profile to write (one file holding every process of the run)")
       ->capture_default_str();
+  sub.add_option("--scratch", opts->scratch,
+                 "The directory to keep the processes' files in while the command runs "
+                 "(default: the output's directory; a tmpfs such as /dev/shm saves the file "
+                 "system's work for each process)");
   sub.add_flag("-q,--quiet", opts->quiet,
                "No closing line and no notes, from record or the agents: the command's stderr "
                "is its own (errors and warnings still show)");
