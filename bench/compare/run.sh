@@ -12,8 +12,8 @@
 # python3; go (golang-go) for the cgo row. Run as root or with perf_event_paranoid <= 1 for the
 # signal counts (perf stat on a tracepoint).
 # Environment: BUILD (default build-compare), WORK (default /tmp/sprofil-compare), QUICK=1,
-# SECTIONS, TEST_BUILD, and the settings compare.py, fallback.py, signal_masks.py and scale.py
-# document.
+# SECTIONS, TEST_BUILD, and the settings compare.py, fallback.py, signal_masks.py, scale.py
+# and spawn.py document.
 set -eu
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-compare}

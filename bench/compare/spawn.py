@@ -1,0 +1,90 @@
+"""Section "spawn" of compare.py (goal 1 on short processes): cmp-burn4 --iters 1000 (about
+0.9 ms of CPU) started SP_N times in turn by bench/spawn_cpu.c, natively, under perf record, under
+`sprofil record`'s default (the run directory beside -o, in WORK) and with `--scratch` on a tmpfs
+(/dev/shm, where it is one), the configurations in turn each round, SP_ROUNDS rounds. Two figures
+a process: the program's own CPU (spawn_cpu's median of wait4) and the whole tree's (the tool,
+spawn_cpu and every process, from wait4 of the top process, divided by SP_N: the tools' own
+start and end included). Goal 1 is met when both are at most perf record's (medians of the
+rounds). bench/spawn_floor.sh adds the loader's part (an empty preload, the idle agent) and the
+paired intervals. Environment (besides common.py's):
+  SP_N       processes a round (default 300; QUICK 100)
+  SP_ROUNDS  rounds (default 8; QUICK 3)
+"""
+import os
+import subprocess
+import tempfile
+
+from common import BIN, QUICK, ROOT, SPROFIL, WORK, goal, log, med, run, shown
+
+N = int(os.environ.get("SP_N", "100" if QUICK else "300"))
+ROUNDS = int(os.environ.get("SP_ROUNDS", "3" if QUICK else "8"))
+SPAWN_SRC = os.path.join(ROOT, "bench", "spawn_cpu.c")
+
+
+def tmpfs_dir():
+    """A private directory on /dev/shm where that is a tmpfs, else None."""
+    try:
+        with open("/proc/mounts") as f:
+            if any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in f):
+                return tempfile.mkdtemp(prefix="sprofil-spawn.", dir="/dev/shm")
+    except OSError:
+        pass
+    return None
+
+
+def section():
+    print("## Side by side: short processes (goal 1)\n")
+    spawn = os.path.join(WORK, "spawn_cpu")
+    subprocess.run(["cc", "-O2", "-Wall", SPAWN_SRC, "-o", spawn], check=True)
+    burn = [os.path.join(BIN, "cmp-burn4"), "--iters", "1000"]
+    shm = tmpfs_dir()
+    configs = {
+        "native": lambda: [spawn, "native", str(N)] + burn,
+        "perf record": lambda: ["perf", "record", "-q", "-e", "task-clock", "--all-user", "-F",
+                                "1000", "-o", os.path.join(WORK, "spawn.data"), "--", spawn,
+                                "perf", str(N)] + burn,
+        "sprofil record": lambda: [SPROFIL, "record", "-q", "-F", "1000", "-o",
+                                   os.path.join(WORK, "spawn.sprof"), "--", spawn, "drain",
+                                   str(N)] + burn,
+    }
+    if shm:
+        configs["sprofil record --scratch (tmpfs)"] = lambda: [
+            SPROFIL, "record", "-q", "-F", "1000", "--scratch", shm, "-o",
+            os.path.join(WORK, "spawn.sprof"), "--", spawn, "drain", str(N)] + burn
+    own = {c: [] for c in configs}
+    tree = {c: [] for c in configs}
+    try:
+        for r in range(ROUNDS):
+            log(f"spawn: round {r + 1} of {ROUNDS}")
+            for name, argv in configs.items():
+                p = subprocess.Popen(argv(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     cwd=WORK)
+                out = p.stdout.read().decode()
+                _, status, ru = os.wait4(p.pid, 0)
+                if os.waitstatus_to_exitcode(status) != 0:
+                    raise RuntimeError(f"{argv()} failed: {out}")
+                own[name].append(float(out.split()[1]))
+                tree[name].append((ru.ru_utime + ru.ru_stime) * 1000 / N)
+    finally:
+        if shm:
+            subprocess.run(["rm", "-rf", shm])
+    print(f"cmp-burn4 --iters 1000 spawned {N} times a round by bench/spawn_cpu.c, {ROUNDS} "
+          "rounds, medians; ms of CPU a process\n")
+    print("| configuration | the program's own CPU | the whole tree's CPU | command |")
+    print("| --- | ---: | ---: | --- |")
+    for name, argv in configs.items():
+        print(f"| {name} | {med(own[name]):.3f} | {med(tree[name]):.3f} | `{shown(argv())}` |")
+    print()
+    perf_own, perf_tree = med(own["perf record"]), med(tree["perf record"])
+    for name in (c for c in configs if c.startswith("sprofil")):
+        o, t = med(own[name]), med(tree[name])
+        paired = sorted(a / b for a, b in zip(own[name], own["perf record"]))
+        what = ("record's default (drain mode) costs a short process no more than perf record "
+                "at 1000 Hz")
+        if "scratch" in name:
+            what += ", with --scratch on a tmpfs (an option)"
+        goal(1, what,
+             f"program CPU {o / perf_own:.3f}x perf record's ({o:.3f} vs {perf_own:.3f} ms a "
+             f"process; per round {med(paired):.3f}x, {paired[0]:.3f} to {paired[-1]:.3f}), tree "
+             f"CPU {t / perf_tree:.3f}x ({t:.3f} vs {perf_tree:.3f} ms) (met if both <= 1)",
+             o <= perf_own and t <= perf_tree, shown(configs[name]()))
