@@ -101,7 +101,8 @@ void Drainer::State::serve(int conn) {
 // without its own file (kAddPending, with dirfd), into the one made at its first sample.
 // A pending event that comes alone (the caller checked that the peer is m.pid) takes the
 // file it was forked with from those held here, and its directory.
-char Drainer::State::add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd) {
+char Drainer::State::add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd,
+                         const FirstDraw* drawn) {
   const uint64_t data = m.ring_bytes > kPage ? m.ring_bytes - kPage : 0;
   const bool pending = (m.flags & drain::kAddPending) != 0;
   // A later event of a pending child whose first one brought the fds to make its file with
@@ -175,7 +176,10 @@ char Drainer::State::add(const drain::DrainMsg& m, int fd, int file_fd, int dirf
   e->file = f;
   if (f) ++f->users;
   e->period = e->ns_per_record = m.period_ns;
-  const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
+  // An event opened here with its drawn period counts from that open: no phase.
+  const uint64_t first = drawn                                     ? m.period_ns
+                         : m.first_ns && m.first_ns <= m.period_ns ? m.first_ns
+                                                                   : m.period_ns;
   e->phase = m.period_ns - first;
   // The phase is added to the counter but is no time of the thread: it counts as user time,
   // so that perf::credit's kernel part (counter - user periods) starts at 0, as in signal
@@ -183,11 +187,10 @@ char Drainer::State::add(const drain::DrainMsg& m, int fd, int file_fd, int dirf
   // each event lent its kernel part phase/P periods (half a period on average) of user time.
   e->credit.user_ns = e->phase;
   e->boundary = e->phase;
-  e->cur_period = rt::perf::first_overflow(m.period_ns, first);  // the kernel's
+  e->cur_period = drawn ? drawn->period : rt::perf::first_overflow(m.period_ns, first);
   e->jitter = m.jitter != 0;
   e->last_pc = static_cast<uintptr_t>(m.start_pc);  // until its first sample
-  e->rng = (static_cast<uint64_t>(m.tid) + 1) * 0x9e3779b97f4a7c15ull ^ mono_ns();
-  if (e->rng == 0) e->rng = 1;
+  e->rng = drawn ? drawn->rng : first_rng(m.tid);
   if (m.thread_cpu_ns) rt::perf::base_at_open(m.thread_cpu_ns, e->phase, &e->credit);
   Proc& p = procs[e->pid];
   ++p.events;
@@ -198,16 +201,23 @@ char Drainer::State::add(const drain::DrainMsg& m, int fd, int file_fd, int dirf
     if (const auto w = watched.find(e->pid); w != watched.end() && w->second.base_ns == 0)
       w->second.base_ns = m.process_cpu_ns;
   }
-  // The first period drawn now, while the thread waits for the answer: off its CPU, the
-  // ioctl interrupts no CPU (from the loop, right after the answer, it was an IPI of the
-  // thread's CPU, about 70 us of its time, once per thread), and the first block is as
-  // jittered as the others. The restart also throws away the agent's random first period:
-  // the first overflow now comes one drawn period (4P/5 to 4P/3) after the hand-over, and
-  // the CPU time of what runs in between (the rest of the agent's start, main's first
-  // instructions) is charged to the function that runs then (tests/record's Coverage
-  // measures it: 0.2 to 0.35 of a period per process on the AMD EPYC VM). The other way, a
-  // re-draw after the first record, is an interrupt of the running thread's CPU.
-  redraw(e);
+  // An event opened here (new_file) started with its drawn period: no restart to make. The
+  // other, the agent's, gets its first period drawn now, while the thread waits for the
+  // answer: the ioctl then interrupts the CPU the thread last ran on (an operation on another
+  // task's event does, from any other CPU: docs/benchmarks.md "At 82e2841") but not the thread
+  // (from the loop, right after the answer, it was an IPI of the running thread's CPU, about 70 us
+  // of its time, once per thread), and the first block is as jittered as the others. The restart
+  // also throws away the agent's random first period: the first overflow comes one drawn
+  // period (4P/5 to 4P/3) after the hand-over, and the CPU time of what runs in between (the
+  // rest of the agent's start, main's first instructions) is charged to the function that runs
+  // then (tests/record's Coverage measures it: 0.2 to 0.35 of a period per process on the AMD
+  // EPYC VM).
+  if (drawn) {
+    redraws.fetch_add(1, std::memory_order_relaxed);  // (its draw, made at the open)
+    start_block(e);
+  } else {
+    redraw(e);
+  }
   e->cut_in_exchange = e->restart_pending;
   events.push_back(e);
   std::lock_guard<std::mutex> l(stats_mu);
@@ -248,8 +258,16 @@ void Drainer::State::new_file(int conn, const drain::DrainMsg& m, int dirfd, int
   if (peer) end_ended_events_of(m.pid);
   const int fd = peer ? make_new_file(dirfd, m, &a.k, &a.err) : -1;
   if (fd < 0 && a.err == 0) a.err = EPERM;
-  if (event_fd < 0 && fd >= 0 && (m.flags & drain::kNewOpenEvent) && m.tid == m.pid) {
-    event_fd = open_event(m);
+  FirstDraw drawn;
+  const bool open_here =
+      event_fd < 0 && fd >= 0 && (m.flags & drain::kNewOpenEvent) && m.tid == m.pid;
+  if (open_here) {
+    // Its first period drawn before the open, as jitter() would draw it: an ioctl on the
+    // event of a thread of another CPU interrupts that CPU even while the thread sleeps (an
+    // IPI per process, docs/benchmarks.md "At 82e2841").
+    drawn.rng = first_rng(m.tid);
+    drawn.period = m.jitter ? rt::perf::jittered_period(m.period_ns, &drawn.rng) : m.period_ns;
+    event_fd = open_event(m, drawn.period);
     std::lock_guard<std::mutex> l(stats_mu);
     ++(event_fd >= 0 ? stats.main_events : stats.main_events_refused);
   }
@@ -263,7 +281,7 @@ void Drainer::State::new_file(int conn, const drain::DrainMsg& m, int dirfd, int
     drain::DrainMsg add_msg = m;
     add_msg.kind = drain::kDrainAdd;
     add_msg.flags = 0;  // kNewFirst is not kAddPending
-    a.added = add(add_msg, event_fd, -1, -1) == drain::kAckDone;
+    a.added = add(add_msg, event_fd, -1, -1, open_here ? &drawn : nullptr) == drain::kAckDone;
   } else if (event_fd >= 0) {
     close(event_fd);
   }
@@ -277,12 +295,11 @@ void Drainer::State::new_file(int conn, const drain::DrainMsg& m, int dirfd, int
 
 // The drain-mode event of thread m.tid (the peer's main thread, waiting for the answer), as
 // the agent would open it (perf.hpp's make_attr): counting from now, its first period
-// m.first_ns. -1 if it cannot be opened (the agent then opens it itself, kDrainAdd).
-int Drainer::State::open_event(const drain::DrainMsg& m) {
-  if (m.period_ns == 0) return -1;
-  const uint64_t first = m.first_ns && m.first_ns <= m.period_ns ? m.first_ns : m.period_ns;
-  perf_event_attr a =
-      rt::perf::make_attr(rt::perf::first_overflow(m.period_ns, first), rt::perf::Delivery::kDrain);
+// `period` (new_file's draw). -1 if it cannot be opened (the agent then opens it itself,
+// kDrainAdd).
+int Drainer::State::open_event(const drain::DrainMsg& m, uint64_t period) {
+  if (m.period_ns == 0 || period == 0) return -1;
+  perf_event_attr a = rt::perf::make_attr(period, rt::perf::Delivery::kDrain);
   bool at_exec = false;  // (an image the parent made the file of flushes at its exec)
   return rt::perf::open_drain_event(&a, m.tid, &at_exec);
 }

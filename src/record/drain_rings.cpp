@@ -329,6 +329,11 @@ uint64_t Drainer::State::finalize(Event* e) {
 // A new period for e and the length of its next block (perf.hpp's schedule).
 void Drainer::State::redraw(Event* e) {
   jitter(e);
+  start_block(e);
+}
+
+// The block that starts now, at e's period: its length drawn, its records counted from 0.
+void Drainer::State::start_block(Event* e) {
   const uint64_t now = mono_ns();
   if (e->records && now > e->drawn_ns) e->ns_per_record = (now - e->drawn_ns) / e->records;
   e->records = 0;

@@ -65,6 +65,13 @@ inline uint64_t mono_ns() {
   return util::clock_ns(CLOCK_MONOTONIC);
 }
 
+// A thread's period generator, seeded from its tid and the time (never 0: xorshift's fixed
+// point).
+inline uint64_t first_rng(pid_t tid) {
+  const uint64_t r = (static_cast<uint64_t>(tid) + 1) * 0x9e3779b97f4a7c15ull ^ mono_ns();
+  return r ? r : 1;
+}
+
 // One process image's profile file, mapped shared, and the engine table over its records.
 struct File {
   dev_t dev = 0;
@@ -231,10 +238,17 @@ struct Drainer::State {
 
   // The requests of the agents and the passes (drain.cpp).
   void serve(int conn);
-  char add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd);
+  // The first period of an event opened here (new_file): drawn before the open, so that the
+  // event starts with it and needs no PERF_EVENT_IOC_PERIOD; rng, the generator after the draw.
+  struct FirstDraw {
+    uint64_t period = 0;
+    uint64_t rng = 1;
+  };
+  char add(const drain::DrainMsg& m, int fd, int file_fd, int dirfd,
+           const FirstDraw* drawn = nullptr);
   void child_file(int conn, const drain::DrainMsg& m, int from, int dirfd);
   void new_file(int conn, const drain::DrainMsg& m, int dirfd, int event_fd);
-  static int open_event(const drain::DrainMsg& m);
+  static int open_event(const drain::DrainMsg& m, uint64_t period);
   int flush(const drain::DrainMsg& m);
   uint64_t tick_ms() const;
   void loop();
@@ -276,6 +290,7 @@ struct Drainer::State {
   static bool ring_full(const Event* e);
   uint64_t finalize(Event* e);
   void redraw(Event* e);
+  void start_block(Event* e);
   static uint64_t redraw_due(const Event* e, uint64_t now);
 };
 
