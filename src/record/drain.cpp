@@ -266,7 +266,7 @@ void Drainer::State::new_file(int conn, const drain::DrainMsg& m, int dirfd, int
     // event of a thread of another CPU interrupts that CPU even while the thread sleeps (an
     // IPI per process, docs/benchmarks.md "At 82e2841").
     drawn.rng = first_rng(m.tid);
-    drawn.period = m.jitter ? rt::perf::jittered_period(m.period_ns, &drawn.rng) : m.period_ns;
+    drawn.period = next_period(m.period_ns, m.jitter != 0, &drawn.rng);
     event_fd = open_event(m, drawn.period);
     std::lock_guard<std::mutex> l(stats_mu);
     ++(event_fd >= 0 ? stats.main_events : stats.main_events_refused);

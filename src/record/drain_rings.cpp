@@ -243,8 +243,7 @@ void Drainer::State::drain(Event* e) {
 // SPROFIL_JITTER=0, and the read was half of it.
 void Drainer::State::jitter(Event* e) {
   if (e->restart_pending) return;  // the last restart is not placed yet
-  uint64_t next = e->period;
-  if (e->jitter) next = rt::perf::jittered_period(e->period, &e->rng);
+  const uint64_t next = next_period(e->period, e->jitter, &e->rng);
   if (!e->jitter && e->cur_period == next) return;
   if (ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &next) != 0) return;
   redraws.fetch_add(1, std::memory_order_relaxed);

@@ -72,6 +72,11 @@ inline uint64_t first_rng(pid_t tid) {
   return r ? r : 1;
 }
 
+// An event's next period: drawn (rt::perf::jittered_period) with jitter, else P itself.
+inline uint64_t next_period(uint64_t period, bool jitter, uint64_t* rng) {
+  return jitter ? rt::perf::jittered_period(period, rng) : period;
+}
+
 // One process image's profile file, mapped shared, and the engine table over its records.
 struct File {
   dev_t dev = 0;
