@@ -315,26 +315,21 @@ int record(const Options& o, FILE* log, int* killed_by) {
   if (base.size() > 100) base.resize(100);
   // The run directory goes beside the output, or into --scratch: then the output's directory
   // is only checked now (the profile replaces the output at the end, through a file of its own).
-  std::string scratch = dir;
-  if (!o.scratch.empty()) {
-    scratch = absolute(o.scratch);
-    while (scratch.size() > 1 && scratch.back() == '/') scratch.pop_back();
-    if (access(dir.c_str(), W_OK | X_OK) != 0) {
-      fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
-              out.c_str(), dir.c_str(), strerror(errno));
-      return 2;
-    }
-  }
+  const auto output_dir_refused = [&] {
+    fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
+            out.c_str(), dir.c_str(), strerror(errno));
+    return 2;
+  };
+  std::string scratch = o.scratch.empty() ? dir : absolute(o.scratch);
+  while (scratch.size() > 1 && scratch.back() == '/') scratch.pop_back();
+  if (!o.scratch.empty() && access(dir.c_str(), W_OK | X_OK) != 0) return output_dir_refused();
   std::string templ = (scratch == "/" ? "" : scratch) + "/." + base + ".sprofil-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data())) {
-    if (o.scratch.empty())
-      fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
-              out.c_str(), dir.c_str(), strerror(errno));
-    else
-      fprintf(log, "sprofil record: --scratch %s: cannot make the run directory in it: %s\n",
-              o.scratch.c_str(), strerror(errno));
+    if (o.scratch.empty()) return output_dir_refused();
+    fprintf(log, "sprofil record: --scratch %s: cannot make the run directory in it: %s\n",
+            o.scratch.c_str(), strerror(errno));
     return 2;
   }
   const RunDir rundir{buf.data()};
