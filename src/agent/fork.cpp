@@ -202,7 +202,7 @@ void install_process_hooks() {
   // g_mu is held only for a merge of a scan and a publish (never across dl_iterate_phdr), so a
   // fork does not wait behind a long rescan.
   util::ForkSafeMutex<&g_mu>::install();
-  rt::set_hooks(rt::Hooks{after_fork_child, before_exec, after_failed_exec});
+  rt::set_hooks(rt::Hooks{after_fork_child, before_exec, after_failed_exec, run_is_over});
 }
 
 }  // namespace sprofil::agent

@@ -126,6 +126,8 @@ bool clock_splits_system(const rt::ClockRequest& c);
 // output_file.cpp
 void set_quiet(bool quiet);
 void say(const char* fmt, const char* a, const char* b);
+// Under sprofil record, whether the run has ended (its directory is gone): nothing more is said.
+bool run_is_over();
 void set_output_base(const char* absolute_base);  // kept, not copied: it must outlive the agent
 bool fits_fsize(uint64_t end);
 int reserve(int fd, uint64_t off, uint64_t len);

@@ -82,9 +82,10 @@ std::atomic<int> g_signo_now{0};  // g_signo, for the lock-free interposers
 uint64_t g_rng_state = 0;
 }  // namespace
 
-// One line on stderr (unless SPROFIL_QUIET): sprofil moved out of the program's way or stopped.
+// One line on stderr (unless SPROFIL_QUIET, or the agent's silent hook): sprofil moved out of
+// the program's way or stopped.
 void note(const char* fmt, ...) {
-  if (secure_getenv("SPROFIL_QUIET")) return;
+  if (secure_getenv("SPROFIL_QUIET") || (g_hooks.silent && g_hooks.silent())) return;
   char line[320];
   va_list ap;
   va_start(ap, fmt);

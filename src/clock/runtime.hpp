@@ -75,11 +75,14 @@ void credit_at_underscore_exit();
 
 // Hooks for the agent: called with the runtime mutex held, in the forked child before its
 // timers are re-armed, before an exec (after sampling has been stopped and drained), and
-// after a failed exec (before sampling restarts).
+// after a failed exec (before sampling restarts). silent: asked before the runtime writes a
+// line on stderr (note()); true keeps it out of the program's stderr (the run it profiled for
+// has ended, and natively nothing is printed there).
 struct Hooks {
   void (*after_fork_child)() = nullptr;
   void (*before_exec)() = nullptr;
   void (*after_failed_exec)() = nullptr;
+  bool (*silent)() = nullptr;
 };
 void set_hooks(const Hooks& hooks);
 // What the agent and the live service do at two process-wide events, each callback optional:

@@ -22,8 +22,8 @@
 
 namespace sprofil::naming {
 
-// Creates a temporary file in dirfd, its name in tmp[0, n) (n >= 32): the fd (O_RDWR,
-// close-on-exec), or -1 with errno set.
+// Creates a temporary file in dirfd, its name in tmp[0, n) (n >= 32; kTempPrefix and 16 hex
+// digits): the fd (O_RDWR, close-on-exec), or -1 with errno set.
 inline int create_temp(int dirfd, char* tmp, size_t n) {
   static std::atomic<unsigned> seq{0};
   int fd = -1;
@@ -35,7 +35,7 @@ inline int create_temp(int dirfd, char* tmp, size_t n) {
       r = static_cast<uint64_t>(ts.tv_nsec) ^ (static_cast<uint64_t>(getpid()) << 32) ^
           seq.fetch_add(1) * 0x9e3779b9u;
     }
-    snprintf(tmp, n, ".sprofil-tmp-%016llx", static_cast<unsigned long long>(r));
+    snprintf(tmp, n, "%s%016llx", kTempPrefix, static_cast<unsigned long long>(r));
     fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0 && errno != EEXIST) break;
   }

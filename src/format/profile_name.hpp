@@ -29,6 +29,10 @@ inline bool absolute_base(const char* output, char* base, size_t n) {
 // How many .PID.N names a later image tries before it gives up (N < kMaxNameTries).
 constexpr int kMaxNameTries = 1000;
 
+// The start of the name of a file being made (profile_file.hpp's create_temp), which is renamed
+// to its profile name once complete: never a profile itself.
+inline constexpr char kTempPrefix[] = ".sprofil-tmp-";
+
 // Writes the k-th candidate name for `base` into out[0, n): base itself for the first image
 // (pid <= 0), else base.PID (k = 0) or base.PID.k. Returns false if it does not fit.
 inline bool profile_name(char* out, size_t n, const char* base, int pid, int k) {

@@ -66,11 +66,41 @@ bool has_interp(int fd) {
   return false;
 }
 
+// A name in the run directory that is an agent's or the drainer's own and never a profile:
+// a file being made (naming::create_temp's temporary, renamed to its name once complete) or
+// the drainer's socket. Removed with the directory, not reported.
+bool is_own_scratch(const std::string& name, unsigned char type) {
+  return name.compare(0, strlen(naming::kTempPrefix), naming::kTempPrefix) == 0 || type == DT_SOCK;
+}
+
 struct RunDir {
   std::string path;
-  // Removes the files in it (all created by the agent in this private directory) and itself.
+  // Ends the run for every agent at once: the directory is renamed away (to PATH.end), so that
+  // an agent starting from now on finds the run's directory gone (agent/output_file.cpp,
+  // run_is_over) and stays silent, instead of making a file that record then removes under it
+  // and saying so in the program's stderr (a background job that outlives the run). The
+  // drainer and the agents already running hold their files by fd and are not affected. Where
+  // the name is taken or the file system cannot rename so, the directory stays where it is.
+  void end_run() {
+    const std::string ended = path + ".end";
+    if (renameat2(AT_FDCWD, path.c_str(), AT_FDCWD, ended.c_str(), RENAME_NOREPLACE) == 0)
+      path = ended;
+  }
+  // Removes the files in it (all created by the agent or the drainer in this private directory)
+  // and itself. An agent that opened the directory before end_run() may still make a file in
+  // it after `names` was read: the directory is read again for it, a few times.
   bool remove(const std::vector<std::string>& names) const {
     for (const std::string& n : names) unlink((path + "/" + n).c_str());
+    for (int again = 0; again < 3; ++again) {
+      if (rmdir(path.c_str()) == 0) return true;
+      if (errno != ENOTEMPTY && errno != EEXIST) return false;
+      DIR* d = opendir(path.c_str());
+      if (!d) return false;
+      while (dirent* e = readdir(d))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+          unlinkat(dirfd(d), e->d_name, 0);
+      closedir(d);
+    }
     return rmdir(path.c_str()) == 0;
   }
 };
@@ -131,6 +161,7 @@ Collected collect(const std::string& dir) {
       const std::string name = e->d_name;
       if (name == "." || name == "..") continue;
       c.names.push_back(name);
+      if (is_own_scratch(name, e->d_type)) continue;
       std::string why;
       Entry en;
       int pid = 0, k = 0;
@@ -332,7 +363,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
             o.scratch.c_str(), strerror(errno));
     return 2;
   }
-  const RunDir rundir{buf.data()};
+  RunDir rundir{buf.data()};
 
   std::string preload = o.runtime;
   if (const char* cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
@@ -444,6 +475,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   // complete its file (drain_ends.cpp, how_it_ended). Then it is reaped.
   relay.wait_for_end();
   const uint64_t end_ns = now_ns();
+  rundir.end_run();
   // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
   drainer.finish();
   while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
