@@ -10,7 +10,9 @@
 #   open      the probe opening each new thread's event itself at the kernel's fork record
 #             (per-CPU inherited tracker events, no sampling), its period drawn with jitter and
 #             re-drawn every 64 samples
-#   nocomm    the same with a tracker without comm records (no wake-up of the parent at an
+#   track     the probe's tracker alone: no thread's event opened (the tracker's records and the
+#             parent's wake-ups, apart from the events' opening)
+#   nocomm    the same as open with a tracker without comm records (no wake-up of the parent at an
 #             exec; the mappings and the exec a real implementation needs would come through
 #             records that do not wake it)
 #   drain     sprofil record -F 1000 --scratch on /dev/shm (the agent in each process; the run
@@ -32,20 +34,9 @@ cc -O2 -Wall "$here/agentless_probe.c" -o "$dir/probe"
 [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] || { echo "/dev/shm is not a tmpfs" >&2; exit 2; }
 shm=$(mktemp -d /dev/shm/agentless.XXXXXX)
 trap 'rm -rf "$shm"; cleanup' EXIT
-tree() {
-  local label=$1
-  shift
-  "$PY" -c '
-import os, sys
-label, n, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-pid = os.posix_spawnp(cmd[0], cmd, os.environ)
-_, status, ru = os.wait4(pid, 0)
-print(label, "%.3f" % ((ru.ru_utime + ru.ru_stime) * 1000 / n), file=sys.stderr)
-sys.exit(0 if status == 0 else 1)' "$label" "$N" "$@" 2>&3
-}
 run=("$dir/spawn_cpu")
 args=("$PROG" --iters 1000)
-configs=(native perf inherit open nocomm drain)
+configs=(native perf inherit track open nocomm drain)
 for ((r = 0; r < ROUNDS; r++)); do
   for c in "${configs[@]}"; do
     case $c in
@@ -53,15 +44,16 @@ for ((r = 0; r < ROUNDS; r++)); do
       perf) tree "$c" perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
       inherit | open) tree "$c" "$dir/probe" "$c" -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;
+      track) tree "$c" "$dir/probe" track -n -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;
       nocomm) tree "$c" "$dir/probe" open -n -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;
       drain) tree "$c" "$TOOL" record -q -F 1000 --scratch "$shm" -o "$dir/p.sprof" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
     esac
   done
-done 3>"$dir/tree.all" 2>&1 | grep -E '^(native|perf|inherit|open|nocomm|drain) ' >"$dir/rows"
+done 3>"$dir/tree.all" 2>&1 | grep -E '^(native|perf|inherit|track|open|nocomm|drain) ' >"$dir/rows"
 # (the probe's own summary line goes to the tree's stream too: only the labelled rows are kept)
-grep -E '^(native|perf|inherit|open|nocomm|drain) ' "$dir/tree.all" >"$dir/tree"
-pairs=(perf-native inherit-perf open-perf nocomm-perf drain-perf nocomm-drain)
+grep -E '^(native|perf|inherit|track|open|nocomm|drain) ' "$dir/tree.all" >"$dir/tree"
+pairs=(perf-native inherit-perf track-perf open-perf nocomm-perf nocomm-track drain-perf nocomm-drain)
 echo "cmp-burn4 --iters 1000 spawned $N times, $ROUNDS rounds in turn"
 echo "-- the program's own CPU a process"
 python3 "$here/paired.py" "$dir/rows" 3 ms "${pairs[@]}"

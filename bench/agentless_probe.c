@@ -14,6 +14,8 @@
 //            drains and closes it. Re-draws the period every BLOCK samples (PERF_EVENT_IOC_PERIOD),
 //            which an inherited event's copies cannot have. The command's own first thread gets
 //            its event before the exec (enable_on_exec).
+//   track    open mode's tracker alone: no thread's event is opened (what the tracker's records
+//            and the parent's wake-ups cost, apart from the events' opening)
 //   inherit  perf record's model: per-CPU task-clock sampling events on the command, inherited,
 //            enabled at the exec, one ring per CPU; one fixed period, no re-draw.
 // With -g (open mode) the parent also reads each new thread's CPU time so far from
@@ -22,7 +24,7 @@
 //
 // With -n (open mode) the tracker has no comm records: no wake-up of the parent at an exec.
 //
-// Usage: agentless_probe open|inherit [-F HZ] [-g] [-n] -- CMD [ARGS...]
+// Usage: agentless_probe open|track|inherit [-F HZ] [-g] [-n] -- CMD [ARGS...]
 // Prints one line on stderr at the end; exits with the command's status.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -218,6 +220,7 @@ struct task_rec {
 };
 
 static int gap_wanted;
+static int track_only;  // track mode
 static int no_comm;  // -n: the tracker without comm records (no wake-up at an exec)
 
 static void on_task(struct perf_event_header* h, void* arg) {
@@ -225,7 +228,7 @@ static void on_task(struct perf_event_header* h, void* arg) {
   const struct task_rec* rec = (const void*)(h + 1);
   if (h->type == PERF_RECORD_FORK) {
     ++forks;
-    if (!find((int)rec->tid)) open_thread((int)rec->pid, (int)rec->tid, 0, gap_wanted);
+    if (!track_only && !find((int)rec->tid)) open_thread((int)rec->pid, (int)rec->tid, 0, gap_wanted);
   } else if (h->type == PERF_RECORD_EXIT) {
     ++exits;
     struct thread* t = find((int)rec->tid);
@@ -236,7 +239,8 @@ static void on_task(struct perf_event_header* h, void* arg) {
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
   const int inherit_mode = strcmp(argv[1], "inherit") == 0;
-  if (!inherit_mode && strcmp(argv[1], "open") != 0) return 2;
+  track_only = strcmp(argv[1], "track") == 0;
+  if (!inherit_mode && !track_only && strcmp(argv[1], "open") != 0) return 2;
   int hz = 1000, i = 2;
   for (; i < argc && strcmp(argv[i], "--") != 0; ++i) {
     if (strcmp(argv[i], "-F") == 0 && i + 1 < argc)
@@ -308,7 +312,7 @@ int main(int argc, char** argv) {
     }
     ++ncpu_rings;
   }
-  if (!inherit_mode && !open_thread(child, child, 1, 0)) {
+  if (!inherit_mode && !track_only && !open_thread(child, child, 1, 0)) {
     perror("agentless_probe: the command's event");
     kill(child, SIGKILL);
     return 1;

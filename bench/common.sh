@@ -27,3 +27,17 @@ compare_build() {
   [ -x "$TOOL" ] && [ -x "$PROG" ] || { echo "build the compare target in $BUILD first" >&2; exit 2; }
   command -v perf >/dev/null || { echo "perf (linux-perf) is needed" >&2; exit 2; }
 }
+
+# tree LABEL CMD...: runs CMD and prints "LABEL TREE_MS" on fd 3, the CPU of its whole tree
+# (user + system, from wait4) per process started, N processes (spawn_floor.sh, agentless.sh).
+tree() {
+  local label=$1
+  shift
+  "$PY" -c '
+import os, sys
+label, n, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+pid = os.posix_spawnp(cmd[0], cmd, os.environ)
+_, status, ru = os.wait4(pid, 0)
+print(label, "%.3f" % ((ru.ru_utime + ru.ru_stime) * 1000 / n), file=sys.stderr)
+sys.exit(0 if status == 0 else 1)' "$label" "$N" "$@" 2>&3
+}

@@ -35,19 +35,6 @@ if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
   configs+=(drain-tmpfs)
 fi
 trap 'rm -rf "$work" ${shm:+"$shm"}; cleanup' EXIT
-# Runs "$@" and prints "LABEL TREE_MS" on fd 3: the CPU of the whole tree (user + system) per
-# process started.
-tree() {
-  local label=$1
-  shift
-  "$PY" -c '
-import os, sys
-label, n, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-pid = os.posix_spawnp(cmd[0], cmd, os.environ)
-_, status, ru = os.wait4(pid, 0)
-print(label, "%.3f" % ((ru.ru_utime + ru.ru_stime) * 1000 / n), file=sys.stderr)
-sys.exit(0 if status == 0 else 1)' "$label" "$N" "$@" 2>&3
-}
 run=("$dir/spawn_cpu")
 args=("$PROG" --iters 1000)
 for ((r = 0; r < ROUNDS; r++)); do
