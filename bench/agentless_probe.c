@@ -7,13 +7,13 @@
 //
 // Modes:
 //   open     per-CPU tracker events on the command (a dummy software event, inherited,
-//            enabled at the exec, task and comm records only, a wake-up per record: a watermark of one byte). On each
-//            PERF_RECORD_FORK the parent opens a task-clock sampling event on the new thread
-//            (pid = tid, cpu = -1, not inherited, its period drawn with jitter as sprofil's
-//            drainer draws it), maps a two-page ring and drains it; at PERF_RECORD_EXIT it
-//            drains and closes it. Re-draws the period every BLOCK samples (PERF_EVENT_IOC_PERIOD),
-//            which an inherited event's copies cannot have. The command's own first thread gets
-//            its event before the exec (enable_on_exec).
+//            enabled at the exec, task and comm records only, a wake-up per record: a watermark of
+//            one byte). On each PERF_RECORD_FORK the parent opens a task-clock sampling event on
+//            the new thread (pid = tid, cpu = -1, not inherited, its period drawn with jitter as
+//            sprofil's drainer draws it), maps a two-page ring and drains it; at PERF_RECORD_EXIT
+//            it drains and closes it. Re-draws the period every BLOCK samples
+//            (PERF_EVENT_IOC_PERIOD), which an inherited event's copies cannot have. The command's
+//            own first thread gets its event before the exec (enable_on_exec).
 //   track    open mode's tracker alone: no thread's event is opened (what the tracker's records
 //            and the parent's wake-ups cost, apart from the events' opening)
 //   inherit  perf record's model: per-CPU task-clock sampling events on the command, inherited,
@@ -74,7 +74,9 @@ static uint64_t next_rand(void) {
 }
 
 // Uniform in [3P/4, 5P/4], as sprofil's jittered_period draws the rate's spread.
-static uint64_t draw_period(void) { return period_ns * 3 / 4 + next_rand() % (period_ns / 2 + 1); }
+static uint64_t draw_period(void) {
+  return period_ns * 3 / 4 + next_rand() % (period_ns / 2 + 1);
+}
 
 static int perf_open(struct perf_event_attr* a, pid_t pid, int cpu) {
   return (int)syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
@@ -221,14 +223,15 @@ struct task_rec {
 
 static int gap_wanted;
 static int track_only;  // track mode
-static int no_comm;  // -n: the tracker without comm records (no wake-up at an exec)
+static int no_comm;     // -n: the tracker without comm records (no wake-up at an exec)
 
 static void on_task(struct perf_event_header* h, void* arg) {
   (void)arg;
   const struct task_rec* rec = (const void*)(h + 1);
   if (h->type == PERF_RECORD_FORK) {
     ++forks;
-    if (!track_only && !find((int)rec->tid)) open_thread((int)rec->pid, (int)rec->tid, 0, gap_wanted);
+    if (!track_only && !find((int)rec->tid))
+      open_thread((int)rec->pid, (int)rec->tid, 0, gap_wanted);
   } else if (h->type == PERF_RECORD_EXIT) {
     ++exits;
     struct thread* t = find((int)rec->tid);
@@ -336,9 +339,9 @@ int main(int argc, char** argv) {
   fprintf(stderr,
           "agentless_probe %s: samples %llu lost %llu forks %llu exits %llu opened %llu "
           "open_failed %llu redraws %llu",
-          argv[1], (unsigned long long)samples, (unsigned long long)lost,
-          (unsigned long long)forks, (unsigned long long)exits, (unsigned long long)opened,
-          (unsigned long long)open_failed, (unsigned long long)redraws);
+          argv[1], (unsigned long long)samples, (unsigned long long)lost, (unsigned long long)forks,
+          (unsigned long long)exits, (unsigned long long)opened, (unsigned long long)open_failed,
+          (unsigned long long)redraws);
   if (gap_wanted && run_total)
     fprintf(stderr, " gap %.3f ms of %.3f ms (%.2f%%)", (double)gap_total / 1e6,
             (double)run_total / 1e6, 100.0 * (double)gap_total / (double)run_total);

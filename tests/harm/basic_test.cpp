@@ -24,32 +24,44 @@ TEST(NoHarm, ShellScriptWithChildrenAndFiles) {
   expect_no_harm({"/bin/sh", "-c", script});
 }
 
+// Runs `sh -c "(sleep 0.3; [JOB_ENV] /bin/true; ...) 2> job.err & echo started"` under record
+// in dir, with the clock and the environment given, checks the run, waits for the background
+// job's end (20 s at the most) and returns the job's stderr, with what record said.
+struct JobOutcome {
+  Result record;
+  std::string job_err;
+};
+JobOutcome run_job_that_outlives_the_run(const TempDir& dir, const std::string& clock,
+                                         const std::string& job_env, const Env& env) {
+  JobOutcome o;
+  const std::string done = dir / "done", err = dir / "job.err";
+  const std::string script = "(sleep 0.3; " + job_env + " /bin/true; /bin/sh -c 'echo job' > '" +
+                             done + ".tmp'; mv '" + done + ".tmp' '" + done + "') 2> '" + err +
+                             "' & echo started";
+  o.record =
+      agent_test::record(dir / "p.sprof", {"--clock", clock}, {"/bin/sh", "-c", script}, env);
+  EXPECT_EQ(o.record.status, 0) << agent_test::describe(o.record);
+  EXPECT_EQ(o.record.out, "started\n");
+  for (int i = 0; i < 200 && !std::filesystem::exists(done); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(std::filesystem::exists(done)) << "the background job did not finish";
+  std::ifstream in(err);
+  o.job_err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return o;
+}
+
 // A background job that outlives the run (record ends with its command) and starts a program
 // after it. Natively nothing is printed. Under record the agent in that program finds the run's
 // directory gone, and used to print "sprofil: not profiling: cannot create ...: No such file or
 // directory" into the program's stderr (the harness leaves out sprofil's lines, so this test
 // reads the job's stderr itself: every line of it is the program's).
 TEST(NoHarm, JobThatOutlivesTheRunPrintsNothing) {
-  std::vector<std::string> clocks_here{"auto", "cpu"};
-  for (const std::string& clock : clocks_here) {
+  for (const std::string clock : {"auto", "cpu"}) {
     SCOPED_TRACE(clock);
     TempDir dir;
-    const std::string done = dir / "done", err = dir / "job.err";
-    const std::string script = "(sleep 0.3; /bin/true; /bin/sh -c 'echo job' > '" + done +
-                               ".tmp'; mv '" + done + ".tmp' '" + done + "') 2> '" + err +
-                               "' & echo started";
-    const Result r =
-        agent_test::record(dir / "p.sprof", {"--clock", clock}, {"/bin/sh", "-c", script});
-    ASSERT_EQ(r.status, 0) << agent_test::describe(r);
-    EXPECT_EQ(r.out, "started\n");
-    // The job ends about 0.3 s after the run; waited for up to 20 s.
-    for (int i = 0; i < 200 && !std::filesystem::exists(done); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ASSERT_TRUE(std::filesystem::exists(done)) << "the background job did not finish";
-    std::ifstream in(err);
-    const std::string job_err((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-    EXPECT_EQ(job_err, "") << agent_test::describe(r);
+    // The job ends about 0.3 s after the run.
+    const JobOutcome o = run_job_that_outlives_the_run(dir, clock, "", {});
+    EXPECT_EQ(o.job_err, "") << agent_test::describe(o.record);
   }
 }
 
@@ -68,23 +80,10 @@ TEST(NoHarm, ProgramStartingAsTheRunEndsPrintsNothing) {
   for (const std::string clock : {"auto", "cpu"}) {
     SCOPED_TRACE(clock);
     TempDir dir;
-    const std::string done = dir / "done", err = dir / "job.err";
-    const std::string script = "(sleep 0.3; SLOW_END_JOB=1 /bin/true; /bin/sh -c 'echo job' > '" +
-                               done + ".tmp'; mv '" + done + ".tmp' '" + done + "') 2> '" + err +
-                               "' & echo started";
-    const Result r = agent_test::record(dir / "p.sprof", {"--clock", clock},
-                                        {"/bin/sh", "-c", script}, {{"LD_PRELOAD", SLOW_END_SHIM}});
-    ASSERT_EQ(r.status, 0) << agent_test::describe(r);
-    EXPECT_EQ(r.out, "started\n");
-    EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
-    // The job's end: waited for up to 20 s.
-    for (int i = 0; i < 200 && !std::filesystem::exists(done); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ASSERT_TRUE(std::filesystem::exists(done)) << "the background job did not finish";
-    std::ifstream in(err);
-    const std::string job_err((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-    EXPECT_EQ(job_err, "") << agent_test::describe(r);
+    const JobOutcome o = run_job_that_outlives_the_run(dir, clock, "SLOW_END_JOB=1",
+                                                       {{"LD_PRELOAD", SLOW_END_SHIM}});
+    EXPECT_EQ(o.record.err.find("warning"), std::string::npos) << o.record.err;
+    EXPECT_EQ(o.job_err, "") << agent_test::describe(o.record);
     // Nothing of the run is left beside the profile.
     for (const auto& e : std::filesystem::directory_iterator(dir.path()))
       EXPECT_TRUE(e.path().filename() == "p.sprof" || e.path().filename() == "job.err" ||
@@ -447,8 +446,12 @@ TEST(NoHarm, CallerIgnoringSigchldGetsTheCommandsStatus) {
 // not counted here), at 1 kHz at least 80% of 150 samples.
 TEST(NoHarm, SamplesUpToAThreadsFaultAreKept) {
   TempDir dir;
-  const Result r = agent_test::record(dir / "p.sprof", {"-F", "1000"}, {SIG_DIE, "thread-SEGV"});
+  // (in dir: the program writes a file into its working directory)
+  const Result r = agent_test::run({agent_test::kTool, "record", "-F", "1000", "-o",
+                                    dir / "p.sprof", "--", SIG_DIE, "thread-SEGV"},
+                                   {}, dir.path());
   ASSERT_TRUE(WIFSIGNALED(r.wait_status)) << agent_test::describe(r);
+  EXPECT_TRUE(std::filesystem::exists(dir / "before.txt"));
   EXPECT_EQ(WTERMSIG(r.wait_status), SIGSEGV);
   EXPECT_NE(r.err.find("killed by signal 11"), std::string::npos) << r.err;
   profile::Profile p;
