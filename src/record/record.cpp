@@ -68,9 +68,13 @@ bool has_interp(int fd) {
 
 // A name in the run directory that is an agent's or the drainer's own and never a profile:
 // a file being made (naming::create_temp's temporary, renamed to its name once complete) or
-// the drainer's socket. Removed with the directory, not reported.
-bool is_own_scratch(const std::string& name, unsigned char type) {
-  return name.compare(0, strlen(naming::kTempPrefix), naming::kTempPrefix) == 0 || type == DT_SOCK;
+// the drainer's socket. Removed with the directory, not reported. (A file system that gives
+// no type in its entries, DT_UNKNOWN, is asked by lstat.)
+bool is_own_scratch(DIR* d, const dirent* e) {
+  if (strncmp(e->d_name, naming::kTempPrefix, strlen(naming::kTempPrefix)) == 0) return true;
+  if (e->d_type != DT_UNKNOWN) return e->d_type == DT_SOCK;
+  struct stat st;
+  return fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode);
 }
 
 struct RunDir {
@@ -161,7 +165,7 @@ Collected collect(const std::string& dir) {
       const std::string name = e->d_name;
       if (name == "." || name == "..") continue;
       c.names.push_back(name);
-      if (is_own_scratch(name, e->d_type)) continue;
+      if (is_own_scratch(d, e)) continue;
       std::string why;
       Entry en;
       int pid = 0, k = 0;
