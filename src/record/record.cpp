@@ -92,10 +92,9 @@ struct RunDir {
   }
   // Removes the files in it (all created by the agent or the drainer in this private directory)
   // and itself. An agent that opened the directory before end_run() may still make a file in
-  // it after `names` was read: the directory is read again for it, a few times.
-  bool remove(const std::vector<std::string>& names) const {
-    for (const std::string& n : names) unlink((path + "/" + n).c_str());
-    for (int again = 0; again < 3; ++again) {
+  // it after it was read: it is read again for that, a few times.
+  bool remove() const {
+    for (int pass = 0; pass < 4; ++pass) {
       if (rmdir(path.c_str()) == 0) return true;
       if (errno != ENOTEMPTY && errno != EEXIST) return false;
       DIR* d = opendir(path.c_str());
@@ -110,7 +109,6 @@ struct RunDir {
 };
 
 struct Collected {
-  std::vector<std::string> names;  // every entry of the run directory
   std::vector<profile::Profile> kept;
   std::vector<std::string> suffixes;
   uint64_t dropped = 0;
@@ -164,7 +162,6 @@ Collected collect(const std::string& dir) {
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name;
       if (name == "." || name == "..") continue;
-      c.names.push_back(name);
       if (is_own_scratch(d, e)) continue;
       std::string why;
       Entry en;
@@ -383,7 +380,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
     fprintf(log, "sprofil record: pipe: %s\n", strerror(errno));
-    rundir.remove({});
+    rundir.remove();
     return 2;
   }
   // Drain mode (the perf clock's default under record): this process holds and drains the
@@ -421,7 +418,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   if (pid < 0) {
     fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
     drainer.finish();
-    rundir.remove({});
+    rundir.remove();
     return 2;
   }
   if (pid == 0) {
@@ -534,7 +531,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
 
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
     fprintf(log, "sprofil record: cannot run %s: %s\n", check.path.c_str(), strerror(exec_errno));
-    rundir.remove({});
+    rundir.remove();
     return exec_errno == ENOENT ? 127 : 126;
   }
   int code;
@@ -574,7 +571,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
                 ? "ended before the agent loaded, cleared LD_PRELOAD from its environment, or "
                   "is statically linked"
                 : "left only unreadable files");
-    rundir.remove(c.names);
+    rundir.remove();
     return failed;
   }
   profile::Profile run = profile::combine_processes(std::move(c.kept), c.suffixes);
@@ -602,7 +599,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
             out.c_str(), error.c_str(), rundir.path.c_str());
     return failed;
   }
-  if (!rundir.remove(c.names))
+  if (!rundir.remove())
     fprintf(log, "sprofil record: warning: could not remove %s: %s\n", rundir.path.c_str(),
             strerror(errno));
 
