@@ -27,6 +27,7 @@
 #include "engine/engine.hpp"
 #include "format/drain_proto.hpp"
 #include "record/drain.hpp"
+#include "record/process_end.hpp"
 #include "util/clock_ns.hpp"
 
 namespace sprofil::record {
@@ -166,7 +167,7 @@ struct Event {
 };
 
 // Shared by the parts (each defined, with its comment, where it belongs).
-uint64_t process_cpu_ns(pid_t pid);                                        // drain_ends.cpp
+using record::process_cpu_ns;                                              // process_end.hpp
 void close_file(File* f);                                                  // drain_files.cpp
 void refresh(File* f);                                                     // drain_files.cpp
 int make_new_file(int dirfd, const drain::DrainMsg& m, int* k, int* err);  // drain_files.cpp
