@@ -20,6 +20,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
+#include "record/agentless.hpp"
 #include "record/drain.hpp"
 #include "record/relay.hpp"
 #include "util/clock_ns.hpp"
@@ -153,6 +155,33 @@ void own_cpu(std::vector<Entry>* entries) {
     p.cpu_ns -= base[b];
     p.effective_hz = double(p.delivered) * 1e9 / double(p.cpu_ns);
   }
+}
+
+// The images that --agentless kept in memory, as collect() gathers files: named as the agent
+// names its files (format/profile_name.hpp: the first image "", then ".PID", ".PID.N"), the
+// processes without samples dropped but the root.
+Collected collect_images(std::vector<Agentless::Image> images) {
+  Collected c;
+  std::set<std::string> taken;
+  for (Agentless::Image& im : images) {
+    profile::Profile& p = im.profile;
+    if (!im.root && p.delivered == 0 && p.total_samples() == 0) {
+      ++c.dropped;
+      c.dropped_cpu_ns += p.cpu_ns;
+      continue;
+    }
+    std::string suffix;
+    if (!im.root) {
+      suffix = "." + std::to_string(p.pid);
+      for (int k = 1; taken.count(suffix); ++k)
+        suffix = "." + std::to_string(p.pid) + "." + std::to_string(k);
+    }
+    taken.insert(suffix);
+    if (p.total_samples() == 0) ++c.kept_empty;
+    c.suffixes.push_back(suffix);
+    c.kept.push_back(std::move(p));
+  }
+  return c;
 }
 
 Collected collect(const std::string& dir) {
@@ -301,6 +330,27 @@ bool names_this_program(const char* path) {
   return stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev &&
          a.st_ino == b.st_ino;
 }
+
+// The child's exec of the command (check_command's path): execv, or /bin/sh for a script
+// without #!, as execvp does. It returns only on failure: the errno goes to record through
+// exec_pipe, and the child exits 127 (not found) or 126.
+[[noreturn]] void exec_command(const std::string& path, const std::vector<std::string>& command,
+                               int exec_pipe) {
+  std::vector<char*> argv;
+  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(path.c_str(), argv.data());
+  int err = errno;
+  if (err == ENOEXEC) {
+    std::vector<char*> sh{const_cast<char*>("/bin/sh"), const_cast<char*>(path.c_str())};
+    sh.insert(sh.end(), argv.begin() + 1, argv.end());
+    execv("/bin/sh", sh.data());
+    err = errno;
+  }
+  ssize_t ignored = write(exec_pipe, &err, sizeof err);
+  (void)ignored;
+  _exit(err == ENOENT ? 127 : 126);
+}
 }  // namespace
 
 int record(const Options& o, FILE* log, int* killed_by) {
@@ -309,7 +359,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
     fprintf(log, "sprofil record: no command to run\n");
     return 2;
   }
-  if (access(o.runtime.c_str(), R_OK) != 0) {
+  if (!o.agentless && access(o.runtime.c_str(), R_OK) != 0) {
     fprintf(log, "sprofil record: runtime library not found: %s (set SPROFIL_LIBRARY)\n",
             o.runtime.c_str());
     return 2;
@@ -326,6 +376,8 @@ int record(const Options& o, FILE* log, int* killed_by) {
       fprintf(log, "sprofil record: %s\n", check.reason.c_str());
       return 126;
     case Launch::kStatic:
+      if (o.agentless) break;  // nothing is loaded into it: a static program is sampled too
+      [[fallthrough]];
     case Launch::kSecure:
       fprintf(log, "sprofil record: cannot profile %s\n", check.reason.c_str());
       return 2;
@@ -390,8 +442,9 @@ int record(const Options& o, FILE* log, int* killed_by) {
   // Only a clock that may be perf's: asked for, or "auto" (which the agent resolves).
   const bool may_be_perf =
       o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
-  const bool drain = may_be_perf && drainer.start(rundir.path, kFileName, &drain_why);
-  if (may_be_perf && !drain && !o.quiet)
+  const bool drain =
+      may_be_perf && !o.agentless && drainer.start(rundir.path, kFileName, &drain_why);
+  if (may_be_perf && !o.agentless && !drain && !o.quiet)
     fprintf(log, "sprofil record: no drain mode (%s): a signal per sample instead\n",
             drain_why.c_str());
   fflush(log);
@@ -414,6 +467,14 @@ int record(const Options& o, FILE* log, int* killed_by) {
   errno = 0;
   const int niceness = getpriority(PRIO_PROCESS, 0);
   const bool nice_known = errno == 0;
+  // --agentless: the child waits before its exec until record has opened its events.
+  int go_pipe[2] = {-1, -1};
+  if (o.agentless && pipe2(go_pipe, O_CLOEXEC) != 0) {
+    fprintf(log, "sprofil record: pipe: %s\n", strerror(errno));
+    rundir.remove();
+    return 2;
+  }
+  Agentless agentless;
   const pid_t pid = fork();
   if (pid < 0) {
     fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
@@ -431,6 +492,15 @@ int record(const Options& o, FILE* log, int* killed_by) {
     }
     relay.restore();
     close(exec_pipe[0]);
+    if (o.agentless) {  // the environment is the caller's, untouched
+      close(go_pipe[1]);
+      char go = 0;
+      ssize_t n;
+      while ((n = read(go_pipe[0], &go, 1)) < 0 && errno == EINTR) {
+      }
+      if (n != 1) _exit(126);  // record could not open the events: it has said why
+      exec_command(check.path, o.command, exec_pipe[1]);
+    }
     setenv("LD_PRELOAD", preload.c_str(), 1);
     setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
     setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
@@ -447,20 +517,28 @@ int record(const Options& o, FILE* log, int* killed_by) {
     // A shell sets `_` to the path of the program it runs: record's. Natively it names the
     // command, where the PATH search found it, and bash scripts read it ($_ at their start).
     if (const char* u = getenv("_"); u && names_this_program(u)) setenv("_", check.path.c_str(), 1);
-    std::vector<char*> argv;
-    for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(check.path.c_str(), argv.data());
-    int err = errno;
-    if (err == ENOEXEC) {  // a script without #!: the shell runs it, as execvp does
-      std::vector<char*> sh{const_cast<char*>("/bin/sh"), const_cast<char*>(check.path.c_str())};
-      sh.insert(sh.end(), argv.begin() + 1, argv.end());
-      execv("/bin/sh", sh.data());
-      err = errno;
+    exec_command(check.path, o.command, exec_pipe[1]);
+  }
+  if (o.agentless) {
+    close(go_pipe[0]);
+    std::string why;
+    const bool attached = agentless.attach(pid, o.hz, o.command, &why);
+    if (attached) {
+      agentless.start();
+      const char go = 1;
+      ssize_t ignored = write(go_pipe[1], &go, 1);
+      (void)ignored;
     }
-    ssize_t ignored = write(exec_pipe[1], &err, sizeof err);
-    (void)ignored;
-    _exit(err == ENOENT ? 127 : 126);
+    close(go_pipe[1]);
+    if (!attached) {
+      fprintf(log, "sprofil record: --agentless: cannot sample from outside: %s\n", why.c_str());
+      close(exec_pipe[0]);
+      close(exec_pipe[1]);
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      rundir.remove();
+      return 2;
+    }
   }
   relay.started(pid);
   close(exec_pipe[1]);
@@ -479,6 +557,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   rundir.end_run();
   // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
   drainer.finish();
+  agentless.finish();
   while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
   const Drainer::Stats ds = drainer.stats();  // after finish(): all of the run
@@ -552,7 +631,21 @@ int record(const Options& o, FILE* log, int* killed_by) {
           1000u;
 
   // 4. One run, one profile.
-  Collected c = collect(rundir.path);
+  Collected c = o.agentless ? collect_images(agentless.take_images()) : collect(rundir.path);
+  if (o.agentless && getenv("SPROFIL_DRAIN_STATS")) {
+    const Agentless::Stats as = agentless.stats();
+    fprintf(log,
+            "sprofil record: agentless: %llu threads' events, %llu not opened, %llu sample "
+            "records, %llu dropped by the kernel, %llu tracker records dropped, %llu periods "
+            "re-drawn, %llu periods credited at a thread's end, %llu process images\n",
+            static_cast<unsigned long long>(as.threads),
+            static_cast<unsigned long long>(as.not_opened),
+            static_cast<unsigned long long>(as.samples), static_cast<unsigned long long>(as.lost),
+            static_cast<unsigned long long>(as.tracker_lost),
+            static_cast<unsigned long long>(as.redraws),
+            static_cast<unsigned long long>(as.exit_credited),
+            static_cast<unsigned long long>(as.images));
+  }
   if (drain) {  // the processes whose empty files the drainer removed at their exit
     c.dropped += ds.dropped;
     c.dropped_cpu_ns += ds.dropped_cpu_ns;

@@ -32,6 +32,9 @@ struct Options {
   // directory is made in it); empty: the output's directory. A local tmpfs saves the file
   // system's work of making a file for each process (docs/benchmarks.md, "At 82e2841").
   std::string scratch;
+  // Sample from outside (agentless.hpp): nothing loaded into the program, its environment
+  // untouched; record opens and drains every thread's perf event. Needs perf events.
+  bool agentless = false;
 };
 
 // What stands in the way of profiling a command, found before it runs.

@@ -89,6 +89,9 @@ Run setup_record(CLI::App& sub) {
   sub.add_flag("-q,--quiet", opts->quiet,
                "No closing line and no notes, from record or the agents: the command's stderr "
                "is its own (errors and warnings still show)");
+  sub.add_flag("--agentless", opts->agentless,
+               "Sample from outside: nothing is loaded into the program and its environment is "
+               "untouched (statically linked programs too); needs perf events (docs/agent.md)");
   sub.add_flag("--live", opts->live,
                "Serve live snapshots while it runs (sprofil fetch/gperf/list; docs/live.md)");
   // Options end at the command's first word, as with perf and env; `--` is optional.
@@ -97,6 +100,10 @@ Run setup_record(CLI::App& sub) {
   sub.positionals_at_end();
   return [opts] {
     if (opts->command.empty()) return usage_error("record", "no command to run");
+    if (opts->agentless && opts->live)
+      return usage_error("record", "--live needs the agent in the program: not with --agentless");
+    if (opts->agentless && opts->clock != "auto" && opts->clock != "perf")
+      return usage_error("record", "--agentless samples with the perf clock only");
     opts->runtime = find_runtime();
     int killed_by = 0;
     const int code = record::record(*opts, stderr, &killed_by);
