@@ -1,8 +1,8 @@
 // The perf clock must not alias with periodic code: a workload that alternates two functions
 // in exact lockstep with the sampling period gets equal shares for both (its truth by
 // construction), because the period is jittered: asked for as `--clock perf` (signal mode,
-// jittered in the handler) and under record's default (drain mode, jittered by the record
-// parent). Needs perf events (skips otherwise).
+// jittered in the handler), under record's default (drain mode, jittered by the record
+// parent) and under `record --agentless`. Needs perf events (skips otherwise).
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 namespace sprofil::clock_test {
 namespace {
@@ -74,19 +75,14 @@ TEST_P(Alias, PeriodicFunctionsGetEqualShares) {
 
 INSTANTIATE_TEST_SUITE_P(HalfPeriods, Alias, ::testing::Values("500", "250"));
 
-// The default mode of `sprofil record` (no --clock: auto, perf events in drain mode, the
-// period re-drawn by the record parent every few ms) does not alias either.
-class AliasDefault : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(AliasDefault, PeriodicFunctionsGetEqualShares) {
-  if (!perf_events_allowed()) GTEST_SKIP() << "perf_event_open is not permitted here";
-  // The same bound as alias_test.cpp (lockstep sampling gave 1460:0): two runs of 2 s at
-  // 1000 Hz summed, |a - b| / (a + b) < 0.2. SPROFIL_PERF_MODE is cleared: the default mode.
+// func_a's and func_b's samples in two runs of the workload (half period `half` us, 2 s) under
+// `sprofil record -F 1000 ARGS`, summed.
+std::pair<double, double> record_twice(const char* half, const std::string& args) {
   double a = 0, b = 0;
   for (int run_no = 0; run_no < 2; ++run_no) {
-    const std::string file = ::testing::TempDir() + "alias_default_" + GetParam() + ".sprof";
-    run("env -u SPROFIL_PERF_MODE -u SPROFIL_JITTER " SPROFIL_TOOL " record -F 1000 -o " + file +
-        " -- " ALIAS_WORKLOAD " " + GetParam() + " 2 2>/dev/null");
+    const std::string file = ::testing::TempDir() + "alias_record_" + half + ".sprof";
+    run("env -u SPROFIL_PERF_MODE -u SPROFIL_JITTER " SPROFIL_TOOL " record -F 1000 " + args +
+        " -o " + file + " -- " ALIAS_WORKLOAD " " + half + " 2 2>/dev/null");
     const auto j = nlohmann::json::parse(run(SPROFIL_TOOL " report --format json " + file));
     for (const auto& row : j["rows"]) {
       const std::string name = row["name"].get<std::string>();
@@ -95,11 +91,36 @@ TEST_P(AliasDefault, PeriodicFunctionsGetEqualShares) {
     }
     std::remove(file.c_str());
   }
+  return {a, b};
+}
+
+// The default mode of `sprofil record` (no --clock: auto, perf events in drain mode, the
+// period re-drawn by the record parent every few ms) does not alias either.
+class AliasDefault : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AliasDefault, PeriodicFunctionsGetEqualShares) {
+  if (!perf_events_allowed()) GTEST_SKIP() << "perf_event_open is not permitted here";
+  // The same bound as alias_test.cpp (lockstep sampling gave 1460:0): two runs of 2 s at
+  // 1000 Hz summed, |a - b| / (a + b) < 0.2. SPROFIL_PERF_MODE is cleared: the default mode.
+  const auto [a, b] = record_twice(GetParam(), "");
   ASSERT_GT(a + b, 2000) << "too few samples in the two functions";
   EXPECT_LT(std::abs(a - b) / (a + b), 0.2) << "func_a " << a << " vs func_b " << b;
 }
 
 INSTANTIATE_TEST_SUITE_P(HalfPeriods, AliasDefault, ::testing::Values("500", "250"));
+
+// `sprofil record --agentless` (record opens each thread's event from outside and re-draws its
+// period in blocks, src/record/agentless.cpp) does not alias either: the same bound.
+class AliasAgentless : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AliasAgentless, PeriodicFunctionsGetEqualShares) {
+  if (!perf_events_allowed()) GTEST_SKIP() << "perf_event_open is not permitted here";
+  const auto [a, b] = record_twice(GetParam(), "--agentless");
+  ASSERT_GT(a + b, 2000) << "too few samples in the two functions";
+  EXPECT_LT(std::abs(a - b) / (a + b), 0.2) << "func_a " << a << " vs func_b " << b;
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfPeriods, AliasAgentless, ::testing::Values("500", "250"));
 
 }  // namespace
 

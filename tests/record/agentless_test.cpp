@@ -1,0 +1,469 @@
+// `sprofil record --agentless`: nothing is loaded into the program (no LD_PRELOAD, no agent, no
+// SPROFIL_* variable); the record process opens the perf events on the command's threads from
+// outside (per-CPU inherited trackers for the fork, exit, comm and mmap2 records; a task-clock
+// sampling event per thread, opened at its fork record; every ring held and drained by record)
+// and writes the same run profile as the default mode. The real tool recording real programs,
+// checked against what the programs measured themselves (agent_prog's --truth files) and
+// against their native runs. Needs perf events (skips otherwise).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "helpers.hpp"
+
+extern char** environ;
+
+namespace sprofil::record_test {
+using namespace agent_test;  // tests/agent/helpers.hpp
+
+namespace {
+
+const std::string kStaticBurn = STATIC_BURN;
+
+// `sprofil record --agentless -F HZ -o OUT -- CMD...`
+Result agentless(const std::string& out, unsigned hz, const Args& cmd, const Env& env = {}) {
+  return record(out, {"--agentless", "-F", std::to_string(hz)}, cmd, env);
+}
+
+// The environment changes that leave no LD_PRELOAD and no SPROFIL_* variable in what the tool
+// (and so the program) gets, whatever the test itself was started with.
+Env without_sprofil_variables() {
+  Env env{{"LD_PRELOAD", "\x01"}};
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    if (var.rfind("SPROFIL_", 0) == 0) env.emplace_back(var.substr(0, var.find('=')), "\x01");
+  }
+  return env;
+}
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return lstat(p.c_str(), &st) == 0;
+}
+
+// samples x tick, in seconds.
+double sampled_seconds(const profile::Profile& p) {
+  return static_cast<double>(p.total_samples()) * static_cast<double>(p.tick_ns) * 1e-9;
+}
+
+// Every process image of the run profile `out`, with `sprofil report --format json` of each
+// alone (explode_run: OUT for the root, OUT.PID and OUT.PID.N for the others).
+struct Image {
+  profile::Process process;
+  Json report;
+};
+std::vector<Image> images_of(const std::string& out) {
+  const profile::Profile run = read(out);
+  explode_run(out);
+  std::vector<Image> images;
+  for (const profile::Process& pr : run.processes)
+    images.push_back(Image{pr, report_json(out + pr.name)});
+  return images;
+}
+
+std::string listing(const std::vector<Image>& images) {
+  std::string s;
+  for (const Image& im : images) {
+    s += "  '" + im.process.name + "' pid " + std::to_string(im.process.pid) + " ppid " +
+         std::to_string(im.process.ppid) + " delivered " + std::to_string(im.process.delivered) +
+         ":";
+    for (const std::string& a : im.process.argv) s += " " + a;
+    s += "\n";
+  }
+  return s;
+}
+
+// A burn's samples at `hz`: within 10% of its CPU time below (the tolerance of the default
+// mode's fork and thread tests: the machine's noise, a forked child's or a new thread's CPU
+// before record has opened its event), and within 10% of its CPU time plus the time the
+// hypervisor stole from it above (the task clock counts steal, the thread's CPU clock does not;
+// steal_of, 0 where the truth has no task clock).
+void expect_burn(double got, const std::map<std::string, double>& truth, const std::string& name,
+                 unsigned hz, const std::string& what) {
+  ASSERT_TRUE(truth.count(name)) << what << ": no " << name << " in the truth";
+  const double cpu = truth.at(name), steal = steal_of(truth, name);
+  EXPECT_GE(got, 0.9 * cpu * hz) << what << ": " << got << " samples for " << cpu << " s at " << hz
+                                 << " Hz";
+  EXPECT_LE(got, 1.1 * (cpu + steal) * hz)
+      << what << ": " << got << " samples for " << cpu << " s at " << hz << " Hz, steal " << steal;
+}
+
+// 1. Two functions burning 1:2 (agent_prog split: 10 ms in burn_a, 20 ms in burn_b, in turn)
+// at 1 kHz: 1.5 s of CPU, about 1,500 samples. Each function's share of the samples within 2
+// percentage points of its share of the process's CPU, the tolerance of the default mode's
+// accuracy test (its errors here were 0.1-0.5 points in the default mode at this rate and
+// length). And samples x tick is the process's CPU time: the root thread's event is opened
+// before the exec, so only the last partial period (< 1 ms) and the kernel's part where record
+// does not credit it (at most 1.5% of this run in the default mode) can miss: at least 97% (the
+// default mode's rate test). Above, the exit after the truth was written (a few ms) and the
+// time the hypervisor steals, which the task clock counts (up to 5% on the VMs of
+// docs/benchmarks.md, coverage_test.cpp).
+TEST(Agentless, SharesAndCpuMatchTheTruth) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "split.sprof", truth_file = dir / "truth";
+  Result r = agentless(out, 1000, {kProg, "--truth", truth_file, "split", "1.5"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto truth = read_truth(truth_file);
+  const double cpu = truth.at("process_cpu");
+  ASSERT_GT(cpu, 1.4);
+  Json j = report_json(out);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.value("clock", ""), "perf");
+  for (const char* fn : {"burn_a", "burn_b"}) {
+    const double want = 100.0 * truth.at(fn) / cpu;
+    const double got = percent_of(j, fn);
+    EXPECT_NEAR(got, want, 2.0) << fn << ": " << samples_of(j, fn) << " of "
+                                << j["total_samples"].get<double>() << " samples";
+    RecordProperty(std::string(fn) + "_pp_error", std::to_string(got - want));
+  }
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u) << describe(r);
+  EXPECT_EQ(p.requested_hz, 1000u);
+  expect_consistent(p, "split");
+  const double sampled = sampled_seconds(p);
+  RecordProperty("sampled_fraction", std::to_string(sampled / cpu));
+  EXPECT_GE(sampled, 0.97 * cpu) << "sampled " << sampled << " s of " << cpu << " s";
+  EXPECT_LE(sampled, 1.05 * cpu + 0.005) << "sampled " << sampled << " s of " << cpu << " s";
+}
+
+// 2. Nothing is loaded into the program: `env` prints exactly what it prints natively (no
+// LD_PRELOAD, no SPROFIL_* variable: the test takes them out of both runs' environments), and
+// no mapping of grep's or cat's has "sprofil" in its path (the default mode's agent,
+// libsprofil.so, and its profile file would); their output and exit status are the native
+// run's. The control: the default mode's preloaded agent is seen by the same checks.
+TEST(Agentless, NothingIsLoadedIntoTheProgram) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const Env clean = without_sprofil_variables();
+  const Result native_env = run({"env"}, clean);
+  ASSERT_EQ(native_env.status, 0) << describe(native_env);
+  Result r = agentless(dir / "env.sprof", 1000, {"env"}, clean);
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, native_env.out);
+  EXPECT_TRUE(lines_with(r.out, "LD_PRELOAD").empty()) << r.out;
+  EXPECT_TRUE(lines_with(r.out, "SPROFIL_").empty()) << r.out;
+
+  const Args grep{"grep", "-c", "sprofil", "/proc/self/maps"};
+  const Result native_grep = run(grep, clean);
+  ASSERT_EQ(native_grep.out, "0\n") << describe(native_grep);
+  ASSERT_EQ(native_grep.status, 1) << describe(native_grep);  // grep: no line selected
+  r = agentless(dir / "grep.sprof", 1000, grep, clean);
+  EXPECT_EQ(r.status, native_grep.status) << describe(r);
+  EXPECT_EQ(r.out, native_grep.out) << describe(r);
+
+  r = agentless(dir / "cat.sprof", 1000, {"cat", "/proc/self/maps"}, clean);
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_FALSE(lines_with(r.out, "/cat").empty()) << r.out;  // cat's own maps
+  EXPECT_TRUE(lines_with(r.out, "sprofil").empty()) << r.out;
+
+  // The control: the same checks see the default mode's agent.
+  r = record(dir / "default_env.sprof", {}, {"env"}, clean);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const auto preload = lines_with(r.out, "LD_PRELOAD=");
+  ASSERT_EQ(preload.size(), 1u) << r.out;
+  EXPECT_NE(preload[0].find(std::filesystem::path(kRuntime).filename().string()), std::string::npos)
+      << preload[0];
+  EXPECT_FALSE(lines_with(r.out, "SPROFIL_").empty()) << r.out;
+  r = record(dir / "default_grep.sprof", {}, grep, clean);
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.out, "0\n") << describe(r);
+}
+
+// 3a. A forked child is a process of its own in the run profile, named .PID, after the root:
+// agent_prog fork burns 0.3 s in the child (burn_child) and then 0.2 s in the parent
+// (burn_parent) at 2 kHz. The child's samples have the regions it inherited at the fork (the
+// kernel gives no mmap record for them), each burn is in its own process only, within
+// expect_burn's 10%.
+TEST(Agentless, ForkedChildIsAProcessOfItsOwn) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "fork.sprof", truth_file = dir / "truth";
+  Result r = agentless(out, 2000, {kProg, "--truth", truth_file, "fork", "0.2", "0.3"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto parent = read_truth(truth_file);
+  auto child = read_truth(truth_file + ".child");
+  const int parent_pid = static_cast<int>(parent.at("parent_pid"));
+  const int child_pid = static_cast<int>(child.at("child_pid"));
+  const std::vector<Image> images = images_of(out);
+  ASSERT_EQ(images.size(), 2u) << listing(images) << r.err;
+  const Image &root = images[0], &forked = images[1];
+  EXPECT_EQ(root.process.name, "") << listing(images);
+  EXPECT_EQ(root.process.pid, parent_pid) << listing(images);
+  EXPECT_FALSE(root.process.flags & SPROF_F_CHILD);
+  EXPECT_EQ(root.process.comm, "agent_prog");
+  EXPECT_EQ(forked.process.name, "." + std::to_string(child_pid)) << listing(images);
+  EXPECT_EQ(forked.process.pid, child_pid);
+  EXPECT_EQ(forked.process.ppid, parent_pid);
+  EXPECT_TRUE(forked.process.flags & SPROF_F_CHILD) << forked.process.flags;
+  EXPECT_EQ(forked.process.argv, root.process.argv);  // a fork keeps the image's command line
+  expect_burn(samples_of(forked.report, "burn_child"), child, "child_cpu", 2000, "child");
+  expect_burn(samples_of(root.report, "burn_parent"), parent, "parent_cpu", 2000, "parent");
+  EXPECT_EQ(samples_of(forked.report, "burn_parent"), 0);
+  EXPECT_EQ(samples_of(root.report, "burn_child"), 0) << "the child's burn is in the parent";
+}
+
+// 3b. An exec starts a process image of its own (same pid, named .PID or .PID.N, after the
+// root): agent_prog burns 0.2 s in burn_main, then execs agent_prog split 0.3 (burn_a and
+// burn_b) at 2 kHz. Each image has its own program's burns only, within expect_burn's 10% (the
+// exec'd image's regions come from the new image's mmap records, the old ones gone), and its
+// own command line, as the default mode's (Exec.HeaderCommandLineIsTheImagesOwn).
+TEST(Agentless, ExecdImageIsAProcessOfItsOwn) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "exec.sprof", before = dir / "before", after = dir / "after";
+  const Args execd_argv{kProg, "--truth", after, "split", "0.3"};
+  Args cmd{kProg, "--truth", before, "burnexec", "0.2"};
+  cmd.insert(cmd.end(), execd_argv.begin(), execd_argv.end());
+  Result r = agentless(out, 2000, cmd);
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto t0 = read_truth(before), t1 = read_truth(after);
+  const std::vector<Image> images = images_of(out);
+  ASSERT_EQ(images.size(), 2u) << listing(images) << r.err;
+  const Image &first = images[0], &execd = images[1];
+  EXPECT_EQ(first.process.name, "");
+  EXPECT_EQ(execd.process.pid, first.process.pid);
+  const std::string base = "." + std::to_string(first.process.pid);
+  EXPECT_TRUE(execd.process.name == base || execd.process.name.rfind(base + ".", 0) == 0)
+      << listing(images);
+  EXPECT_EQ(first.process.argv, cmd) << listing(images);
+  EXPECT_EQ(execd.process.argv, execd_argv) << listing(images);
+  expect_burn(samples_of(first.report, "burn_main"), t0, "burn_main", 2000, "before the exec");
+  expect_burn(samples_of(execd.report, "burn_a"), t1, "burn_a", 2000, "exec'd, burn_a");
+  expect_burn(samples_of(execd.report, "burn_b"), t1, "burn_b", 2000, "exec'd, burn_b");
+  EXPECT_EQ(samples_of(first.report, "burn_a") + samples_of(first.report, "burn_b"), 0);
+  EXPECT_EQ(samples_of(execd.report, "burn_main"), 0);
+}
+
+// 3c. A shell loop: bash forks three children in turn that exec agent_prog burn 0.15, at 2 kHz
+// (each started in the background and waited for, so that the shell can note its pid). The
+// root (bash) first; each program an image of its own, named after its pid, its parent bash,
+// its own command line, its burn within expect_burn's 10% (its own task clock's steal counted
+// above). A forked bash that took a sample before its exec has an image of its own too (bash's
+// command line), so the program's is the one of its pid with its comm.
+TEST(Agentless, ShellLoopsProgramsEachHaveTheirSamples) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "loop.sprof", truth = dir / "t.", pids = dir / "pid.";
+  const std::string script = "for i in 1 2 3; do '" + kProg + "' --truth '" + truth +
+                             "'$i burn 0.15 & echo $! > '" + pids +
+                             "'$i; wait $! || exit 1; done; exit 0";
+  Result r = agentless(out, 2000, {"bash", "-c", script});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::vector<Image> images = images_of(out);
+  ASSERT_GE(images.size(), 4u) << listing(images) << r.err;
+  EXPECT_EQ(images[0].process.name, "") << listing(images);
+  EXPECT_EQ(images[0].process.comm, "bash") << listing(images);
+  for (int i = 1; i <= 3; ++i) {
+    SCOPED_TRACE("program " + std::to_string(i));
+    int pid = 0;
+    std::ifstream(pids + std::to_string(i)) >> pid;
+    ASSERT_GT(pid, 0);
+    const Image* found = nullptr;
+    for (const Image& im : images)
+      if (im.process.pid == pid && im.process.comm == "agent_prog") {
+        EXPECT_EQ(found, nullptr) << "two images of the program\n" << listing(images);
+        found = &im;
+      }
+    ASSERT_NE(found, nullptr) << "no image of pid " << pid << "\n" << listing(images);
+    const std::string base = "." + std::to_string(pid);
+    EXPECT_TRUE(found->process.name == base || found->process.name.rfind(base + ".", 0) == 0)
+        << listing(images);
+    EXPECT_EQ(found->process.ppid, images[0].process.pid) << listing(images);
+    EXPECT_EQ(found->process.argv,
+              (Args{kProg, "--truth", truth + std::to_string(i), "burn", "0.15"}))
+        << listing(images);
+    expect_burn(samples_of(found->report, "burn_main"), read_truth(truth + std::to_string(i)),
+                "burn_main", 2000, "agent_prog " + std::to_string(i));
+  }
+}
+
+// 3d. A forked child that spends its CPU in the kernel and then execs: agent_prog forkexec 0.2
+// /bin/true at 2 kHz, the child reading /dev/zero for 0.2 s of CPU (its rusage: 96-100%
+// system), then exec'ing /bin/true (about 1 ms of CPU). That time is the forked child's: its
+// image (agent_prog's command line, its pid) holds it, within expect_burn's 10% against the
+// child's CPU clock read just before the exec (and its steal), and nearly all of it as kernel
+// time (above 90% of its rusage's system time, the default mode's Fork.KernelTimeBeforeAnExec-
+// IsKept with the perf clock). /bin/true's image, if it took samples, has at most 20 (10 ms:
+// ten times its CPU), a tenth of the burn.
+TEST(Agentless, ForkedChildsKernelTimeBeforeItsExecIsItsOwn) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "forkexec.sprof", truth_file = dir / "truth";
+  Result r = agentless(out, 2000, {kProg, "--truth", truth_file, "forkexec", "0.2", "/bin/true"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto child = read_truth(truth_file + ".child");
+  const int child_pid = static_cast<int>(child.at("child_pid"));
+  const std::vector<Image> images = images_of(out);
+  ASSERT_GE(images.size(), 1u);
+  EXPECT_EQ(images[0].process.argv.at(0), kProg);
+  const Image* forked = nullptr;
+  double true_samples = 0;
+  for (const Image& im : images) {
+    if (im.process.pid != child_pid) continue;
+    if (im.process.comm == "agent_prog") forked = &im;
+    if (im.process.comm == "true") true_samples += im.report.value("total_samples", 0.0);
+  }
+  EXPECT_LE(true_samples, 20) << "the forked child's kernel time is in /bin/true's image\n"
+                              << listing(images);
+  ASSERT_NE(forked, nullptr) << "no image of the forked child before its exec\n" << listing(images);
+  EXPECT_EQ(forked->process.name, "." + std::to_string(child_pid)) << listing(images);
+  EXPECT_EQ(forked->process.argv, images[0].process.argv);
+  expect_burn(forked->report.value("total_samples", 0.0), child, "child_cpu", 2000,
+              "the forked child");
+  EXPECT_GT(forked->report.value("system_samples", 0.0), 0.9 * child.at("child_system") * 2000)
+      << forked->report.dump(1);
+}
+
+// 4. SIGKILL of the program at a random moment loses no sample: record holds every ring, so
+// every sample the kernel took up to the kill is in the profile. As the default mode's test
+// (drain_test.cpp, Drain.SigkillAtARandomMomentLosesNoSample): status 128 + 9, the profile
+// not finished (SPROF_F_FINISHED is a clean exit's: the report then warns that the program did
+// not finish cleanly, as the default mode's profile of a killed program does), and samples x tick
+// within 5% and 20 ms of the killed program's CPU (wait4's rusage): each thread's last partial
+// period is not sampled, the weights are exact task-clock time otherwise. Three runs, 50-900 ms
+// after the program wrote its pid.
+TEST(Agentless, SigkillAtARandomMomentLosesNoSample) {
+  SKIP_WITHOUT_PERF();
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> delay_ms(50, 900);
+  TempDir dir;
+  for (int k = 0; k < 3 && !HasFatalFailure(); ++k) {
+    const int delay = delay_ms(rng);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", run " + std::to_string(k) + ", kill after " +
+                 std::to_string(delay) + " ms");
+    const std::string out = dir / ("kill" + std::to_string(k) + ".sprof");
+    const std::string pidfile = dir / ("pid" + std::to_string(k));
+    Spawned s = spawn(
+        {kTool, "record", "--agentless", "-F", "1000", "-o", out, "--", kProg, "forever", pidfile});
+    pid_t child = 0;
+    for (int i = 0; i < 5000 && child == 0; ++i) {  // at most 5 s
+      std::ifstream in(pidfile);
+      if (!(in >> child)) {
+        child = 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    if (child == 0) {
+      Result r = finish(std::move(s));
+      FAIL() << "the program never started: " << describe(r);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+    Result r = finish(std::move(s));
+    EXPECT_EQ(r.status, 128 + SIGKILL) << describe(r);
+    const profile::Profile p = read(out);
+    ASSERT_EQ(p.processes.size(), 1u) << describe(r);
+    EXPECT_EQ(p.processes[0].pid, child);
+    EXPECT_FALSE(p.finished()) << "a killed program's profile is marked as a clean exit's";
+    expect_consistent(p, "SIGKILL");
+    ASSERT_GT(p.run_cpu_ns, 0u);
+    const double cpu_s = static_cast<double>(p.run_cpu_ns) / 1e9;
+    const double sampled_s = sampled_seconds(p);
+    EXPECT_NEAR(sampled_s, cpu_s, 0.05 * cpu_s + 0.02) << "sampled " << sampled_s << " s";
+    const Result rep = run({kTool, "report", out});
+    EXPECT_EQ(rep.status, 0) << describe(rep);
+    EXPECT_NE(rep.out.find("burn_main"), std::string::npos) << rep.out;
+    EXPECT_NE((rep.out + rep.err).find("did not finish cleanly"), std::string::npos)
+        << describe(rep);
+  }
+}
+
+// 5. Threads: agent_prog threads 4 0.25 with two more threads started by a library constructor
+// before main (AGENT_EARLY_THREADS=2): six threads, each burning 0.25 s in a function of its
+// own, at 2 kHz. Every thread's event is opened by record at its fork record; each function's
+// samples within expect_burn's 10% of its thread's CPU and within 10% of the six's mean (the
+// default mode's thread test).
+TEST(Agentless, EveryThreadIsSampledInProportion) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "threads.sprof", truth_file = dir / "truth";
+  Result r = agentless(out, 2000, {kProg, "--truth", truth_file, "threads", "4", "0.25"},
+                       {{"AGENT_EARLY_THREADS", "2"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto truth = read_truth(truth_file);
+  ASSERT_EQ(truth.at("early_threads"), 2);
+  const Json j = report_json(out);
+  const char* fns[] = {"burn_early_0", "burn_early_1", "burn_late_0",
+                       "burn_late_1",  "burn_late_2",  "burn_late_3"};
+  double mean = 0;
+  for (const char* fn : fns) mean += samples_of(j, fn) / 6;
+  ASSERT_GT(mean, 0) << j.dump(1);
+  for (const char* fn : fns) {
+    expect_burn(samples_of(j, fn), truth, fn, 2000, fn);
+    EXPECT_NEAR(samples_of(j, fn), mean, 0.1 * mean) << fn << "\n" << j["rows"].dump(1);
+  }
+  const profile::Profile p = read(out);
+  EXPECT_EQ(p.processes.size(), 1u);
+  expect_consistent(p, "threads");
+}
+
+// 6. A statically linked program, which the default mode refuses (status 2, before it runs),
+// is profiled: record_static_burn burns 0.3 s in static_burn_hot at 2 kHz; status 0, its
+// stdout, the program's region marked as the main program, static_burn_hot's samples within
+// 10% of the CPU it measured (expect_burn's tolerance).
+TEST(Agentless, StaticallyLinkedProgramIsProfiled) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string truth_file = dir / "truth";
+  Result refused = record(dir / "default.sprof", {}, {kStaticBurn, "0.3", truth_file});
+  EXPECT_EQ(refused.status, 2) << describe(refused);
+  EXPECT_FALSE(exists(truth_file)) << "the default mode ran the static program";
+  EXPECT_FALSE(exists(dir / "default.sprof"));
+
+  const std::string out = dir / "static.sprof";
+  Result r = agentless(out, 2000, {kStaticBurn, "0.3", truth_file});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, "burned\n");
+  auto truth = read_truth(truth_file);
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u) << describe(r);
+  expect_consistent(p, "static");
+  int mains = 0;
+  for (const profile::Region& g : p.regions)
+    if (g.flags & SPROF_R_MAIN) {
+      ++mains;
+      std::error_code ec;
+      EXPECT_EQ(std::filesystem::canonical(g.path, ec), std::filesystem::canonical(kStaticBurn))
+          << g.path;
+    }
+  EXPECT_EQ(mains, 1);
+  expect_burn(samples_of(report_json(out), "static_burn_hot"), truth, "static_burn_hot", 2000,
+              "static_burn_hot");
+}
+
+// 7. The command's exit status and output pass through: a shell that burns, writes to stdout
+// and stderr and exits 3 gives record's status 3, its stdout byte for byte, its stderr line
+// (among record's own lines there), and the run profile holds status 3. A command not
+// found is 127, as in the default mode and in shells, and leaves nothing.
+TEST(Agentless, ExitStatusAndOutputPassThrough) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "exit.sprof";
+  const std::string script =
+      "'" + kProg + "' burn 0.1; echo to-stdout; echo to-stderr >&2; printf 'x\\ty'; exit 3";
+  Result native = run({"bash", "-c", script});
+  ASSERT_EQ(native.status, 3) << describe(native);
+  Result r = agentless(out, 1000, {"bash", "-c", script});
+  EXPECT_EQ(r.status, 3) << describe(r);
+  EXPECT_EQ(r.out, native.out);
+  EXPECT_EQ(r.out, "to-stdout\nx\ty");
+  EXPECT_NE(r.err.find("to-stderr\n"), std::string::npos) << r.err;
+  const profile::Profile p = read(out);
+  EXPECT_EQ(p.exit_status, 3);
+  EXPECT_GT(samples_of(report_json(out), "burn_main"), 0);
+
+  TempDir empty;
+  r = agentless(empty / "none.sprof", 1000, {"sprofil-no-such-command-anywhere"});
+  EXPECT_EQ(r.status, 127) << describe(r);
+  EXPECT_EQ(list_dir(empty.path()), std::vector<std::string>{}) << "leftovers";
+}
+
+}  // namespace
+}  // namespace sprofil::record_test
