@@ -17,6 +17,9 @@
 #             records that do not wake it)
 #   drain     sprofil record -F 1000 --scratch on /dev/shm (the agent in each process; the run
 #             directory on a tmpfs, so that the file system's cost is not in the tree's)
+#   agentless sprofil record --agentless -F 1000: the design of `open` built into record
+#             (src/record/agentless.cpp), with the mappings and the profile
+# CONFIGS (env) picks configurations, in the order given (default: all).
 # For each: the program's own CPU a process (spawn_cpu's median) and the whole tree's CPU a
 # process (wait4 of the top process, divided by N), medians and paired per-round differences
 # (bench/paired.py). Then one run of the probe with -g: the share of the processes' CPU that ran
@@ -36,7 +39,7 @@ shm=$(mktemp -d /dev/shm/agentless.XXXXXX)
 trap 'rm -rf "$shm"; cleanup' EXIT
 run=("$dir/spawn_cpu")
 args=("$PROG" --iters 1000)
-configs=(native perf inherit track open nocomm drain)
+read -r -a configs <<<"${CONFIGS:-native perf inherit track open nocomm drain agentless}"
 for ((r = 0; r < ROUNDS; r++)); do
   for c in "${configs[@]}"; do
     case $c in
@@ -48,12 +51,15 @@ for ((r = 0; r < ROUNDS; r++)); do
       nocomm) tree "$c" "$dir/probe" open -n -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;
       drain) tree "$c" "$TOOL" record -q -F 1000 --scratch "$shm" -o "$dir/p.sprof" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
+      agentless) tree "$c" "$TOOL" record --agentless -q -F 1000 -o "$dir/p.sprof" -- \
+        "${run[@]}" "$c" "$N" "${args[@]}" ;;
     esac
   done
-done 3>"$dir/tree.all" 2>&1 | grep -E '^(native|perf|inherit|track|open|nocomm|drain) ' >"$dir/rows"
+done 3>"$dir/tree.all" 2>&1 | grep -E '^(native|perf|inherit|track|open|nocomm|drain|agentless) ' >"$dir/rows"
 # (the probe's own summary line goes to the tree's stream too: only the labelled rows are kept)
-grep -E '^(native|perf|inherit|track|open|nocomm|drain) ' "$dir/tree.all" >"$dir/tree"
-pairs=(perf-native inherit-perf track-perf open-perf nocomm-perf nocomm-track drain-perf nocomm-drain)
+grep -E '^(native|perf|inherit|track|open|nocomm|drain|agentless) ' "$dir/tree.all" >"$dir/tree"
+pairs=(perf-native inherit-perf track-perf open-perf nocomm-perf nocomm-track drain-perf nocomm-drain
+  agentless-perf agentless-nocomm agentless-drain)
 echo "cmp-burn4 --iters 1000 spawned $N times, $ROUNDS rounds in turn"
 echo "-- the program's own CPU a process"
 python3 "$here/paired.py" "$dir/rows" 3 ms "${pairs[@]}"

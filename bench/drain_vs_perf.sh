@@ -4,7 +4,8 @@
 # task-clock --all-user`, at HZ, ROUNDS rounds in turn (bench/process_cpu.py: the program's
 # user + system time, not the tool's). Prints each configuration's median and the median of
 # the per-round differences against perf record, with a 95% confidence interval for it
-# (distribution-free: the sign test's order statistics).
+# (distribution-free: the sign test's order statistics). "agentless" is `sprofil record
+# --agentless` (nothing loaded into the program: record opens and drains every thread's event).
 # With BASE_BUILD=DIR (another build of sprofil, e.g. of an earlier commit), each round also
 # runs that build's `sprofil record` ("base"): an A/B of a change within the same rounds.
 # Usage: [BASE_BUILD=DIR] bench/drain_vs_perf.sh [BUILD_DIR] [HZ] [ROUNDS] [ITERS]
@@ -22,10 +23,12 @@ run=("$PROG" --iters "$ITERS")
 for ((r = 0; r < ROUNDS; r++)); do
   "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" drain 1 "${run[@]}"
   SPROFIL_JITTER=0 "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" nojitter 1 "${run[@]}"
+  "$TOOL" record --agentless -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" agentless 1 "${run[@]}"
   perf record -q -e task-clock --all-user -F "$HZ" -o "$dir/p.data" -- "${pc[@]}" perf 1 "${run[@]}"
   if [ -n "${BASE_BUILD:-}" ]; then
     "$BASE_BUILD/bin/sprofil" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" base 1 "${run[@]}"
   fi
-done 2>&1 | grep -E '^(drain|nojitter|perf|base) ' >"$dir/rows"
+done 2>&1 | grep -E '^(drain|nojitter|agentless|perf|base) ' >"$dir/rows"
 echo "cmp-burn4 --iters $ITERS at $HZ Hz, $ROUNDS rounds in turn; process CPU, ms"
-python3 "$here/paired.py" "$dir/rows" 1 ms drain-perf nojitter-perf base-perf drain-base
+python3 "$here/paired.py" "$dir/rows" 1 ms drain-perf nojitter-perf agentless-perf base-perf \
+  drain-base agentless-drain
