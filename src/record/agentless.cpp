@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -126,6 +127,7 @@ struct Thread {
   uint64_t records = 0;       // in the block running now
   uint64_t jitter_after = 0;  // the block's length
   uint64_t last_pc = 0;
+  uint64_t last_ns = 0;  // CLOCK_MONOTONIC of its last sample, or of its event's opening
 };
 
 // A sample or side-band record, in a pass's list sorted by time.
@@ -163,33 +165,63 @@ struct Proc {
   int pidfd = -1;  // how it ended (process_end.hpp)
 };
 
-// The ELF program header of the executable segment that a mapping at file offset pgoff holds.
+// What record reads of a mapped file, once per file: its executable segments (the program
+// headers) and its GNU build-id. Read here rather than by the kernel (attr.build_id makes
+// every mmap record parse the file's notes in the program's time).
 struct Segment {
-  bool found = false;
   uint64_t vaddr = 0, offset = 0, memsz = 0;
 };
+struct ElfFile {
+  bool read = false;
+  std::vector<Segment> text;
+  std::vector<uint8_t> build_id;
+  // The executable segment that a mapping at file offset pgoff, len bytes long, holds.
+  const Segment* holding(uint64_t pgoff, uint64_t len) const {
+    for (const Segment& s : text)
+      if (s.offset >= pgoff && s.offset < pgoff + len) return &s;
+    return nullptr;
+  }
+};
 
-Segment segment_of(const std::string& path, uint64_t pgoff, uint64_t len) {
-  Segment s;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return s;
+// The file at path, if it is the one mapped (inode ino; 0: not checked).
+ElfFile read_elf(const std::string& path, uint64_t ino) {
+  ElfFile f;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return f;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (ino && st.st_ino != ino)) {
+    close(fd);
+    return f;
+  }
   elf_version(EV_CURRENT);
   if (Elf* e = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
     size_t n = 0;
     if (elf_getphdrnum(e, &n) == 0) {
+      f.read = true;
       for (size_t i = 0; i < n; ++i) {
         GElf_Phdr ph;
         if (!gelf_getphdr(e, static_cast<int>(i), &ph)) continue;
-        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_memsz == 0) continue;
-        if (ph.p_offset < pgoff || ph.p_offset >= pgoff + len) continue;
-        s = Segment{true, ph.p_vaddr, ph.p_offset, ph.p_memsz};
-        break;
+        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && ph.p_memsz != 0)
+          f.text.push_back(Segment{ph.p_vaddr, ph.p_offset, ph.p_memsz});
+        if (ph.p_type != PT_NOTE || !f.build_id.empty()) continue;
+        Elf_Data* d =
+            elf_getdata_rawchunk(e, static_cast<int64_t>(ph.p_offset), ph.p_filesz, ELF_T_NHDR);
+        GElf_Nhdr nh;
+        size_t name_at = 0, desc_at = 0;
+        for (size_t at = 0; d && (at = gelf_getnote(d, at, &nh, &name_at, &desc_at)) != 0;) {
+          if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+              memcmp(static_cast<char*>(d->d_buf) + name_at, "GNU", 4) == 0) {
+            const auto* id = static_cast<const uint8_t*>(d->d_buf) + desc_at;
+            f.build_id.assign(id, id + std::min<size_t>(nh.n_descsz, SPROF_BUILD_ID_MAX));
+            break;
+          }
+        }
       }
     }
     elf_end(e);
   }
   close(fd);
-  return s;
+  return f;
 }
 
 // The vDSO's build-id: record's own, the kernel's one image in every process (a special
@@ -219,7 +251,7 @@ struct Agentless::State {
   std::unordered_map<pid_t, Proc> procs;       // by pid: the image running now
   std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
   uint64_t next_thread = 1;
-  std::map<std::pair<std::string, uint64_t>, Segment> segments;  // (path, pgoff)
+  std::map<std::pair<std::string, uint64_t>, ElfFile> files;  // by (path, inode)
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   std::vector<uint8_t> vdso_id = vdso_build_id();
   int stop_pipe[2] = {-1, -1};
@@ -280,6 +312,7 @@ struct Agentless::State {
       return nullptr;
     }
     t->jitter_after = rt::perf::jitter_block(&t->rng, period, 0);
+    t->last_ns = clock_ns(CLOCK_MONOTONIC);
     threads[tid] = t;
     ++stats.threads;
     return t;
@@ -339,7 +372,7 @@ struct Agentless::State {
     m->argv_pending = false;
   }
 
-  void count(Thread* t, uint64_t ip, uint64_t value) {
+  void count(Thread* t, uint64_t ip, uint64_t time, uint64_t value) {
     Img* m = img_of(t->pid);
     ++stats.samples;
     ++t->records;
@@ -349,6 +382,7 @@ struct Agentless::State {
     t->credit.next_ns = t->cur_period;
     const uint64_t w = rt::perf::credit(value + t->phase, period, &t->credit, &system_w);
     t->last_pc = ip;
+    t->last_ns = time;
     if (w && m) add(m, ip, w, system_w);
   }
 
@@ -374,7 +408,7 @@ struct Agentless::State {
     ioctl(t->ring.fd, PERF_EVENT_IOC_DISABLE, 0);
     t->ring.read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
       if (h.type == PERF_RECORD_SAMPLE)
-        count(t, field<uint64_t>(b, 0), field<uint64_t>(b, 24));
+        count(t, field<uint64_t>(b, 0), field<uint64_t>(b, 16), field<uint64_t>(b, 24));
       else if (h.type == PERF_RECORD_LOST)
         lost(t, field<uint64_t>(b, 8));
     });
@@ -435,25 +469,23 @@ struct Agentless::State {
     g.r.load_ns = r.time + real_minus_mono;
     g.r.flags = vdso ? SPROF_R_VDSO : 0;
     if (m->regs.empty() && !vdso) g.r.flags |= SPROF_R_MAIN;  // an exec maps its program first
+    const ElfFile* f = nullptr;
     if (vdso) {
       g.r.build_id = vdso_id;
-    } else if (r.misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
-      const uint8_t n = std::min<uint8_t>(field<uint8_t>(b, 32), 20);
-      g.r.build_id.assign(b.begin() + 36, b.begin() + 36 + n);
+    } else {
+      const uint64_t ino = field<uint64_t>(b, 40);
+      auto c = files.find({path, ino});
+      if (c == files.end()) c = files.emplace(std::make_pair(path, ino), read_elf(path, ino)).first;
+      f = &c->second;
+      g.r.build_id = f->build_id;
     }
-    Segment s;
-    if (!vdso) {
-      const auto key = std::make_pair(path, pgoff);
-      auto c = segments.find(key);
-      if (c == segments.end()) c = segments.emplace(key, segment_of(path, pgoff, len)).first;
-      s = c->second;
-    }
-    if (s.found) {  // as the agent's regions: the segment of the program headers
-      const uint64_t bias = addr + (s.offset - pgoff) - s.vaddr;
+    if (const Segment* seg = f ? f->holding(pgoff, len) : nullptr) {
+      // As the agent's regions: the segment of the program headers.
+      const uint64_t bias = addr + (seg->offset - pgoff) - seg->vaddr;
       g.r.load_bias = bias;
-      g.r.start = bias + s.vaddr;
-      g.r.end = g.r.start + s.memsz;
-      g.r.file_offset = s.offset;
+      g.r.start = bias + seg->vaddr;
+      g.r.end = g.r.start + seg->memsz;
+      g.r.file_offset = seg->offset;
     } else {  // the mapping as it is (the vDSO: its addresses are its ELF image's)
       g.r.start = addr;
       g.r.end = addr + len;
@@ -533,9 +565,16 @@ struct Agentless::State {
   // forked child before its exec, say): its counter is read now, and all but the time since the
   // exec (at most; record reads the comm record at once) is credited at its last pc there, as
   // at a thread's end. The next sample, in the new image, credits only what is left.
+  // Not read where less than a period of time passed since its last sample (or its opening):
+  // less than a period's credit is at stake, and the read of a running thread's counter
+  // interrupts its CPU (a fork-then-exec child, as a shell's, execs within microseconds).
   void settle_at_exec(Thread* t, Img* old, uint64_t exec_time) {
     uint64_t value = 0;
     const uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    if (exec_time < t->last_ns + period) {
+      t->last_pc = 0;
+      return;
+    }
     if (::read(t->ring.fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
       const uint64_t since = now > exec_time ? now - exec_time : 0;
       const uint64_t before = value > since ? value - since : 0;
@@ -614,7 +653,7 @@ struct Agentless::State {
       }
       switch (r.type) {
         case PERF_RECORD_SAMPLE:
-          count(th, field<uint64_t>(r.body, 0), field<uint64_t>(r.body, 24));
+          count(th, field<uint64_t>(r.body, 0), r.time, field<uint64_t>(r.body, 24));
           break;
         case PERF_RECORD_LOST:
           lost(th, field<uint64_t>(r.body, 8));
@@ -712,14 +751,9 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
       } else {  // read at each pass
         a.mmap = 1;
         a.mmap2 = 1;
-        a.build_id = 1;
         a.wakeup_watermark = static_cast<uint32_t>(pages * kPage * 3 / 4);
       }
-      int fd = perf_open(&a, pid, cpu);
-      if (fd < 0 && kind == 1 && errno == EINVAL) {  // before Linux 5.12: no build-ids
-        a.build_id = 0;
-        fd = perf_open(&a, pid, cpu);
-      }
+      const int fd = perf_open(&a, pid, cpu);
       if (fd < 0 && errno == ENODEV) break;  // an offline CPU
       if (fd < 0) return fail("perf_event_open (tracker)");
       Ring r;
