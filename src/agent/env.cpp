@@ -73,10 +73,8 @@ bool read_settings(const char* output, Settings* s, const char** why) {
   const char* bins = env("SPROFIL_BIN_BYTES");
   s->bins_asked = false;
   if (bins && *bins) {
-    const long v = atol(bins);
-    if (v <= 0 || v > 65536 || (v & (v - 1)))
+    if (!util::parse_bin_bytes(bins, &s->bin_bytes))
       return *why = "SPROFIL_BIN_BYTES must be a power of two", false;
-    s->bin_bytes = static_cast<uint32_t>(v);
     s->bins_asked = true;
   }
   s->system = kSystemDefault;

@@ -25,6 +25,7 @@
 
 #include "clock/perf.hpp"
 #include "record/process_end.hpp"
+#include "util/env.hpp"
 #include "util/loaded_object.hpp"
 
 namespace sprofil::record {
@@ -32,14 +33,15 @@ namespace sprofil::record {
 namespace {
 
 constexpr size_t kPage = 4096;
-constexpr size_t kSampleDataPages = 4;  // a thread's ring: 16 KiB, ~400 samples (40 ms at 10 kHz)
-constexpr size_t kTaskDataPages = 8;    // a CPU's task/comm tracker
-constexpr size_t kMapDataPages = 16;    // a CPU's mmap tracker (paths are long)
-constexpr int kPassMs = 16;             // a pass over every ring at least this often
-constexpr uint32_t kBinBytes = 4;       // bytes of text per counter, as the agent's default
-constexpr uint64_t kSampleType =
-    PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ;
-constexpr uint64_t kTrackerSampleType = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+constexpr size_t kMaxDataPages = 32;  // a CPU's ring: 128 KiB, ~2,300 samples (0.23 s at 10 kHz)
+constexpr int kPassMs = 16;           // a pass over every ring at least this often
+// The samples' fields, in this order (perf_event_open(2)): ip, pid and tid, time, the id of
+// the event (each copy's own), cpu, the period, and (where the kernel allows it with inherit:
+// Linux 6.12) the thread's own counter. The side-band records end with pid and tid, time, the
+// event's id and cpu (sample_id_all).
+constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                 PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
+constexpr size_t kSampleIdBytes = 32;
 
 uint64_t clock_ns(clockid_t c) {
   timespec ts{};
@@ -114,30 +116,23 @@ T field(const std::vector<unsigned char>& b, size_t off) {
   return v;
 }
 
-// One thread's sampling event.
-struct Thread {
-  uint64_t id = 0;  // unique in the run (a tid may be reused)
-  pid_t pid = 0, tid = 0;
-  Ring ring;
-  uint64_t period = 0;      // P, the nominal period
-  uint64_t cur_period = 0;  // the kernel's period now (jittered)
-  uint64_t phase = 0;       // random, added to the counter: a thread shorter than P keeps its share
-  uint64_t rng = 0;
-  rt::perf::Credit credit;
-  uint64_t records = 0;       // in the block running now
-  uint64_t jitter_after = 0;  // the block's length
-  uint64_t last_pc = 0;
-  uint64_t last_ns = 0;  // CLOCK_MONOTONIC of its last sample, or of its event's opening
-};
-
 // A sample or side-band record, in a pass's list sorted by time.
 struct Rec {
   uint64_t time = 0;
   uint32_t type = 0;  // PERF_RECORD_*
   uint16_t misc = 0;
-  pid_t tid = 0;        // samples and lost records: the thread's event,
-  uint64_t thread = 0;  // and its Thread::id
   std::vector<unsigned char> body;
+};
+
+// One CPU's copy of one thread's event (an inherited event counts a thread on one CPU: its
+// time there), credited as drain mode credits a thread's event.
+struct Copy {
+  rt::perf::Credit credit;
+  uint64_t phase = 0;       // random, added to the counter: a thread shorter than P keeps its share
+  uint64_t last_value = 0;  // the counter (+ phase) at its last sample
+  uint64_t last_ns = 0;     // CLOCK_MONOTONIC of its last sample
+  uint64_t img = ~0ull;     // the image of its last sample
+  uint64_t acc = 0;         // without the counter: ns of periods not credited yet
 };
 
 // An executable mapping's samples.
@@ -157,6 +152,8 @@ struct Img {
   std::vector<Reg> regs;
   std::map<uint64_t, size_t> live;  // start -> index in regs, the mappings of now
   uint64_t overflow = 0, delivered = 0, lost = 0, periods = 0;
+  uint64_t entry_pc = 0;  // its program's entry point (_start), where a thread with no pc of
+                          // its own is credited
 };
 
 struct Proc {
@@ -173,6 +170,7 @@ struct Segment {
 };
 struct ElfFile {
   bool read = false;
+  uint64_t entry = 0;  // e_entry: where an exec'd program starts
   std::vector<Segment> text;
   std::vector<uint8_t> build_id;
   // The executable segment that a mapping at file offset pgoff, len bytes long, holds.
@@ -196,6 +194,8 @@ ElfFile read_elf(const std::string& path, uint64_t ino) {
   elf_version(EV_CURRENT);
   if (Elf* e = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
     size_t n = 0;
+    GElf_Ehdr eh;
+    if (gelf_getehdr(e, &eh)) f.entry = eh.e_entry;
     if (elf_getphdrnum(e, &n) == 0) {
       f.read = true;
       for (size_t i = 0; i < n; ++i) {
@@ -246,11 +246,26 @@ struct Agentless::State {
   uint64_t period = 0;
   unsigned hz = 0;
   uint64_t real_minus_mono = 0;
-  std::vector<Ring> task_rings, map_rings;
-  std::unordered_map<pid_t, Thread*> threads;  // by tid
-  std::unordered_map<pid_t, Proc> procs;       // by pid: the image running now
+  bool counter = false;  // samples carry the thread's counter (PERF_SAMPLE_READ)
+  // The agent's settings, from the same variables (docs/agent.md, "Environment"): bytes of text
+  // per counter (exact: the regions' counts are kept sparse in record's memory), and whether
+  // each region gets its system-time array.
+  uint32_t bin_bytes = 1;
+  bool system = true;
+  std::vector<Ring> rings;                      // one a CPU: the events that the command inherits
+  uint64_t finals = 0;                          // the counters of the copies that ended
+  std::vector<uint64_t> periods;                // per CPU: the event's period now
+  std::unordered_map<uint64_t, Copy> copies;    // by the copy's event id
+  std::unordered_map<pid_t, uint64_t> last_pc;  // by tid: the pc of its last sample
+  std::unordered_map<pid_t, size_t> born_in;    // by tid: the image it was cloned in
+  std::unordered_map<pid_t, Proc> procs;        // by pid: the image running now
+  // Threads and processes that ended, kept for two passes more: the kernel writes a thread's
+  // copies' ends (READ records) after its EXIT record.
+  std::unordered_map<pid_t, int> gone_tids;                      // tid -> passes left
+  std::unordered_map<pid_t, std::pair<size_t, int>> gone_procs;  // pid -> image, passes left
   std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
-  uint64_t next_thread = 1;
+  pid_t root = 0;
+  uint64_t root_records = 0, jitter_after = 0;                // the root thread's block (re-draw)
   std::map<std::pair<std::string, uint64_t>, ElfFile> files;  // by (path, inode)
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   std::vector<uint8_t> vdso_id = vdso_build_id();
@@ -263,59 +278,25 @@ struct Agentless::State {
   ~State() {
     for (auto& [pid, p] : procs)
       if (p.pidfd >= 0) close(p.pidfd);
-    for (auto& [tid, t] : threads) {
-      t->ring.close_all();
-      delete t;
-    }
-    for (Ring& r : task_rings) r.close_all();
-    for (Ring& r : map_rings) r.close_all();
+    for (Ring& r : rings) r.close_all();
     for (int fd : stop_pipe)
       if (fd >= 0) close(fd);
   }
 
-  // The sampling event of thread tid of process pid: enabled now, or by its exec (the
-  // command's first thread, before it).
-  Thread* open_thread(pid_t pid, pid_t tid, bool at_exec) {
-    auto* t = new Thread;
-    t->id = next_thread++;
-    t->pid = pid;
-    t->tid = tid;
-    t->period = period;
-    t->rng = rng ^ (static_cast<uint64_t>(tid) * 0x9e3779b97f4a7c15ull);
-    util::xorshift(&t->rng);
-    const uint64_t first = rt::perf::jittered_period(period, &t->rng);
-    t->phase = (util::xorshift(&t->rng) >> 8) % period;
-    // The phase counts as user time (as drain mode's): perf::credit's kernel part starts at 0.
-    t->credit.user_ns = t->phase;
-    t->cur_period = first;
-    perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.type = PERF_TYPE_SOFTWARE;
-    a.size = sizeof a;
-    a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.sample_period = first;
-    a.sample_type = kSampleType;
-    a.exclude_kernel = 1;
-    a.exclude_hv = 1;
-    a.use_clockid = 1;
-    a.clockid = CLOCK_MONOTONIC;
-    a.sample_id_all = 1;
-    a.watermark = 1;  // record reads the rings every pass: wake-ups only as a ring fills
-    a.wakeup_watermark = static_cast<uint32_t>(kSampleDataPages * kPage * 3 / 4);
-    a.disabled = at_exec;
-    a.enable_on_exec = at_exec;
-    const int fd = perf_open(&a, tid, -1);
-    if (fd < 0 || !t->ring.map(fd, kSampleDataPages)) {
-      if (fd >= 0) close(fd);
-      delete t;
-      ++stats.not_opened;
-      return nullptr;
+  // A copy is first seen at its first sample or its end: it counted from its thread's clone,
+  // in the image the thread was cloned in.
+  Copy& copy_of(uint64_t id, pid_t tid) {
+    auto [it, fresh] = copies.try_emplace(id);
+    if (fresh) {
+      Copy& c = it->second;
+      if (const auto b = born_in.find(tid); b != born_in.end()) c.img = b->second;
+      c.phase = (util::xorshift(&rng) >> 8) % period;
+      // The phase counts as user time (as drain mode's): perf::credit's kernel part starts at 0.
+      c.credit.user_ns = c.phase;
+      c.last_value = c.phase;
+      ++stats.threads;
     }
-    t->jitter_after = rt::perf::jitter_block(&t->rng, period, 0);
-    t->last_ns = clock_ns(CLOCK_MONOTONIC);
-    threads[tid] = t;
-    ++stats.threads;
-    return t;
+    return it->second;
   }
 
   Img& new_img(pid_t pid, pid_t ppid, uint64_t time) {
@@ -329,8 +310,13 @@ struct Agentless::State {
   }
 
   Img* img_of(pid_t pid) {
-    const auto p = procs.find(pid);
-    return p == procs.end() ? nullptr : &imgs[p->second.img];
+    const size_t i = img_index(pid);
+    return i == ~size_t{0} ? nullptr : &imgs[i];
+  }
+  size_t img_index(pid_t pid) const {
+    if (const auto p = procs.find(pid); p != procs.end()) return p->second.img;
+    if (const auto g = gone_procs.find(pid); g != gone_procs.end()) return g->second.first;
+    return ~size_t{0};
   }
 
   void end_img(Img* m, uint64_t time, bool finished) {
@@ -372,17 +358,37 @@ struct Agentless::State {
     m->argv_pending = false;
   }
 
-  void count(Thread* t, uint64_t ip, uint64_t time, uint64_t value) {
-    Img* m = img_of(t->pid);
+  // A sample of thread tid on cpu at pc ip: weighted by its copy's counter since the one
+  // before (perf::credit: the periods that ended in the kernel are credited here, as kernel
+  // time), or by the period that ended where the kernel gives no counter.
+  void count(pid_t pid, pid_t tid, uint64_t id, uint32_t cpu, uint64_t ip, uint64_t time,
+             uint64_t len, uint64_t value) {
     ++stats.samples;
-    ++t->records;
-    uint64_t system_w = 0;
-    // Credited with the length of the period that just ended (a re-draw's restart is not
-    // placed, as drain mode places it: its sample's user part may be a period off).
-    t->credit.next_ns = t->cur_period;
-    const uint64_t w = rt::perf::credit(value + t->phase, period, &t->credit, &system_w);
-    t->last_pc = ip;
-    t->last_ns = time;
+    const size_t at = img_index(pid);
+    Img* m = at == ~size_t{0} ? nullptr : &imgs[at];
+    Copy& c = copy_of(id, tid);
+    // The root thread's samples are its CPU's own events' (the others', copies made at a
+    // clone, keep the period they were cloned with, which the sample tells): their period is
+    // the one last set (the kernel's period field keeps a task clock's first).
+    if (tid == root) {
+      ++root_records;
+      if (cpu < periods.size()) len = periods[cpu];
+    }
+    uint64_t w = 0, system_w = 0;
+    if (counter) {
+      const uint64_t v = value + c.phase;
+      settle_exec(&c, at, time, v, tid);
+      c.credit.next_ns = len;  // the period that ended here
+      w = rt::perf::credit(v, period, &c.credit, &system_w);
+      c.last_value = v;
+    } else {
+      c.acc += len;
+      w = c.acc / period;
+      c.acc -= w * period;
+    }
+    c.last_ns = time;
+    c.img = at;
+    last_pc[tid] = ip;
     if (w && m) add(m, ip, w, system_w);
   }
 
@@ -402,49 +408,71 @@ struct Agentless::State {
     m->overflow += w;
   }
 
-  // The thread's end: its last records, then the whole periods since the last (spent in the
-  // kernel, its exit among them) at its last pc, as drain mode's finalize.
-  void end_thread(Thread* t) {
-    ioctl(t->ring.fd, PERF_EVENT_IOC_DISABLE, 0);
-    t->ring.read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
-      if (h.type == PERF_RECORD_SAMPLE)
-        count(t, field<uint64_t>(b, 0), field<uint64_t>(b, 16), field<uint64_t>(b, 24));
-      else if (h.type == PERF_RECORD_LOST)
-        lost(t, field<uint64_t>(b, 8));
-    });
-    uint64_t value = 0;
-    if (::read(t->ring.fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value) && value) {
-      const uint64_t elapsed = (value + t->phase) / period;
-      if (elapsed > t->credit.periods) {
-        const uint64_t w = elapsed - t->credit.periods;
-        t->credit.periods = elapsed;
-        credit_at_end(img_of(t->pid), t->last_pc, w);
-      }
+  // An exec since the copy's last sample (or its clone): the counter's time up to the exec
+  // (the kernel's work of a forked child before it, say) is the image's before. The new
+  // image's part, at counter v and time `time`, is at most the time since the exec: the rest
+  // is credited at the last pc of the image before, as at a thread's end.
+  // Less than a period before the exec stays with the new image: a shell's fork-then-exec child
+  // gets no image of its own for the microseconds before its exec (as the agent's: a forked
+  // child without a sample leaves no file), which a sample by the random phase would give it.
+  void settle_exec(Copy* c, size_t at, uint64_t time, uint64_t v, pid_t tid) {
+    if (c->img == ~0ull || c->img == at || at == ~size_t{0} || v <= c->last_value) return;
+    const uint64_t after = time > imgs[at].start ? time - imgs[at].start : 0;
+    const uint64_t before = v - c->last_value > after ? v - c->last_value - after : 0;
+    const uint64_t elapsed = (c->last_value + before) / period;
+    if (before >= period && elapsed > c->credit.periods) {
+      const uint64_t e = elapsed - c->credit.periods;
+      c->credit.periods = elapsed;
+      c->credit.system += e;
+      const auto pc = last_pc.find(tid);
+      credit_at_end(&imgs[c->img], pc != last_pc.end() ? pc->second : 0, e);
     }
-    t->ring.close_all();
-    threads.erase(t->tid);
-    delete t;
+    c->img = at;
+    c->last_value = v;
+    if (const auto pc = last_pc.find(tid); pc != last_pc.end()) pc->second = 0;  // none here yet
   }
 
-  void lost(Thread* t, uint64_t n) {
-    rt::perf::drop_lost(n, t->credit.running(period), &t->credit);
-    stats.lost += n;
-    if (Img* m = img_of(t->pid)) {
-      m->delivered += n;
-      m->lost += n;
-      m->periods += n;
+  // A copy's end (a PERF_RECORD_READ of inherit_stat: the thread exited): the whole periods
+  // since its last sample (spent in the kernel, its exit among them) at the thread's last pc,
+  // as drain mode's finalize.
+  void copy_end(pid_t pid, pid_t tid, uint64_t id, uint64_t time, uint64_t value) {
+    finals += value;
+    Copy& c = copy_of(id, tid);
+    if (value) settle_exec(&c, img_index(pid), time, value + c.phase, tid);
+    const uint64_t elapsed = (value + c.phase) / period;
+    if (value && elapsed > c.credit.periods) {
+      const auto pc = last_pc.find(tid);
+      credit_at_end(img_of(pid), pc != last_pc.end() ? pc->second : 0, elapsed - c.credit.periods);
     }
+    copies.erase(id);
+  }
+
+  // w periods at the end of a thread's time in image m: kernel time at its last pc; where it
+  // had none (a thread or process shorter than its first period: an inherited event's first
+  // period is a whole one), at its program's entry point, as the agent credits a thread's
+  // start routine; else outside every object.
+  void credit_at_end(Img* m, uint64_t pc, uint64_t w) {
+    stats.exit_credited += w;
+    if (!m) return;
+    if (!pc) pc = m->entry_pc;
+    if (pc) {
+      add(m, pc, w, w);
+      return;
+    }
+    m->delivered += w;
+    m->periods += w;
+    m->overflow += w;
   }
 
   void mmap2(const Rec& r) {
     const auto& b = r.body;
     const pid_t pid = field<uint32_t>(b, 0);
     Img* m = img_of(pid);
-    if (!m || b.size() < 72 + 16) return;
+    if (!m || b.size() < 64 + 8 + kSampleIdBytes) return;
     const uint64_t addr = field<uint64_t>(b, 8), len = field<uint64_t>(b, 16),
                    pgoff = field<uint64_t>(b, 24);
     const uint32_t prot = field<uint32_t>(b, 56);
-    const size_t name_end = b.size() - 16;  // the sample_id: pid, tid, time
+    const size_t name_end = b.size() - kSampleIdBytes;
     std::string path(reinterpret_cast<const char*>(b.data()) + 64,
                      strnlen(reinterpret_cast<const char*>(b.data()) + 64, name_end - 64));
     // The mappings it replaces (a dlclose, then a dlopen over the same addresses).
@@ -465,7 +493,7 @@ struct Agentless::State {
     if (path.compare(0, 7, "//anon") == 0) return;  // JIT code: its samples count as overflow
     Reg g;
     g.r.path = path;
-    g.r.bin_size = kBinBytes;
+    g.r.bin_size = bin_bytes;
     g.r.load_ns = r.time + real_minus_mono;
     g.r.flags = vdso ? SPROF_R_VDSO : 0;
     if (m->regs.empty() && !vdso) g.r.flags |= SPROF_R_MAIN;  // an exec maps its program first
@@ -492,6 +520,8 @@ struct Agentless::State {
       g.r.file_offset = pgoff;
       g.r.load_bias = vdso ? addr : addr - pgoff;
     }
+    if ((g.r.flags & SPROF_R_MAIN) && f && f->read && f->entry)
+      m->entry_pc = g.r.load_bias + f->entry;
     m->live[g.r.start] = m->regs.size();
     m->regs.push_back(std::move(g));
   }
@@ -499,38 +529,39 @@ struct Agentless::State {
   void fork(const Rec& r) {
     const pid_t pid = field<uint32_t>(r.body, 0), ppid = field<uint32_t>(r.body, 4),
                 tid = field<uint32_t>(r.body, 8), ptid = field<uint32_t>(r.body, 12);
+    // A new thread goes on from its parent's clone call: until its first sample, its time
+    // (the kernel's, mostly: a forked child's work before its exec) is at the pc where the
+    // parent's last was.
+    if (const auto pc = last_pc.find(ptid); pc != last_pc.end()) last_pc[tid] = pc->second;
     if (pid == tid) {                    // a new process: its parent's mappings
       const Img* parent = img_of(ppid);  // (stays: imgs is a deque)
       Img& m = new_img(pid, ppid, r.time);
       m.child = true;
       if (parent) {
         m.argv = parent->argv;
+        m.entry_pc = parent->entry_pc;
         for (const auto& [start, i] : parent->live) {
           Reg g;
           g.r = parent->regs[i].r;
-          g.r.bins.clear();
           m.live[start] = m.regs.size();
           m.regs.push_back(std::move(g));
         }
       }
-      // (The process's pid, read as soon as record hears of it; a pid reused since would have
-      // to be the pid of a process that started and ended within that time.)
+      // (Its pid, read when record hears of it, a pass later: a pid reused since would have to
+      // be that of a process that started and ended within that time.)
       procs[pid] = Proc{imgs.size() - 1, 0, static_cast<int>(syscall(SYS_pidfd_open, pid, 0))};
+      forked = true;
     }
-    auto p = procs.find(pid);
-    if (p == procs.end()) return;
-    ++p->second.threads;
-    if (threads.count(tid)) return;
-    Thread* t = open_thread(pid, tid, false);
-    // A forked child's thread goes on from its parent's fork call: until its first sample, its
-    // time (the kernel's, mostly) is at the pc where the parent's last was.
-    if (const auto parent = threads.find(ptid); t && pid == tid && parent != threads.end())
-      t->last_pc = parent->second->last_pc;
+    if (auto p = procs.find(pid); p != procs.end()) {
+      ++p->second.threads;
+      born_in[tid] = p->second.img;
+      gone_tids.erase(tid);
+    }
   }
 
   void exit(const Rec& r) {
     const pid_t pid = field<uint32_t>(r.body, 0), tid = field<uint32_t>(r.body, 8);
-    if (auto t = threads.find(tid); t != threads.end()) end_thread(t->second);
+    gone_tids[tid] = 2;
     auto p = procs.find(pid);
     if (p == procs.end()) return;
     if (--p->second.threads <= 0) {
@@ -539,6 +570,7 @@ struct Agentless::State {
       const End how = p->second.pidfd >= 0 ? how_it_ended(pid, p->second.pidfd) : End{};
       end_img(&imgs[p->second.img], r.time, !how.known || how.exited);
       if (p->second.pidfd >= 0) close(p->second.pidfd);
+      gone_procs[pid] = {p->second.img, 2};
       procs.erase(p);
     }
   }
@@ -548,11 +580,9 @@ struct Agentless::State {
     const pid_t pid = field<uint32_t>(r.body, 0);
     auto p = procs.find(pid);
     if (p == procs.end()) return;
-    const pid_t tid = field<uint32_t>(r.body, 4);
     const char* name = reinterpret_cast<const char*>(r.body.data()) + 8;
     Img* m = &imgs[p->second.img];
     if (m->root && m->regs.empty() && m->delivered == 0) return;  // the command's own exec
-    if (const auto t = threads.find(tid); t != threads.end()) settle_at_exec(t->second, m, r.time);
     end_img(m, r.time, true);
     Img& n = new_img(pid, m->ppid, r.time);
     n.comm = std::string(name, strnlen(name, r.body.size() - 8));
@@ -561,102 +591,63 @@ struct Agentless::State {
     p->second.img = imgs.size() - 1;
   }
 
-  // The exec'ing thread's time up to its exec is the image's before (the kernel's work of a
-  // forked child before its exec, say): its counter is read now, and all but the time since the
-  // exec (at most; record reads the comm record at once) is credited at its last pc there, as
-  // at a thread's end. The next sample, in the new image, credits only what is left.
-  // Not read where less than a period of time passed since its last sample (or its opening):
-  // less than a period's credit is at stake, and the read of a running thread's counter
-  // interrupts its CPU (a fork-then-exec child, as a shell's, execs within microseconds).
-  void settle_at_exec(Thread* t, Img* old, uint64_t exec_time) {
-    uint64_t value = 0;
-    const uint64_t now = clock_ns(CLOCK_MONOTONIC);
-    if (exec_time < t->last_ns + period) {
-      t->last_pc = 0;
-      return;
+  // A new period for every CPU's event, which the threads cloned from now on inherit (an
+  // inherited copy's period is its own, fixed at its clone), and the root thread's own
+  // events take at once (a re-draw of its block, as drain mode's).
+  void redraw() {
+    for (size_t cpu = 0; cpu < rings.size(); ++cpu) {
+      const uint64_t next = rt::perf::jittered_period(period, &rng);
+      if (ioctl(rings[cpu].fd, PERF_EVENT_IOC_PERIOD, &next) != 0) continue;
+      periods[cpu] = next;
+      ++stats.redraws;
     }
-    if (::read(t->ring.fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
-      const uint64_t since = now > exec_time ? now - exec_time : 0;
-      const uint64_t before = value > since ? value - since : 0;
-      const uint64_t elapsed = (before + t->phase) / period;
-      if (elapsed > t->credit.periods) {
-        const uint64_t w = elapsed - t->credit.periods;
-        t->credit.periods = elapsed;
-        t->credit.system += w;
-        credit_at_end(old, t->last_pc, w);
-      }
-    }
-    t->last_pc = 0;  // no pc of the new image yet
+    root_records = 0;
+    jitter_after = rt::perf::jitter_block(&rng, period, root_credited());
   }
 
-  // w periods at the end of a thread's time in image m: kernel time at its last pc, or outside
-  // every object where it had none.
-  void credit_at_end(Img* m, uint64_t last_pc, uint64_t w) {
-    stats.exit_credited += w;
-    if (!m) return;
-    if (last_pc) {
-      add(m, last_pc, w, w);
-      return;
-    }
-    m->delivered += w;
-    m->periods += w;
-    m->overflow += w;
+  uint64_t root_credited() const {
+    uint64_t n = 0;
+    for (const uint64_t id : ids)
+      if (const auto it = copies.find(id); it != copies.end()) n += it->second.credit.periods;
+    return n;
   }
 
-  // Every record of every ring, in time order; then the periods re-drawn that are due.
+  // Every record of every ring, in time order; then the periods re-drawn where due.
   void pass() {
     std::vector<Rec> recs;
-    // The threads' rings first: a side-band record of a moment before their last sample is in
-    // its ring by the time the trackers are read.
-    for (auto& [tid, t] : threads) {
-      Thread* th = t;
-      th->ring.read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
-        if (h.type != PERF_RECORD_SAMPLE && h.type != PERF_RECORD_LOST) return;
-        Rec r;
-        r.type = h.type;
-        r.tid = th->tid;
-        r.thread = th->id;
-        r.time = h.type == PERF_RECORD_SAMPLE ? field<uint64_t>(b, 16)
-                                              : field<uint64_t>(b, b.size() - 8);
-        r.body = b;
-        recs.push_back(std::move(r));
-      });
-    }
-    auto side = [&](Ring& ring) {
+    for (Ring& ring : rings) {
       ring.read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
-        if (h.type == PERF_RECORD_LOST) {
-          stats.tracker_lost += field<uint64_t>(b, 8);
-          return;
-        }
-        if (h.type != PERF_RECORD_FORK && h.type != PERF_RECORD_EXIT &&
-            h.type != PERF_RECORD_COMM && h.type != PERF_RECORD_MMAP2)
-          return;
+        if (b.size() < kSampleIdBytes) return;
         Rec r;
         r.type = h.type;
         r.misc = h.misc;
-        r.time = field<uint64_t>(b, b.size() - 8);  // sample_id_all: pid, tid, time
+        // A sample's time is its third field; a side-band record's is in its sample_id.
+        r.time = field<uint64_t>(b, h.type == PERF_RECORD_SAMPLE ? 16 : b.size() - 24);
         r.body = b;
         recs.push_back(std::move(r));
       });
-    };
-    for (Ring& ring : task_rings) side(ring);
-    for (Ring& ring : map_rings) side(ring);
+    }
     std::stable_sort(recs.begin(), recs.end(),
                      [](const Rec& a, const Rec& b) { return a.time < b.time; });
+    forked = false;
     for (const Rec& r : recs) {
-      // A thread's record counts while its event is open (it was drained whole at its end).
-      Thread* th = nullptr;
-      if (r.thread) {
-        const auto t = threads.find(r.tid);
-        if (t == threads.end() || t->second->id != r.thread) continue;
-        th = t->second;
-      }
+      const auto& b = r.body;
       switch (r.type) {
         case PERF_RECORD_SAMPLE:
-          count(th, field<uint64_t>(r.body, 0), r.time, field<uint64_t>(r.body, 24));
+          count(field<uint32_t>(b, 8), field<uint32_t>(b, 12), field<uint64_t>(b, 24),
+                field<uint32_t>(b, 32), field<uint64_t>(b, 0), r.time, field<uint64_t>(b, 40),
+                counter ? field<uint64_t>(b, 48) : 0);
           break;
-        case PERF_RECORD_LOST:
-          lost(th, field<uint64_t>(r.body, 8));
+        case PERF_RECORD_READ:  // pid, tid, the counter; then the sample_id (id, cpu last)
+          copy_end(field<uint32_t>(b, 0), field<uint32_t>(b, 4), field<uint64_t>(b, b.size() - 16),
+                   r.time, field<uint64_t>(b, 8));
+          break;
+        case PERF_RECORD_LOST:  // which thread's samples the full ring dropped is not known
+          stats.lost += field<uint64_t>(b, 8);
+          if (!imgs.empty()) {
+            imgs.front().lost += field<uint64_t>(b, 8);
+            imgs.front().delivered += field<uint64_t>(b, 8);
+          }
           break;
         case PERF_RECORD_FORK:
           fork(r);
@@ -672,35 +663,65 @@ struct Agentless::State {
           break;
       }
     }
+    for (auto it = gone_tids.begin(); it != gone_tids.end();) {
+      if (--it->second > 0) {
+        ++it;
+        continue;
+      }
+      last_pc.erase(it->first);
+      born_in.erase(it->first);
+      it = gone_tids.erase(it);
+    }
+    for (auto it = gone_procs.begin(); it != gone_procs.end();)
+      it = --it->second.second > 0 ? std::next(it) : gone_procs.erase(it);
     argv_pending = false;
     for (auto& [pid, p] : procs) {
       settle_argv(&imgs[p.img], false);
       argv_pending |= imgs[p.img].argv_pending;
     }
-    for (auto& [tid, t] : threads) {
-      if (t->records < t->jitter_after) continue;
-      const uint64_t next = rt::perf::jittered_period(period, &t->rng);
-      if (ioctl(t->ring.fd, PERF_EVENT_IOC_PERIOD, &next) == 0) {
-        t->cur_period = next;
-        ++stats.redraws;
+    // A new period for the clones to come where some were made (each process of a build
+    // starts at a period of its own), and for the root thread at the end of its block.
+    if (forked || root_records >= jitter_after) redraw();
+  }
+
+  // The root thread's own counters, once no other thread runs: its events' counts (read(2) of
+  // an inherited event adds the counts of its copies that ended) less every copy's end
+  // (inherit_stat's READ records; a copy's record does not tell the CPU of its event, so the
+  // sums are taken over all of them). The periods since its last sample, as copy_end.
+  void root_end() {
+    if (!procs.empty()) return;
+    uint64_t total = 0, phases = 0, credited = 0;
+    for (uint32_t cpu = 0; cpu < rings.size(); ++cpu) {
+      uint64_t v = 0;
+      if (::read(rings[cpu].fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return;
+      total += v;
+      if (const auto it = copies.find(ids[cpu]); it != copies.end()) {
+        phases += it->second.phase;
+        credited += it->second.credit.periods;
       }
-      t->records = 0;
-      t->jitter_after = rt::perf::jitter_block(&t->rng, period, t->credit.periods);
     }
+    const uint64_t own = total > finals ? total - finals : 0;
+    const uint64_t elapsed = (own + phases) / period;
+    if (elapsed <= credited) return;
+    Img* last = nullptr;  // the root's images end with its process: its last one takes the rest
+    for (Img& m : imgs)
+      if (m.pid == root) last = &m;
+    const auto pc = last_pc.find(root);
+    credit_at_end(last, pc != last_pc.end() ? pc->second : 0, elapsed - credited);
   }
 
   void run() {
-    std::vector<pollfd> fds;
-    for (const Ring& r : task_rings) fds.push_back(pollfd{r.fd, POLLIN, 0});
-    fds.push_back(pollfd{stop_pipe[0], POLLIN, 0});
+    pollfd fds[2] = {{stop_pipe[0], POLLIN, 0}, {-1, 0, 0}};
     while (!stopping.load(std::memory_order_acquire)) {
-      poll(fds.data(), fds.size(), argv_pending ? 1 : kPassMs);
+      poll(fds, 1, argv_pending ? 1 : kPassMs);
       pass();
     }
     pass();
-    // What runs on (a background job that outlives the command): sampled to here.
-    while (!threads.empty()) end_thread(threads.begin()->second);
+    if (counter) root_end();
   }
+
+  bool forked = false;        // a pass saw a new process
+  std::vector<uint64_t> ids;  // per CPU: the id of its event (the root thread's copy)
 };
 
 Agentless::Agentless() : s_(std::make_unique<State>()) {}
@@ -708,71 +729,142 @@ Agentless::~Agentless() {
   if (s_->loop.joinable()) finish();
 }
 
+namespace {
+
+// The attributes of each CPU's event (attach()): a user-space task clock of period `period`
+// that the command's threads and processes inherit, enabled by its exec, with the task, comm
+// and mmap records, and with `counter` the thread's own counter in each sample and at each
+// copy's end (inherit_stat's READ record).
+perf_event_attr event_attr(uint64_t period, bool counter, size_t pages) {
+  perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.size = sizeof a;
+  a.config = PERF_COUNT_SW_TASK_CLOCK;
+  a.sample_period = period;
+  a.sample_type = kSampleType | (counter ? PERF_SAMPLE_READ : 0);
+  a.inherit_stat = counter;
+  a.sample_id_all = 1;
+  a.inherit = 1;
+  a.disabled = 1;
+  a.enable_on_exec = 1;
+  a.exclude_kernel = 1;  // user space only: allowed at perf_event_paranoid 2
+  a.exclude_hv = 1;
+  a.use_clockid = 1;
+  a.clockid = CLOCK_MONOTONIC;
+  a.task = 1;
+  a.comm = 1;
+  a.comm_exec = 1;
+  a.mmap = 1;
+  a.mmap2 = 1;
+  a.watermark = 1;  // record reads the rings every pass: a wake-up as one half fills
+  a.wakeup_watermark = static_cast<uint32_t>(pages * kPage / 2);
+  return a;
+}
+
+// Data pages for each CPU's ring: at most kMaxDataPages, and no more than this user's share
+// of the locked-memory allowance for perf rings (perf_event_mlock_kb, per CPU) leaves.
+size_t ring_pages(long ncpu) {
+  long kb = 516;  // the kernel's default
+  if (FILE* f = fopen("/proc/sys/kernel/perf_event_mlock_kb", "re")) {
+    if (fscanf(f, "%ld", &kb) != 1) kb = 516;
+    fclose(f);
+  }
+  const long per_cpu = kb * 1024 / (ncpu > 0 ? ncpu : 1) - static_cast<long>(kPage);
+  size_t pages = kMaxDataPages;
+  while (pages > 1 && static_cast<long>(pages * kPage) > per_cpu) pages /= 2;
+  return pages;
+}
+
+}  // namespace
+
+bool Agentless::allowed(std::string* why) {
+  perf_event_attr a = event_attr(1000000, false, 1);
+  const int fd = perf_open(&a, 0, 0);  // this process, CPU 0, as attach() opens one a CPU
+  if (fd < 0) {
+    *why = std::string("perf_event_open: ") + strerror(errno);
+    return false;
+  }
+  close(fd);
+  return true;
+}
+
 bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& argv,
                        std::string* why) {
   State& s = *s_;
+  if (const char* v = getenv("SPROFIL_BIN_BYTES");
+      v && *v && !util::parse_bin_bytes(v, &s.bin_bytes)) {
+    *why = "SPROFIL_BIN_BYTES must be a power of two";
+    return false;
+  }
+  if (const char* v = getenv("SPROFIL_SYSTEM"); v && *v) {
+    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+      *why = "SPROFIL_SYSTEM must be 0 or 1";
+      return false;
+    }
+    s.system = v[0] == '1';
+  }
   s.hz = hz;
   s.period = 1000000000ull / (hz ? hz : 1);
   if (s.period == 0) s.period = 1;
+  s.root = pid;
   s.real_minus_mono = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
   s.rng ^= clock_ns(CLOCK_MONOTONIC) ^ (static_cast<uint64_t>(pid) << 32);
+  util::xorshift(&s.rng);
   const long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+  const size_t pages = ring_pages(ncpu);
   auto fail = [&](const std::string& what) {
     *why = what + ": " + strerror(errno);
-    for (Ring& r : s.task_rings) r.close_all();
-    for (Ring& r : s.map_rings) r.close_all();
-    s.task_rings.clear();
-    s.map_rings.clear();
+    for (Ring& r : s.rings) r.close_all();
+    s.rings.clear();
+    s.ids.clear();
+    s.periods.clear();
     return false;
   };
-  for (int cpu = 0; cpu < ncpu; ++cpu) {
-    for (int kind = 0; kind < 2; ++kind) {
-      perf_event_attr a;
-      memset(&a, 0, sizeof a);
-      a.type = PERF_TYPE_SOFTWARE;
-      a.size = sizeof a;
-      a.config = PERF_COUNT_SW_DUMMY;
-      a.sample_type = kTrackerSampleType;
-      a.sample_id_all = 1;
-      a.inherit = 1;
-      a.disabled = 1;
-      a.enable_on_exec = 1;
-      a.exclude_kernel = 1;
-      a.exclude_hv = 1;
-      a.use_clockid = 1;
-      a.clockid = CLOCK_MONOTONIC;
-      a.watermark = 1;
-      const size_t pages = kind == 0 ? kTaskDataPages : kMapDataPages;
-      if (kind == 0) {  // wakes record at each record: a new thread's event is opened at once
-        a.task = 1;
-        a.comm = 1;
-        a.comm_exec = 1;
-        a.wakeup_watermark = 1;
-      } else {  // read at each pass
-        a.mmap = 1;
-        a.mmap2 = 1;
-        a.wakeup_watermark = static_cast<uint32_t>(pages * kPage * 3 / 4);
-      }
+  // perf record's model: on each CPU an event on the command that its threads and children
+  // inherit at their clone (no event to open, no gap), enabled by its exec, with the task,
+  // comm and mmap records. The thread's own counter in each sample and at each copy's end
+  // (inherit_stat's READ record) where the kernel allows it with inherit (Linux 6.12).
+  for (int with_counter = 1; with_counter >= 0 && s.rings.empty(); --with_counter) {
+    for (int cpu = 0; cpu < ncpu; ++cpu) {
+      perf_event_attr a =
+          event_attr(rt::perf::jittered_period(s.period, &s.rng), with_counter, pages);
       const int fd = perf_open(&a, pid, cpu);
-      if (fd < 0 && errno == ENODEV) break;  // an offline CPU
-      if (fd < 0) return fail("perf_event_open (tracker)");
+      if (fd < 0 && errno == ENODEV) continue;  // an offline CPU
+      if (fd < 0 && with_counter && errno == EINVAL) {
+        for (Ring& r : s.rings) r.close_all();
+        s.rings.clear();
+        s.ids.clear();
+        s.periods.clear();
+        break;  // before Linux 6.12: the periods give the weights
+      }
+      if (fd < 0) return fail("perf_event_open");
       Ring r;
       if (!r.map(fd, pages)) {
         close(fd);
-        return fail("mmap (tracker ring)");
+        return fail("mmap (perf ring)");
       }
-      (kind == 0 ? s.task_rings : s.map_rings).push_back(r);
+      uint64_t id = 0;
+      if (ioctl(fd, PERF_EVENT_IOC_ID, &id) != 0) {
+        r.close_all();
+        return fail("PERF_EVENT_IOC_ID");
+      }
+      s.rings.push_back(r);
+      s.ids.push_back(id);
+      s.periods.push_back(a.sample_period);
     }
+    s.counter = with_counter && !s.rings.empty();
   }
-  if (s.task_rings.empty()) {
+  if (s.rings.empty()) {
     errno = ENODEV;
-    return fail("perf_event_open (tracker)");
+    return fail("perf_event_open");
   }
   Img& m = s.new_img(pid, getpid(), clock_ns(CLOCK_MONOTONIC));
   m.root = true;
   m.argv = argv;
   s.procs[pid] = Proc{0, 1, static_cast<int>(syscall(SYS_pidfd_open, pid, 0))};
-  if (!s.open_thread(pid, pid, true)) return fail("perf_event_open (the command's thread)");
+  s.born_in[pid] = 0;
+  s.jitter_after = rt::perf::jitter_block(&s.rng, s.period, 0);
   if (pipe2(s.stop_pipe, O_CLOEXEC) != 0) return fail("pipe");
   return true;
 }
@@ -823,9 +915,9 @@ std::vector<Agentless::Image> Agentless::take_images() {
                                                                            g.bins.end());
       std::sort(bins.begin(), bins.end());
       profile::Region r = g.r;
-      r.flags |= SPROF_R_SYSTEM;  // the kernel part of each bin, as drain mode's
+      if (s.system) r.flags |= SPROF_R_SYSTEM;  // the kernel part of each bin, as drain mode's
       for (const auto& [i, c] : bins)
-        if (i < r.nbins()) r.add(i, c.first, c.second);
+        if (i < r.nbins()) r.add(i, c.first, s.system ? c.second : 0);
       p.regions.push_back(std::move(r));
     }
     out.push_back(std::move(im));

@@ -46,6 +46,10 @@ class Agentless {
     uint64_t start_ns = 0;  // when it started (for the order)
   };
 
+  // Whether perf events allow sampling from outside here (an event as attach() opens, on
+  // this process); else *why.
+  static bool allowed(std::string* why);
+
   Agentless();
   ~Agentless();
   Agentless(const Agentless&) = delete;

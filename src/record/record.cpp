@@ -359,7 +359,19 @@ int record(const Options& o, FILE* log, int* killed_by) {
     fprintf(log, "sprofil record: no command to run\n");
     return 2;
   }
-  if (!o.agentless && access(o.runtime.c_str(), R_OK) != 0) {
+  // Sampled from outside (agentless.hpp) unless the agent is asked for, or needed: live
+  // snapshots are served from inside, a clock other than perf's runs inside, and where perf
+  // events are denied the agent's fallback clock samples.
+  const bool may_be_perf =
+      o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
+  std::string outside_why;
+  bool outside = !o.agent && !o.live && may_be_perf && Agentless::allowed(&outside_why);
+  if (o.agentless && !outside) {
+    fprintf(log, "sprofil record: --agentless: cannot sample from outside: %s\n",
+            outside_why.c_str());
+    return 2;
+  }
+  if (!outside && access(o.runtime.c_str(), R_OK) != 0) {
     fprintf(log, "sprofil record: runtime library not found: %s (set SPROFIL_LIBRARY)\n",
             o.runtime.c_str());
     return 2;
@@ -376,11 +388,22 @@ int record(const Options& o, FILE* log, int* killed_by) {
       fprintf(log, "sprofil record: %s\n", check.reason.c_str());
       return 126;
     case Launch::kStatic:
-      if (o.agentless) break;  // nothing is loaded into it: a static program is sampled too
+      if (outside) break;  // nothing is loaded into it: a static program is sampled too
       [[fallthrough]];
     case Launch::kSecure:
       fprintf(log, "sprofil record: cannot profile %s\n", check.reason.c_str());
       return 2;
+  }
+  // A program this user may run but not read (execute-only) is not dumpable: the kernel ends
+  // the perf events of its process at its exec. The agent inside it opens its own.
+  if (outside && !o.agentless && check.launch == Launch::kOk &&
+      access(check.path.c_str(), R_OK) != 0) {
+    outside = false;
+    if (access(o.runtime.c_str(), R_OK) != 0) {
+      fprintf(log, "sprofil record: runtime library not found: %s (set SPROFIL_LIBRARY)\n",
+              o.runtime.c_str());
+      return 2;
+    }
   }
 
   // 2. The output: never touched until the run profile replaces it; its directory (or
@@ -440,11 +463,8 @@ int record(const Options& o, FILE* log, int* killed_by) {
   Drainer drainer;
   std::string drain_why;
   // Only a clock that may be perf's: asked for, or "auto" (which the agent resolves).
-  const bool may_be_perf =
-      o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
-  const bool drain =
-      may_be_perf && !o.agentless && drainer.start(rundir.path, kFileName, &drain_why);
-  if (may_be_perf && !o.agentless && !drain && !o.quiet)
+  const bool drain = may_be_perf && !outside && drainer.start(rundir.path, kFileName, &drain_why);
+  if (may_be_perf && !outside && !drain && !o.quiet)
     fprintf(log, "sprofil record: no drain mode (%s): a signal per sample instead\n",
             drain_why.c_str());
   fflush(log);
@@ -469,7 +489,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   const bool nice_known = errno == 0;
   // --agentless: the child waits before its exec until record has opened its events.
   int go_pipe[2] = {-1, -1};
-  if (o.agentless && pipe2(go_pipe, O_CLOEXEC) != 0) {
+  if (outside && pipe2(go_pipe, O_CLOEXEC) != 0) {
     fprintf(log, "sprofil record: pipe: %s\n", strerror(errno));
     rundir.remove();
     return 2;
@@ -492,7 +512,10 @@ int record(const Options& o, FILE* log, int* killed_by) {
     }
     relay.restore();
     close(exec_pipe[0]);
-    if (o.agentless) {  // the environment is the caller's, untouched
+    // A shell sets `_` to the path of the program it runs: record's. Natively it names the
+    // command, where the PATH search found it, and bash scripts read it ($_ at their start).
+    if (const char* u = getenv("_"); u && names_this_program(u)) setenv("_", check.path.c_str(), 1);
+    if (outside) {  // the environment is otherwise the caller's, untouched
       close(go_pipe[1]);
       char go = 0;
       ssize_t n;
@@ -514,12 +537,9 @@ int record(const Options& o, FILE* log, int* killed_by) {
     else
       unsetenv("SPROFIL_DRAIN");
     unsetenv("SPROFIL_STARTED");
-    // A shell sets `_` to the path of the program it runs: record's. Natively it names the
-    // command, where the PATH search found it, and bash scripts read it ($_ at their start).
-    if (const char* u = getenv("_"); u && names_this_program(u)) setenv("_", check.path.c_str(), 1);
     exec_command(check.path, o.command, exec_pipe[1]);
   }
-  if (o.agentless) {
+  if (outside) {
     close(go_pipe[0]);
     std::string why;
     const bool attached = agentless.attach(pid, o.hz, o.command, &why);
@@ -531,7 +551,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
     }
     close(go_pipe[1]);
     if (!attached) {
-      fprintf(log, "sprofil record: --agentless: cannot sample from outside: %s\n", why.c_str());
+      fprintf(log, "sprofil record: cannot sample from outside: %s\n", why.c_str());
       close(exec_pipe[0]);
       close(exec_pipe[1]);
       while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
@@ -631,8 +651,8 @@ int record(const Options& o, FILE* log, int* killed_by) {
           1000u;
 
   // 4. One run, one profile.
-  Collected c = o.agentless ? collect_images(agentless.take_images()) : collect(rundir.path);
-  if (o.agentless && getenv("SPROFIL_DRAIN_STATS")) {
+  Collected c = outside ? collect_images(agentless.take_images()) : collect(rundir.path);
+  if (outside && getenv("SPROFIL_DRAIN_STATS")) {
     const Agentless::Stats as = agentless.stats();
     fprintf(log,
             "sprofil record: agentless: %llu threads' events, %llu not opened, %llu sample "
@@ -717,11 +737,15 @@ int record(const Options& o, FILE* log, int* killed_by) {
       snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU is in no process's profile",
                double(unsampled) / 1e9, double(run_cpu_ns) / 1e9);
     } else {
+      // Sampled from outside, a thread is sampled from its clone on: what has no sample is the
+      // part of a period that each thread's end left, and the processes without samples.
       snprintf(b, sizeof b,
                "; %.3f s of the run's %.3f s CPU has no sample (%.3f s of it in the processes "
-               "without samples; the rest is start-up before sampling: the loader, the agent)",
+               "without samples; the rest is %s)",
                double(unsampled) / 1e9, double(run_cpu_ns) / 1e9,
-               double(std::min(c.dropped_cpu_ns, unsampled)) / 1e9);
+               double(std::min(c.dropped_cpu_ns, unsampled)) / 1e9,
+               outside ? "the periods the threads' ends cut short"
+                       : "start-up before sampling: the loader, the agent");
     }
     summary += b;
   }

@@ -2,10 +2,11 @@
 //  1. check the command (found? executable? an ELF the preloaded agent can enter?) and the
 //     output (a private run directory next to it, or in --scratch DIR, created with mkdtemp)
 //     before anything runs;
-//  2. run the command with the agent preloaded, SPROFIL_OUTPUT=<rundir>/p.sprof (and
-//     SPROFIL_LIVE=1 with `--live`: the agent serves live snapshots), and measure the whole
-//     run's CPU with wait4's rusage;
-//  3. read every process's file from the run directory, drop the processes without samples
+//  2. run the command sampled from outside (agentless.hpp), or with the agent preloaded,
+//     SPROFIL_OUTPUT=<rundir>/p.sprof (and SPROFIL_LIVE=1 with `--live`: the agent serves live
+//     snapshots), and measure the whole run's CPU with wait4's rusage;
+//  3. read every process's file from the run directory (or take the images record kept from
+//     outside), drop the processes without samples
 //     (counted), write ONE run profile to the output (temporary file + rename), remove the run
 //     directory and print one summary line.
 #pragma once
@@ -32,9 +33,13 @@ struct Options {
   // directory is made in it); empty: the output's directory. A local tmpfs saves the file
   // system's work of making a file for each process (docs/benchmarks.md, "At 82e2841").
   std::string scratch;
-  // Sample from outside (agentless.hpp): nothing loaded into the program, its environment
-  // untouched; record opens and drains every thread's perf event. Needs perf events.
+  // How the program is sampled. By default from outside (agentless.hpp: nothing loaded into
+  // the program, its environment untouched, record holds every perf event) where perf events
+  // are allowed, the clock is perf's (or auto) and no live snapshots are asked for; else by
+  // the agent preloaded into every process. `agentless`: from outside or not at all (exit 2);
+  // `agent`: by the agent (drain mode with the perf clock).
   bool agentless = false;
+  bool agent = false;
 };
 
 // What stands in the way of profiling a command, found before it runs.

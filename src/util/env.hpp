@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 namespace sprofil::util {
 
@@ -19,5 +20,14 @@ void hz_warn_once(const char* why);
 
 // The parsing alone (for tests): value is the setting's text.
 bool parse_hz(const char* value, uint64_t* interval_ns);
+
+// SPROFIL_BIN_BYTES's value: bytes of text per counter, a power of two from 1 to 65536. The one
+// rule, for the agent (agent/env.cpp) and for record sampling from outside (record/agentless.cpp).
+inline bool parse_bin_bytes(const char* value, uint32_t* bytes) {
+  const long v = atol(value);
+  if (v <= 0 || v > 65536 || (v & (v - 1))) return false;
+  *bytes = static_cast<uint32_t>(v);
+  return true;
+}
 
 }  // namespace sprofil::util

@@ -89,9 +89,15 @@ Run setup_record(CLI::App& sub) {
   sub.add_flag("-q,--quiet", opts->quiet,
                "No closing line and no notes, from record or the agents: the command's stderr "
                "is its own (errors and warnings still show)");
-  sub.add_flag("--agentless", opts->agentless,
-               "Sample from outside: nothing is loaded into the program and its environment is "
-               "untouched (statically linked programs too); needs perf events (docs/agent.md)");
+  auto* outside = sub.add_flag(
+      "--agentless", opts->agentless,
+      "Sample from outside or fail: nothing is loaded into the program, its environment is "
+      "untouched (statically linked programs too). The default where perf events are allowed "
+      "(docs/agent.md)");
+  sub.add_flag("--agent", opts->agent,
+               "Sample with the agent preloaded into every process (drain mode with the perf "
+               "clock), as where perf events are denied, with --live, or another clock")
+      ->excludes(outside);
   sub.add_flag("--live", opts->live,
                "Serve live snapshots while it runs (sprofil fetch/gperf/list; docs/live.md)");
   // Options end at the command's first word, as with perf and env; `--` is optional.
