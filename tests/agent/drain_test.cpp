@@ -112,7 +112,8 @@ TEST(Drain, SigkillAtARandomMomentLosesNoSample) {
                  std::to_string(delay) + " ms");
     const std::string out = dir / ("kill" + std::to_string(k) + ".sprof");
     const std::string pidfile = dir / ("pid" + std::to_string(k));
-    Spawned s = spawn({kTool, "record", "-F", "1000", "-o", out, "--", kProg, "forever", pidfile});
+    Spawned s = spawn(
+        {kTool, "record", "--agent", "-F", "1000", "-o", out, "--", kProg, "forever", pidfile});
     pid_t child = 0;
     for (int i = 0; i < 5000 && child == 0; ++i) {
       std::ifstream in(pidfile);
@@ -147,7 +148,8 @@ TEST(Drain, ArraysTakeSpaceOnlyWhereCounted) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
   const std::string out = dir / "lazy.sprof";
-  Spawned s = spawn({kTool, "record", "-F", "1000", "-o", out, "--", kProg, "burn", "1.5"});
+  Spawned s =
+      spawn({kTool, "record", "--agent", "-F", "1000", "-o", out, "--", kProg, "burn", "1.5"});
   bool seen = false;
   uint64_t blocks = 0, size = 0;
   for (int i = 0; i < 1000 && !seen; ++i) {  // at most 10 s
@@ -193,7 +195,8 @@ TEST(Drain, ParentReleasesUntouchedSpaceAtExit) {
   // The shell waits (as `sleep`) once the burn has exited, until the test kills it.
   const std::string script = "'" + kProg + "' burn 0.3 && echo $$ > '" + pidfile + ".tmp' && mv '" +
                              pidfile + ".tmp' '" + pidfile + "' && exec sleep 60";
-  Spawned s = spawn({kTool, "record", "-F", "1000", "-o", out, "--", "/bin/sh", "-c", script});
+  Spawned s =
+      spawn({kTool, "record", "--agent", "-F", "1000", "-o", out, "--", "/bin/sh", "-c", script});
   pid_t waiter = 0;
   for (int i = 0; i < 3000 && waiter == 0; ++i) {  // at most 30 s
     std::ifstream in(pidfile);

@@ -74,10 +74,14 @@ inline Result run(const Args& argv, const Env& env = {}, const std::string& cwd 
   return finish(spawn(argv, env, cwd));
 }
 
-// `sprofil record [opts] -o out -- cmd...`
+// `sprofil record [opts] -o out -- cmd...`, with the agent (--agent: these tests are the
+// agent's) unless opts say how to sample (--agentless or --agent).
 inline Result record(const std::string& out, const Args& opts, const Args& cmd,
                      const Env& env = {}) {
   Args a{kTool, "record"};
+  if (std::find(opts.begin(), opts.end(), "--agentless") == opts.end() &&
+      std::find(opts.begin(), opts.end(), "--agent") == opts.end())
+    a.push_back("--agent");
   a.insert(a.end(), opts.begin(), opts.end());
   a.insert(a.end(), {"-o", out, "--"});
   a.insert(a.end(), cmd.begin(), cmd.end());

@@ -237,7 +237,8 @@ TEST(Exit, ShellScriptsProfileIsFinished) {
 // they were not gathered; a directory without them is refused with the reason.
 TEST(Exit, RunDirectoryOfAKilledRecordIsReadByReport) {
   TempDir dir;
-  Spawned rec = spawn({kTool, "record", "-o", dir / "k.sprof", "--", kProg, "burn", "0.6"});
+  Spawned rec =
+      spawn({kTool, "record", "--agent", "-o", dir / "k.sprof", "--", kProg, "burn", "0.6"});
   // The run directory, once the program's file is in it (at most 20 s).
   std::string run_dir;
   for (int i = 0; i < 400 && run_dir.empty(); ++i) {
@@ -302,8 +303,8 @@ TEST(Exit, SigkillAtRandomMomentsLeavesAConsistentProfile) {
                  std::to_string(delay) + " ms");
     const std::string out = dir / ("kill" + std::to_string(k) + ".sprof");
     const std::string pidfile = dir / ("pid" + std::to_string(k));
-    Spawned s = spawn({kTool, "record", "--clock", clock, "-F", "1000", "-o", out, "--", kProg,
-                       "forever", pidfile});
+    Spawned s = spawn({kTool, "record", "--agent", "--clock", clock, "-F", "1000", "-o", out, "--",
+                       kProg, "forever", pidfile});
     pid_t child = 0;
     for (int i = 0; i < 5000 && child == 0; ++i) {  // the program writes its pid at start
       std::ifstream in(pidfile);

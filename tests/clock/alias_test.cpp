@@ -1,8 +1,9 @@
 // The perf clock must not alias with periodic code: a workload that alternates two functions
 // in exact lockstep with the sampling period gets equal shares for both (its truth by
 // construction), because the period is jittered: asked for as `--clock perf` (signal mode,
-// jittered in the handler), under record's default (drain mode, jittered by the record
-// parent) and under `record --agentless`. Needs perf events (skips otherwise).
+// jittered in the handler), under record's default (sampled from outside, jittered by record)
+// and under `record --agent` (drain mode, jittered by the record parent). Needs perf events
+// (skips otherwise).
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -94,8 +95,9 @@ std::pair<double, double> record_twice(const char* half, const std::string& args
   return {a, b};
 }
 
-// The default mode of `sprofil record` (no --clock: auto, perf events in drain mode, the
-// period re-drawn by the record parent every few ms) does not alias either.
+// The default mode of `sprofil record` (no --clock: auto, with perf events sampled from outside,
+// src/record/agentless.cpp: the period of the events the command inherits re-drawn by record
+// in blocks) does not alias either.
 class AliasDefault : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(AliasDefault, PeriodicFunctionsGetEqualShares) {
@@ -109,18 +111,18 @@ TEST_P(AliasDefault, PeriodicFunctionsGetEqualShares) {
 
 INSTANTIATE_TEST_SUITE_P(HalfPeriods, AliasDefault, ::testing::Values("500", "250"));
 
-// `sprofil record --agentless` (record opens each thread's event from outside and re-draws its
-// period in blocks, src/record/agentless.cpp) does not alias either: the same bound.
-class AliasAgentless : public ::testing::TestWithParam<const char*> {};
+// `sprofil record --agent` (the agent in the program, drain mode: the record parent re-draws
+// each thread's period every few ms) does not alias either: the same bound.
+class AliasAgent : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(AliasAgentless, PeriodicFunctionsGetEqualShares) {
+TEST_P(AliasAgent, PeriodicFunctionsGetEqualShares) {
   if (!perf_events_allowed()) GTEST_SKIP() << "perf_event_open is not permitted here";
-  const auto [a, b] = record_twice(GetParam(), "--agentless");
+  const auto [a, b] = record_twice(GetParam(), "--agent");
   ASSERT_GT(a + b, 2000) << "too few samples in the two functions";
   EXPECT_LT(std::abs(a - b) / (a + b), 0.2) << "func_a " << a << " vs func_b " << b;
 }
 
-INSTANTIATE_TEST_SUITE_P(HalfPeriods, AliasAgentless, ::testing::Values("500", "250"));
+INSTANTIATE_TEST_SUITE_P(HalfPeriods, AliasAgent, ::testing::Values("500", "250"));
 
 }  // namespace
 

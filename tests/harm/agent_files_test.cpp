@@ -69,12 +69,12 @@ TEST(AgentFiles, ProfileTakesTwoMappingsWhateverTheObjects) {
   ASSERT_EQ(alone.status, 0) << alone.err;
   EXPECT_GE(count(alone.out, "libc.so"), 1u) << alone.out;
   EXPECT_EQ(count(alone.out, "/p.sprof"), 2u) << alone.out;
-  Outcome rec = run_once("auto", {"/bin/cat", "/proc/self/maps"});
+  Outcome rec = run_once("auto+agent", {"/bin/cat", "/proc/self/maps"});
   ASSERT_EQ(rec.status, 0) << rec.err;
   EXPECT_EQ(count(rec.out, ".run.sprof.sprofil-"), 2u) << rec.out;  // the run's directory
 }
 
-// Drain mode (record's default where perf events are allowed): the record parent counts into
+// Drain mode (record --agent where perf events are allowed): the record parent counts into
 // the arrays, and the agent writes each record's page with the pwrite that reserves its space,
 // so the program's start faults in no page of its records' mapping (the file from its second
 // page on): nothing of it is resident, a page fault and its page-table work less per object at
@@ -94,7 +94,7 @@ TEST(AgentFiles, DrainModeStartTouchesNoRecordPage) {
     }
     return -1;
   };
-  Outcome drain = run_once("auto", {"/bin/cat", "/proc/self/smaps"});
+  Outcome drain = run_once("auto+agent", {"/bin/cat", "/proc/self/smaps"});
   ASSERT_EQ(drain.status, 0) << drain.err;
   EXPECT_EQ(records_kb(drain.out), 0) << drain.out;
   Outcome cpu = run_once("cpu", {"/bin/cat", "/proc/self/smaps"});

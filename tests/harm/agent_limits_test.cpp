@@ -51,8 +51,8 @@ TEST(AgentLimits, FileSizeLimitAroundRecord) {
     TempDir out;
     const std::string prof = out / "p.sprof";
     Result r = agent_test::run(
-        with_limit(blocks, {agent_test::kTool, "record", "--clock", agent_test::precise_clock(),
-                            "-o", prof, "--", kBusy, "300"}));
+        with_limit(blocks, {agent_test::kTool, "record", "--agent", "--clock",
+                            agent_test::precise_clock(), "-o", prof, "--", kBusy, "300"}));
     EXPECT_EQ(r.out, native.out);
     EXPECT_EQ(r.err.find("killed by signal"), std::string::npos) << r.err;
     struct stat st;
@@ -117,10 +117,10 @@ TEST(AgentLimits, FilesystemTooSmallForTheCounters) {
   SmallFs fs("640k");
   if (!fs.ok()) GTEST_SKIP() << fs.why() << "; the test needs to mount a small tmpfs (root)";
   const Outcome native = run_once("", {kBusy, "300"});
-  for (const std::string& clock : clocks()) {
+  for (const std::string& clock : agent_clocks()) {
     SCOPED_TRACE("clock " + clock);
     const std::string prof = fs.dir() + "/p-" + clock + ".sprof";
-    const Outcome o = run_once("", {kBusy, "300"}, {}, agent_env(prof, clock));
+    const Outcome o = run_once("", {kBusy, "300"}, {}, agent_env(prof, agent_clock(clock)));
     EXPECT_EQ(o.status, native.status) << o.err;
     EXPECT_EQ(o.out, native.out);
     EXPECT_EQ(program_stderr(o.err), native.err);
@@ -150,8 +150,11 @@ TEST(AgentLimits, FilesystemFilledByTheProgram) {
     SCOPED_TRACE("clock " + clock);
     const std::string prof = fs.dir() + "/p.sprof";
     // Under the tool too: the profile is on the filesystem the program fills.
-    Result r = agent_test::run(
-        {agent_test::kTool, "record", "--clock", clock, "-o", prof, "--", kBusy, "400", fs.dir()});
+    Args a{agent_test::kTool, "record"};
+    const Args c = clock_options(clock);
+    a.insert(a.end(), c.begin(), c.end());
+    a.insert(a.end(), {"-o", prof, "--", kBusy, "400", fs.dir()});
+    Result r = agent_test::run(a);
     EXPECT_EQ(r.status, 0) << agent_test::describe(r);
     EXPECT_EQ(r.out, native.out);
     EXPECT_TRUE(agent_test::lines_with(r.err, "cannot grow").empty()) << r.err;

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <algorithm>
 
 #include <functional>
 #include <map>
@@ -67,11 +68,34 @@ inline std::map<std::string, std::string> snapshot_dir(const std::string& dir) {
   return files;
 }
 
-// The clocks a test should try here: every clock, perf only where perf events are allowed.
+// The clocks a test should try here: every clock, perf only where perf events are allowed,
+// and then twice: "perf" (record's default, sampled from outside: nothing loaded into the
+// program) and "perf+agent" (record --agent: the agent in the program, drain mode).
 inline std::vector<std::string> clocks() {
   std::vector<std::string> v{"cpu", "itimer", "wall", "sampler"};
-  if (agent_test::perf_probe() == 0) v.insert(v.begin(), "perf");
+  if (agent_test::perf_probe() == 0) v.insert(v.begin(), {"perf", "perf+agent"});
   return v;
+}
+
+// clocks() where the agent is in the program (all but "perf", record's default): for the tests
+// of what the agent does there (its signals, its fds, its files).
+inline std::vector<std::string> agent_clocks() {
+  std::vector<std::string> v = clocks();
+  v.erase(std::remove(v.begin(), v.end(), "perf"), v.end());
+  return v;
+}
+
+// The agent's SPROFIL_CLOCK for one of clocks()' entries.
+inline std::string agent_clock(const std::string& clock) {
+  return clock.substr(0, clock.find("+agent"));
+}
+
+// `sprofil record`'s options for one of clocks()' entries.
+// "CLOCK+agent": with --agent.
+inline Args clock_options(const std::string& clock) {
+  const size_t plus = clock.find("+agent");
+  if (plus != std::string::npos) return {"--agent", "--clock", clock.substr(0, plus)};
+  return {"--clock", clock};
 }
 
 // Runs argv in a fresh scratch directory (prepared by `setup`, which gets its path): natively
@@ -88,7 +112,10 @@ inline Outcome run_once(const std::string& clock, const Args& argv,
   Outcome o;
   if (!clock.empty()) {
     o.profile = outdir / "run.sprof";
-    a = {agent_test::kTool, "record", "--clock", clock, "-o", o.profile};
+    a = {agent_test::kTool, "record"};
+    const Args c = clock_options(clock);
+    a.insert(a.end(), c.begin(), c.end());
+    a.insert(a.end(), {"-o", o.profile});
     a.insert(a.end(), record_opts.begin(), record_opts.end());
     a.push_back("--");
   }

@@ -27,7 +27,10 @@ Kept run_kept(const std::string& clock, const Args& argv, bool shell = false,
   const std::string rep = outdir / "report.txt", prof = outdir / "run.sprof";
   Args a;
   if (!clock.empty()) {
-    a = {agent_test::kTool, "record", "--clock", clock, "-o", prof};
+    a = {agent_test::kTool, "record"};
+    const Args c = clock_options(clock);
+    a.insert(a.end(), c.begin(), c.end());
+    a.insert(a.end(), {"-o", prof});
     a.insert(a.end(), record_opts.begin(), record_opts.end());
     a.push_back("--");
   }
@@ -87,7 +90,7 @@ TEST(Signals, OwnSigprofHandlerAndItimerKeepTheirRate) {
     std::sort(r, r + 3);
     const double rate0 = r[1];
     ASSERT_GT(rate0, 0);
-    for (const std::string& clock : clocks()) {
+    for (const std::string& clock : agent_clocks()) {
       SCOPED_TRACE("clock " + clock);
       Kept k = run_kept(clock, {SIG_OWN_SIGPROF, mode});
       expect_same(native, k);
@@ -123,7 +126,7 @@ TEST(Signals, OwnSigprofHandlerAndItimerKeepTheirRate) {
 // samples on another signal.
 TEST(Signals, IgnoredSigprofStillSampled) {
   const Kept native = run_kept("", {SIG_OWN_SIGPROF, "ign"});
-  for (const std::string& clock : clocks()) {
+  for (const std::string& clock : agent_clocks()) {
     SCOPED_TRACE("clock " + clock);
     const Kept k = run_kept(clock, {SIG_OWN_SIGPROF, "ign"});
     expect_same(native, k);
@@ -158,7 +161,7 @@ TEST(Signals, ResetAllSignalsAndForkResetExecSurvive) {
 TEST(Signals, SiglongjmpOutOfHandlerLeavesNoReader) {
   const Kept native = run_kept("", {SIG_LONGJMP});
   ASSERT_EQ(native.o.out, "cycles 5\n") << native.o.status << " " << native.raw_err;
-  for (const std::string& clock : clocks()) {
+  for (const std::string& clock : agent_clocks()) {
     SCOPED_TRACE("clock " + clock);
     const Kept k =
         run_kept(clock, {SIG_LONGJMP}, false, {"-F", "10000"}, {{"SPROFIL_PERF_MODE", "signal"}});
@@ -174,7 +177,7 @@ TEST(Signals, SiglongjmpOutOfHandlerLeavesNoReader) {
 // not), and the program reads its full mask back.
 TEST(Signals, BlockedWorkersSampledOrWarned) {
   const Kept native = run_kept("", {SIG_BLOCKED, "workers"});
-  for (const std::string& clock : clocks()) {
+  for (const std::string& clock : agent_clocks()) {
     SCOPED_TRACE("clock " + clock);
     const Kept k = run_kept(clock, {SIG_BLOCKED, "workers"});
     expect_same(native, k);
@@ -193,7 +196,7 @@ TEST(Signals, BlockedWorkersSampledOrWarned) {
 TEST(Signals, SigtimedwaitNeverReceivesTheProfilingSignal) {
   const Kept native = run_kept("", {SIG_BLOCKED, "sigwait"});
   ASSERT_NE(native.o.out.find("received 0"), std::string::npos);
-  for (const std::string& clock : clocks()) {
+  for (const std::string& clock : agent_clocks()) {
     SCOPED_TRACE("clock " + clock);
     const Kept k = run_kept(clock, {SIG_BLOCKED, "sigwait"});
     expect_same(native, k);
@@ -209,7 +212,7 @@ TEST(Signals, NofileBudgetKeptByTheClock) {
   const Kept native = run_kept("", {cmd}, true);
   const double budget = field(native.report, "opened") + field(native.report, "others");
   ASSERT_GT(budget, 5) << native.report;
-  for (const std::string& clock : clocks()) {
+  for (const std::string& clock : agent_clocks()) {
     SCOPED_TRACE("clock " + clock);
     const Kept k = run_kept(clock, {cmd}, true);
     expect_same(native, k);
@@ -235,7 +238,7 @@ TEST(Signals, ShortThreadsKeepTheirShare) {
   for (const char* mode : {"signal", "drain"}) {
     SCOPED_TRACE(std::string("SPROFIL_PERF_MODE=") + mode);
     setenv("SPROFIL_PERF_MODE", mode, 1);
-    const Kept k = run_kept("perf", {SIG_SHORT_THREADS});
+    const Kept k = run_kept("perf+agent", {SIG_SHORT_THREADS});
     unsetenv("SPROFIL_PERF_MODE");
     ASSERT_EQ(k.o.status, 0) << k.raw_err;
     const double cpu = field(k.report, "thread_cpu");

@@ -134,9 +134,9 @@ TEST(Agentless, SharesAndCpuMatchTheTruth) {
 
 // 2. Nothing is loaded into the program: `env` prints exactly what it prints natively (no
 // LD_PRELOAD, no SPROFIL_* variable: the test takes them out of both runs' environments), and
-// no mapping of grep's or cat's has "sprofil" in its path (the default mode's agent,
+// no mapping of grep's or cat's has "sprofil" in its path (record --agent's agent,
 // libsprofil.so, and its profile file would); their output and exit status are the native
-// run's. The control: the default mode's preloaded agent is seen by the same checks.
+// run's. The control: record --agent's preloaded agent is seen by the same checks.
 TEST(Agentless, NothingIsLoadedIntoTheProgram) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
@@ -162,7 +162,7 @@ TEST(Agentless, NothingIsLoadedIntoTheProgram) {
   EXPECT_FALSE(lines_with(r.out, "/cat").empty()) << r.out;  // cat's own maps
   EXPECT_TRUE(lines_with(r.out, "sprofil").empty()) << r.out;
 
-  // The control: the same checks see the default mode's agent.
+  // The control: the same checks see record --agent's agent (the helper's record() adds it).
   r = record(dir / "default_env.sprof", {}, {"env"}, clean);
   ASSERT_EQ(r.status, 0) << describe(r);
   const auto preload = lines_with(r.out, "LD_PRELOAD=");
@@ -404,7 +404,7 @@ TEST(Agentless, EveryThreadIsSampledInProportion) {
   expect_consistent(p, "threads");
 }
 
-// 6. A statically linked program, which the default mode refuses (status 2, before it runs),
+// 6. A statically linked program, which record --agent refuses (status 2, before it runs),
 // is profiled: record_static_burn burns 0.3 s in static_burn_hot at 2 kHz; status 0, its
 // stdout, the program's region marked as the main program, static_burn_hot's samples within
 // 10% of the CPU it measured (expect_burn's tolerance).
@@ -414,7 +414,7 @@ TEST(Agentless, StaticallyLinkedProgramIsProfiled) {
   const std::string truth_file = dir / "truth";
   Result refused = record(dir / "default.sprof", {}, {kStaticBurn, "0.3", truth_file});
   EXPECT_EQ(refused.status, 2) << describe(refused);
-  EXPECT_FALSE(exists(truth_file)) << "the default mode ran the static program";
+  EXPECT_FALSE(exists(truth_file)) << "record --agent ran the static program";
   EXPECT_FALSE(exists(dir / "default.sprof"));
 
   const std::string out = dir / "static.sprof";

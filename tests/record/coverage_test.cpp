@@ -35,8 +35,9 @@ TEST(Coverage, ShortProcessesSamplesPlusUnsampledIsTheirCpu) {
   const unsigned hz = 1000;
   const std::string loop = "for i in $(seq " + std::to_string(n) + "); do '" + kProg +
                            "' --truth '" + (dir / "t.") + "'$i burn 0.004 || exit 1; done; times";
-  Result r = run({kTool, "record", "-F", std::to_string(hz), "-o", out, "--", "bash", "-c", loop},
-                 {{"SPROFIL_DRAIN_STATS", "1"}});
+  Result r = run(
+      {kTool, "record", "--agent", "-F", std::to_string(hz), "-o", out, "--", "bash", "-c", loop},
+      {{"SPROFIL_DRAIN_STATS", "1"}});
   ASSERT_EQ(r.status, 0) << describe(r);
   const double cpu = times_total(r.out);
   ASSERT_GT(cpu, 0) << r.out;

@@ -364,7 +364,7 @@ TEST(Run, ParentMakesEveryImagesFile) {
   const std::string script =
       "'" + p + "' burn 0.05; '" + p + "' burn 0.05; '" + p + "' burn 0.05; exit 0";
   agent_test::Result r =
-      agent_test::run({agent_test::kTool, "record", "-o", out, "bash", "-c", script},
+      agent_test::run({agent_test::kTool, "record", "--agent", "-o", out, "bash", "-c", script},
                       {{"SPROFIL_DRAIN_STATS", "1"}});
   ASSERT_EQ(r.status, 0) << agent_test::describe(r);
   const auto [made, refused] = stat_pair(r.err,
@@ -386,9 +386,9 @@ TEST(Run, ParentSeesTheExitAndCompletesTheFile) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
   const std::string out = dir / "exit.sprof";
-  agent_test::Result r = agent_test::run(
-      {agent_test::kTool, "record", "-F", "1000", "-o", out, agent_test::kProg, "burn", "0.3"},
-      {{"SPROFIL_DRAIN_STATS", "1"}});
+  agent_test::Result r = agent_test::run({agent_test::kTool, "record", "--agent", "-F", "1000",
+                                          "-o", out, agent_test::kProg, "burn", "0.3"},
+                                         {{"SPROFIL_DRAIN_STATS", "1"}});
   ASSERT_EQ(r.status, 0) << agent_test::describe(r);
   const std::regex seen("([0-9]+) processes' exits seen without a flush");
   std::smatch m;
@@ -413,7 +413,8 @@ TEST(Run, ParentSeesTheExitAndCompletesTheFile) {
 // agent opens its main thread's event itself (kDrainAdd), as for any other thread. The run is
 // profiled all the same: samples x period within 10% of the program's CPU from the first
 // sample on (0.3 s of burn; the loader and the agent's start before the event are the
-// summary's unsampled CPU).
+// summary's unsampled CPU). Also without --agent: record's default, sampling from outside, would
+// see the kernel end the program's events at its exec (it is not dumpable), and takes the agent.
 TEST(Run, ExecuteOnlyProgramOfAnotherUserIsProfiledByItsOwnEvent) {
   SKIP_WITHOUT_PERF();
   if (geteuid() != 0) GTEST_SKIP() << "needs root: it runs the command as another user (4242)";
@@ -430,24 +431,29 @@ TEST(Run, ExecuteOnlyProgramOfAnotherUserIsProfiledByItsOwnEvent) {
   ASSERT_EQ(chmod(prog.c_str(), 0711), 0);
   ASSERT_EQ(mkdir(outdir.c_str(), 0700), 0);
   ASSERT_EQ(chown(outdir.c_str(), 4242, 4242), 0);
-  const std::string out = outdir + "/x.sprof";
-  agent_test::Result r = agent_test::run(
-      {"setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "env", "SPROFIL_DRAIN_STATS=1",
-       agent_test::kTool, "record", "-F", "1000", "-o", out, prog, "burn", "0.3"});
-  ASSERT_EQ(r.status, 0) << agent_test::describe(r);
-  const auto [opened, not_opened] =
-      stat_pair(r.err, "([0-9]+) main threads' events opened for them, ([0-9]+) could not be");
-  EXPECT_EQ(opened, 0u) << r.err;
-  EXPECT_EQ(not_opened, 1u) << r.err;
-  const auto [events, records] = stat_pair(r.err, "drain: ([0-9]+) events, ([0-9]+) sample");
-  EXPECT_EQ(events, 1u) << "the agent's own event, handed over: " << r.err;
-  EXPECT_GE(records, 200u) << r.err;
-  const profile::Profile p = agent_test::read(out);
-  ASSERT_EQ(p.processes.size(), 1u);
-  const double cpu = static_cast<double>(p.cpu_ns) * 1e-9;
-  const double sampled = static_cast<double>(p.total_samples()) / 1000;
-  EXPECT_GE(sampled, 0.25) << "0.3 s of burn";
-  EXPECT_LE(sampled, 1.1 * cpu) << "cpu " << cpu;
+  for (const bool agent : {true, false}) {
+    SCOPED_TRACE(agent ? "record --agent" : "record");
+    const std::string out = outdir + "/x.sprof";
+    agent_test::Args a{"setpriv", "--reuid=4242",          "--regid=4242",    "--clear-groups",
+                       "env",     "SPROFIL_DRAIN_STATS=1", agent_test::kTool, "record"};
+    if (agent) a.push_back("--agent");
+    a.insert(a.end(), {"-F", "1000", "-o", out, prog, "burn", "0.3"});
+    agent_test::Result r = agent_test::run(a);
+    ASSERT_EQ(r.status, 0) << agent_test::describe(r);
+    const auto [opened, not_opened] =
+        stat_pair(r.err, "([0-9]+) main threads' events opened for them, ([0-9]+) could not be");
+    EXPECT_EQ(opened, 0u) << r.err;
+    EXPECT_EQ(not_opened, 1u) << r.err;
+    const auto [events, records] = stat_pair(r.err, "drain: ([0-9]+) events, ([0-9]+) sample");
+    EXPECT_EQ(events, 1u) << "the agent's own event, handed over: " << r.err;
+    EXPECT_GE(records, 200u) << r.err;
+    const profile::Profile p = agent_test::read(out);
+    ASSERT_EQ(p.processes.size(), 1u);
+    const double cpu = static_cast<double>(p.cpu_ns) * 1e-9;
+    const double sampled = static_cast<double>(p.total_samples()) / 1000;
+    EXPECT_GE(sampled, 0.25) << "0.3 s of burn";
+    EXPECT_LE(sampled, 1.1 * cpu) << "cpu " << cpu;
+  }
 }
 
 }  // namespace
