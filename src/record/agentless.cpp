@@ -1,4 +1,5 @@
-// `sprofil record --agentless` (agentless.hpp): record samples the command from outside.
+// Sampling the command from outside (agentless.hpp): record's default where perf events are
+// allowed.
 #include "record/agentless.hpp"
 
 #include <fcntl.h>
@@ -294,7 +295,7 @@ struct Agentless::State {
       // The phase counts as user time (as drain mode's): perf::credit's kernel part starts at 0.
       c.credit.user_ns = c.phase;
       c.last_value = c.phase;
-      ++stats.threads;
+      ++stats.copies;
     }
     return it->second;
   }
@@ -930,7 +931,9 @@ std::vector<Agentless::Image> Agentless::take_images() {
 }
 
 Agentless::Stats Agentless::stats() const {
-  return s_->stats;
+  Stats st = s_->stats;
+  st.counter = s_->counter;
+  return st;
 }
 
 }  // namespace sprofil::record

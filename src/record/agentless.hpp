@@ -1,20 +1,27 @@
-// `sprofil record --agentless`: the command's processes sampled from outside, nothing loaded
-// into them (docs/agent.md "Agentless"; the design measured in docs/benchmarks.md, "At
-// 56d8d4c"). Record itself holds every perf event and ring:
-// - trackers, one pair per CPU, on the command (a dummy software event, inherited, enabled at
-//   the exec): one with the task and comm records, which wakes record at each (a thread or
-//   process started or ended, an exec), and one with the executable mappings (MMAP2), read at
-//   each pass, which wakes nobody;
-// - a task-clock sampling event per thread, user space only, not inherited, opened by record at
-//   the thread's PERF_RECORD_FORK (the command's first thread before its exec, enabled by the
-//   exec), its period re-drawn in blocks against aliasing as drain mode's (clock/perf.hpp),
-//   its weights from the counter (perf::credit), drained and closed at the thread's exit.
-// Each pass takes the records of every ring and handles them in time order, so that a sample
-// counts into the process image and the mappings of its moment: an exec (the comm record's
-// COMM_EXEC) ends an image and starts the next, a fork's child starts with its parent's
-// mappings. The images are kept in memory and become the run profile's processes (no file
-// is made while the command runs). A SIGKILL of the program loses nothing: the rings are
-// record's.
+// `sprofil record`'s default where perf events are allowed (and `--agentless`): the command's
+// processes sampled from outside, nothing loaded into them (docs/agent.md, "Sampling from
+// outside"; measured in docs/benchmarks.md, "At c3f4e30"). perf record's model: record opens,
+// on each CPU, a user-space task-clock event on the command before its exec, which every
+// thread and process of the command inherits at its clone (the kernel clones the event: no
+// event to open, no gap, no wake-up of record), enabled by the exec, with the task, comm and
+// mmap records, into one ring a CPU that record holds and reads at each pass (every 16 ms, or
+// as a ring half fills). So a SIGKILL of the program loses nothing, and the program pays only
+// the kernel's sampling.
+// - Weights: from each thread's own counter in each sample (PERF_SAMPLE_READ with inherit,
+//   Linux 6.12; each CPU's copy of a thread's event counts its time on that CPU, and is
+//   credited as drain mode credits an event, perf::credit: the periods that ended in the
+//   kernel as kernel time), and at each copy's end (inherit_stat's READ record: the periods
+//   since its last sample, at its last pc). Before 6.12, by the periods alone (no kernel time).
+// - Against aliasing: the root thread's events are its CPU's events, whose period record
+//   re-draws in blocks as drain mode's (clock/perf.hpp); a copy keeps the period it was cloned
+//   with, which record re-draws for the clones to come at every pass that saw a new process.
+// - Each pass handles the records of every ring in time order, so that a sample counts into
+//   the process image and the mappings of its moment: an exec (COMM_EXEC) ends an image and
+//   starts the next (the time before it, where a period or more, is the image before's), a
+//   fork's child starts with its parent's mappings. The images are kept in memory and become
+//   the run profile's processes.
+// - A thread shorter than its first period (an inherited copy's is a whole one) has no sample:
+//   its time is credited at its end at its creator's last pc, or its program's entry point.
 #pragma once
 
 #include <sys/types.h>
@@ -31,14 +38,13 @@ namespace sprofil::record {
 class Agentless {
  public:
   struct Stats {
-    uint64_t threads = 0;        // sampling events opened
-    uint64_t not_opened = 0;     // threads whose event could not be opened or mapped
+    uint64_t copies = 0;         // threads' copies of the CPUs' events seen (a sample, an end)
     uint64_t samples = 0;        // sample records read
-    uint64_t lost = 0;           // samples the kernel dropped (full rings)
-    uint64_t tracker_lost = 0;   // tracker records the kernel dropped
+    uint64_t lost = 0;           // records the kernel dropped (a full ring)
     uint64_t redraws = 0;        // periods re-drawn
-    uint64_t exit_credited = 0;  // periods credited at a thread's end
+    uint64_t exit_credited = 0;  // periods credited at a copy's end or an exec
     uint64_t images = 0;         // process images seen
+    bool counter = false;        // the samples carry the threads' counters (Linux 6.12)
   };
   struct Image {
     profile::Profile profile;  // a single-process profile

@@ -655,14 +655,12 @@ int record(const Options& o, FILE* log, int* killed_by) {
   if (outside && getenv("SPROFIL_DRAIN_STATS")) {
     const Agentless::Stats as = agentless.stats();
     fprintf(log,
-            "sprofil record: agentless: %llu threads' events, %llu not opened, %llu sample "
-            "records, %llu dropped by the kernel, %llu tracker records dropped, %llu periods "
-            "re-drawn, %llu periods credited at a thread's end, %llu process images\n",
-            static_cast<unsigned long long>(as.threads),
-            static_cast<unsigned long long>(as.not_opened),
-            static_cast<unsigned long long>(as.samples), static_cast<unsigned long long>(as.lost),
-            static_cast<unsigned long long>(as.tracker_lost),
-            static_cast<unsigned long long>(as.redraws),
+            "sprofil record: agentless: %llu threads' copies of the events, %llu sample records "
+            "(%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu periods "
+            "credited at an end or an exec, %llu process images\n",
+            static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
+            as.counter ? "with the threads' counters" : "weighted by their periods",
+            static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
             static_cast<unsigned long long>(as.exit_credited),
             static_cast<unsigned long long>(as.images));
   }
