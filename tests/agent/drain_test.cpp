@@ -112,20 +112,9 @@ TEST(Drain, SigkillAtARandomMomentLosesNoSample) {
                  std::to_string(delay) + " ms");
     const std::string out = dir / ("kill" + std::to_string(k) + ".sprof");
     const std::string pidfile = dir / ("pid" + std::to_string(k));
-    Spawned s = spawn(
-        {kTool, "record", "--agent", "-F", "1000", "-o", out, "--", kProg, "forever", pidfile});
     pid_t child = 0;
-    for (int i = 0; i < 5000 && child == 0; ++i) {
-      std::ifstream in(pidfile);
-      if (!(in >> child)) {
-        child = 0;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-    ASSERT_GT(child, 0) << "the program never started";
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-    ASSERT_EQ(kill(child, SIGKILL), 0);
-    Result r = finish(s);
+    Result r = record_killed_after("--agent", out, pidfile, delay, &child);
+    ASSERT_GT(child, 0) << "the program never started: " << describe(r);
     EXPECT_EQ(r.status, 128 + SIGKILL) << describe(r);
     profile::Profile p = read(out);
     EXPECT_FALSE(p.finished());

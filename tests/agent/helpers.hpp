@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -216,5 +219,27 @@ inline std::string precise_clock() {
       GTEST_SKIP() << "perf_event_open of a user-space task clock fails here ("            \
                    << strerror(perf_err) << "); see /proc/sys/kernel/perf_event_paranoid"; \
   } while (0)
+
+// `sprofil record MODE -F 1000 -o out -- agent_prog forever pidfile`, its program killed with
+// SIGKILL delay_ms after it wrote its pid (*child: that pid, 0 if it never did within 5 s,
+// and then not killed). The tool's result, once it ended.
+inline Result record_killed_after(const std::string& mode, const std::string& out,
+                                  const std::string& pidfile, int delay_ms, pid_t* child) {
+  Spawned s =
+      spawn({kTool, "record", mode, "-F", "1000", "-o", out, "--", kProg, "forever", pidfile});
+  *child = 0;
+  for (int i = 0; i < 5000 && *child == 0; ++i) {  // at most 5 s
+    std::ifstream in(pidfile);
+    if (!(in >> *child)) {
+      *child = 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (*child > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(*child, SIGKILL);
+  }
+  return finish(std::move(s));
+}
 
 }  // namespace sprofil::agent_test
