@@ -15,10 +15,11 @@
 #   nocomm    the same as open with a tracker without comm records (no wake-up of the parent at an
 #             exec; the mappings and the exec a real implementation needs would come through
 #             records that do not wake it)
-#   drain     sprofil record -F 1000 --scratch on /dev/shm (the agent in each process; the run
-#             directory on a tmpfs, so that the file system's cost is not in the tree's)
-#   agentless sprofil record --agentless -F 1000: the design of `open` built into record
-#             (src/record/agentless.cpp), with the mappings and the profile
+#   drain     sprofil record --agent -F 1000 --scratch on /dev/shm (the agent in each process; the
+#             run directory on a tmpfs, so that the file system's cost is not in the tree's)
+#   agentless sprofil record --agentless -F 1000, record's default: the design of `inherit`
+#             built into record (src/record/agentless.cpp), with the mappings, the threads'
+#             counters, the re-draws and the profile
 # CONFIGS (env) picks configurations, in the order given (default: all).
 # For each: the program's own CPU a process (spawn_cpu's median) and the whole tree's CPU a
 # process (wait4 of the top process, divided by N), medians and paired per-round differences
@@ -49,7 +50,7 @@ for ((r = 0; r < ROUNDS; r++)); do
       inherit | open) tree "$c" "$dir/probe" "$c" -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;
       track) tree "$c" "$dir/probe" track -n -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;
       nocomm) tree "$c" "$dir/probe" open -n -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;
-      drain) tree "$c" "$TOOL" record -q -F 1000 --scratch "$shm" -o "$dir/p.sprof" -- \
+      drain) tree "$c" "$TOOL" record --agent -q -F 1000 --scratch "$shm" -o "$dir/p.sprof" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
       agentless) tree "$c" "$TOOL" record --agentless -q -F 1000 -o "$dir/p.sprof" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Goal 1 of the default profile, interleaved: cmp-burn4's own process CPU under `sprofil record`
-# (drain mode), the same with SPROFIL_JITTER=0 (no period re-draws) and under `perf record -e
+# Goal 1 of the default profile, interleaved: cmp-burn4's own process CPU under `sprofil record
+# --agent` (drain mode), the same with SPROFIL_JITTER=0 (no period re-draws) and under `perf record -e
 # task-clock --all-user`, at HZ, ROUNDS rounds in turn (bench/process_cpu.py: the program's
 # user + system time, not the tool's). Prints each configuration's median and the median of
 # the per-round differences against perf record, with a 95% confidence interval for it
 # (distribution-free: the sign test's order statistics). "agentless" is `sprofil record
-# --agentless` (nothing loaded into the program: record opens and drains every thread's event).
+# --agentless`, record's default (nothing loaded into the program: record holds the events the
+# command inherits, src/record/agentless.cpp).
 # With BASE_BUILD=DIR (another build of sprofil, e.g. of an earlier commit), each round also
 # runs that build's `sprofil record` ("base"): an A/B of a change within the same rounds.
 # Usage: [BASE_BUILD=DIR] bench/drain_vs_perf.sh [BUILD_DIR] [HZ] [ROUNDS] [ITERS]
@@ -21,8 +22,8 @@ compare_build "$BUILD"
 pc=("$PY" "$here/process_cpu.py")
 run=("$PROG" --iters "$ITERS")
 for ((r = 0; r < ROUNDS; r++)); do
-  "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" drain 1 "${run[@]}"
-  SPROFIL_JITTER=0 "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" nojitter 1 "${run[@]}"
+  "$TOOL" record --agent -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" drain 1 "${run[@]}"
+  SPROFIL_JITTER=0 "$TOOL" record --agent -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" nojitter 1 "${run[@]}"
   "$TOOL" record --agentless -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" agentless 1 "${run[@]}"
   perf record -q -e task-clock --all-user -F "$HZ" -o "$dir/p.data" -- "${pc[@]}" perf 1 "${run[@]}"
   if [ -n "${BASE_BUILD:-}" ]; then

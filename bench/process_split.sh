@@ -24,7 +24,7 @@ export SPAWN_EACH=1
 for ((r = 0; r < ROUNDS; r++)); do
   "${with_probe[@]}" "${run[@]}" 2>"$dir/native.$r" >/dev/null
   LD_PRELOAD="$BUILD/lib/libsprofil.so" "${with_probe[@]}" "${run[@]}" 2>"$dir/library.$r" >/dev/null
-  "$TOOL" record -F 1000 -o "$dir/p.sprof" -- "${with_probe[@]}" "${run[@]}" 2>"$dir/drain.$r" >/dev/null
+  "$TOOL" record --agent -F 1000 -o "$dir/p.sprof" -- "${with_probe[@]}" "${run[@]}" 2>"$dir/drain.$r" >/dev/null
   perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
     "${with_probe[@]}" "${run[@]}" 2>"$dir/perf.$r" >/dev/null
 done

@@ -37,7 +37,7 @@ for ((r = 0; r < ROUNDS; r++)); do
       native) "${run[@]}" native "$N" "$PROG" --iters 1000 ;;
       perf) perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
         "${run[@]}" perf "$N" "$PROG" --iters 1000 ;;
-      drain) "$TOOL" record -F 1000 -o "$dir/p.sprof" -- "${run[@]}" drain "$N" "$PROG" --iters 1000 ;;
+      drain) "$TOOL" record --agent -F 1000 -o "$dir/p.sprof" -- "${run[@]}" drain "$N" "$PROG" --iters 1000 ;;
       base) "$BASE_BUILD/bin/sprofil" record -F 1000 -o "$dir/p.sprof" -- \
         "${run[@]}" base "$N" "$PROG" --iters 1000 ;;
     esac

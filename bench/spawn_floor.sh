@@ -45,9 +45,9 @@ for ((r = 0; r < ROUNDS; r++)); do
       idle) tree "$c" env LD_PRELOAD="$LIB" "${run[@]}" "$c" "$N" "${args[@]}" ;;
       perf) tree "$c" perf record -q -e task-clock --all-user -F 1000 -o "$work/p.data" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
-      drain) tree "$c" "$TOOL" record -q -F 1000 -o "$work/p.sprof" -- \
+      drain) tree "$c" "$TOOL" record --agent -q -F 1000 -o "$work/p.sprof" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
-      drain-tmpfs) tree "$c" "$TOOL" record -q -F 1000 --scratch "$shm" -o "$work/p.sprof" -- \
+      drain-tmpfs) tree "$c" "$TOOL" record --agent -q -F 1000 --scratch "$shm" -o "$work/p.sprof" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
     esac
   done

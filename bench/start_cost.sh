@@ -41,7 +41,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     "${t#* }" record -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" "${t%% *}" "$N" "${run[@]}"
   done
   if [ "${SPAWN:-0}" = 1 ]; then
-    "$TOOL" record -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" --spawn spawn "$N" "${run[@]}"
+    "$TOOL" record --agent -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" --spawn spawn "$N" "${run[@]}"
     perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
       "${pc[@]}" --spawn perfspawn "$N" "${run[@]}"
   fi
@@ -51,7 +51,7 @@ python3 "$here/paired.py" "$dir/rounds.txt" 2 ms drain-perf drain-base perf-nati
 [ "${PROFILE:-0}" = 1 ] || exit 0
 perf record -q -F 25000 -g -o "$dir/native.data" -- "${pc[@]}" native "$N" "${run[@]}" >/dev/null 2>&1
 perf record -q -F 25000 -g -o "$dir/drain.data" -- \
-  "$TOOL" record -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" drain "$N" "${run[@]}" >/dev/null 2>&1
+  "$TOOL" record --agent -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" drain "$N" "${run[@]}" >/dev/null 2>&1
 for x in native drain; do
   perf script -i "$dir/$x.data" --comm cmp-burn4 -F period,ip,sym 2>/dev/null >"$dir/$x.txt"
 done

@@ -28,7 +28,7 @@ printf '%-7s %9s %9s %12s\n' mode coverage "system %" "loop one %"
 for mode in signal ring drain; do
   : >"$dir/$mode"
   for ((r = 0; r < ROUNDS; r++)); do
-    SPROFIL_PERF_MODE=$mode "$TOOL" record --clock perf -F 10000 -o "$dir/l.sprof" -- \
+    SPROFIL_PERF_MODE=$mode "$TOOL" record --agent --clock perf -F 10000 -o "$dir/l.sprof" -- \
       "$BUILD/bin/report_annotate_prog" loops 200000000 >/dev/null 2>&1
     "$TOOL" report "$dir/l.sprof" --by line --format json 2>/dev/null | python3 -c '
 import json, sys
@@ -56,7 +56,7 @@ echo "2. two 0.4 s workers (drain mode, 1 kHz), the record parent stopped for 1.
 printf '%10s %10s %10s %10s\n' "worker s" "counted s" "lost s" "counted/cpu"
 : >"$dir/lag"
 for ((r = 0; r < ROUNDS; r++)); do
-  "$TOOL" record -F 1000 -o "$dir/b.sprof" -- "$BUILD/bin/agent_drain_blocked" libc 0.4 \
+  "$TOOL" record --agent -F 1000 -o "$dir/b.sprof" -- "$BUILD/bin/agent_drain_blocked" libc 0.4 \
     >"$dir/b.out" 2>/dev/null &
   rec=$!
   sleep 0.05

@@ -21,7 +21,7 @@ prog=("$dir/thread_churn" "$THREADS")
 echo "thread_churn $THREADS at $HZ Hz, $ROUNDS rounds in turn of $RUNS runs; process CPU medians"
 for ((r = 0; r < ROUNDS; r++)); do
   "${pc[@]}" native "$RUNS" "${prog[@]}"
-  "$TOOL" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" sprofil-record "$RUNS" "${prog[@]}"
+  "$TOOL" record --agent -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" sprofil-record "$RUNS" "${prog[@]}"
   if command -v perf >/dev/null; then
     perf record -q -e task-clock --all-user -F "$HZ" -o "$dir/p.data" -- \
       "${pc[@]}" "perf-record" "$RUNS" "${prog[@]}"
