@@ -135,6 +135,7 @@ struct Copy {
   uint64_t img = ~0ull;     // the image of its last sample
   uint64_t acc = 0;         // without the counter: ns of periods not credited yet
   bool restarted = false;   // its period was re-drawn since its last sample (the root's)
+  uint64_t old_len = 0;     // the period before that re-draw
 };
 
 // An executable mapping's samples.
@@ -377,12 +378,22 @@ struct Agentless::State {
       if (cpu < periods.size()) len = periods[cpu];
     }
     // A re-draw restarts the period (PERF_EVENT_IOC_PERIOD): the part of the old one that had
-    // run is in the counter but ended no period. The sample after it stands for all of the
-    // time since the one before, as user time (credit() would take the part for kernel time:
-    // a run of 26 re-draws credited 32 ms of a pure user loop's 0.54 s as kernel time).
+    // run is in the counter but ended no period; credit() would take it for kernel time (26
+    // re-draws credited 32 ms of a pure user loop's 0.54 s as kernel time). As drain mode's
+    // restarted(): the restart was one new period before this sample, and the part of the old
+    // period cut there (whole old periods before it ended in the kernel) is split between user
+    // and kernel time in the proportion seen so far.
     if (c.restarted) {
       c.restarted = false;
-      if (counter && value + c.phase > c.last_value) len = value + c.phase - c.last_value;
+      const uint64_t d =
+          counter && value + c.phase > c.last_value ? value + c.phase - c.last_value : 0;
+      if (d > len && c.old_len) {
+        const uint64_t partial = (d - len) % c.old_len;
+        const double user = c.credit.periods ? 1.0 - static_cast<double>(c.credit.system) /
+                                                         static_cast<double>(c.credit.periods)
+                                             : 1.0;
+        c.credit.user_ns += static_cast<uint64_t>(static_cast<double>(partial) * user);
+      }
     }
     uint64_t w = 0, system_w = 0;
     if (counter) {
@@ -608,8 +619,11 @@ struct Agentless::State {
     for (size_t cpu = 0; cpu < rings.size(); ++cpu) {
       const uint64_t next = rt::perf::jittered_period(period, &rng);
       if (ioctl(rings[cpu].fd, PERF_EVENT_IOC_PERIOD, &next) != 0) continue;
+      if (const auto c = copies.find(ids[cpu]); c != copies.end()) {
+        c->second.restarted = true;
+        c->second.old_len = periods[cpu];
+      }
       periods[cpu] = next;
-      if (const auto c = copies.find(ids[cpu]); c != copies.end()) c->second.restarted = true;
       ++stats.redraws;
     }
     root_records = 0;
