@@ -192,11 +192,16 @@ TEST(Names, PltStubIsCalleeAtPlt) {
   ASSERT_NE(row, nullptr) << j.dump(1);
   EXPECT_GE((*row)["samples"].get<double>(), 50);
   EXPECT_EQ((*row)["object"], "report_names_prog");
-  for (const Json& r : j["rows"])
-    EXPECT_EQ(r["name"].get<std::string>().rfind("_init", 0), std::string::npos) << r.dump();
+  // No row of the program's own is named _init (its PLT stubs follow .init). Another object's
+  // _init may take a real sample: record's default samples the loader's work from the exec on
+  // (a run under ASan's load had one in libm.so.6's).
+  const auto own_init = [](const Json& r) {
+    return r["object"] == "report_names_prog" &&
+           r["name"].get<std::string>().rfind("_init", 0) == 0;
+  };
+  for (const Json& r : j["rows"]) EXPECT_FALSE(own_init(r)) << r.dump();
   const Json as_recorded = report_json(plt_profile());
-  for (const Json& r : as_recorded["rows"])
-    EXPECT_EQ(r["name"].get<std::string>().rfind("_init", 0), std::string::npos) << r.dump();
+  for (const Json& r : as_recorded["rows"]) EXPECT_FALSE(own_init(r)) << r.dump();
   std::string text = report(file, "");
   EXPECT_NE(text.find("names_tiny@plt  report_names_prog"), std::string::npos) << text;
   // perf names the callee the same; its stub row is there only in the runs that sample it.
