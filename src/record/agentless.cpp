@@ -736,9 +736,11 @@ struct Agentless::State {
   }
 
   void run() {
-    pollfd fds[2] = {{stop_pipe[0], POLLIN, 0}, {-1, 0, 0}};
+    // The stop, and each ring's wake-up as it half fills (wakeup_watermark), else every pass.
+    std::vector<pollfd> fds{{stop_pipe[0], POLLIN, 0}};
+    for (const Ring& r : rings) fds.push_back(pollfd{r.fd, POLLIN, 0});
     while (!stopping.load(std::memory_order_acquire)) {
-      poll(fds, 1, argv_pending ? 1 : kPassMs);
+      poll(fds.data(), fds.size(), argv_pending ? 1 : kPassMs);
       pass();
     }
     pass();
