@@ -36,7 +36,7 @@ def main():
     for label, v in runs.items():
         print(f"{label:9s} median {statistics.median(v):8.{digits}f} {unit}")
     for pair in pairs:
-        a, b = pair.split("-")
+        a, b = pair.rsplit("-", 1)
         if a not in runs or b not in runs:
             continue
         d = [x - y for x, y in zip(runs[a], runs[b])]

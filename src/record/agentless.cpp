@@ -268,7 +268,9 @@ struct Agentless::State {
   std::unordered_map<pid_t, std::pair<size_t, int>> gone_procs;  // pid -> image, passes left
   std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
   pid_t root = 0;
-  uint64_t root_records = 0, jitter_after = 0;                // the root thread's block (re-draw)
+  uint64_t root_records = 0, jitter_after = 0;  // the root thread's block (re-draw)
+  uint32_t root_cpu = ~0u;  // the CPU of the root thread's last sample: its event that runs
+  bool jitter = true;       // re-draw the periods (SPROFIL_JITTER=0: not, as the agent's)
   std::map<std::pair<std::string, uint64_t>, ElfFile> files;  // by (path, inode)
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   std::vector<uint8_t> vdso_id = vdso_build_id();
@@ -375,6 +377,7 @@ struct Agentless::State {
     // the one last set (the kernel's period field keeps a task clock's first).
     if (tid == root) {
       ++root_records;
+      root_cpu = cpu;
       if (cpu < periods.size()) len = periods[cpu];
     }
     // A re-draw restarts the period (PERF_EVENT_IOC_PERIOD): the part of the old one that had
@@ -612,11 +615,18 @@ struct Agentless::State {
     p->second.img = imgs.size() - 1;
   }
 
-  // A new period for every CPU's event, which the threads cloned from now on inherit (an
-  // inherited copy's period is its own, fixed at its clone), and the root thread's own
-  // events take at once (a re-draw of its block, as drain mode's).
-  void redraw() {
+  // A new period for the events, which the threads cloned from now on inherit (an inherited
+  // copy's period is its own, fixed at its clone), and the root thread's own events take at
+  // once (a re-draw of its block, as drain mode's). Every CPU's event where clones are being
+  // made (`all`); at the end of the root thread's block only that of the CPU it last ran on:
+  // a re-draw of an event of a thread that is running interrupts its CPU (the ioctl runs
+  // there by IPI, bench/redraw_ipi.sh: 46 us of the thread's time each on the AMD EPYC VM of
+  // docs/benchmarks.md), whichever CPU the event counts on, and at the end of a block the one
+  // that counts now is the one whose samples the block's period set. An event of another CPU
+  // keeps its own drawn period until the thread runs there at a block's end.
+  void redraw(bool all) {
     for (size_t cpu = 0; cpu < rings.size(); ++cpu) {
+      if (!all && root_cpu < rings.size() && cpu != root_cpu) continue;
       const uint64_t next = rt::perf::jittered_period(period, &rng);
       if (ioctl(rings[cpu].fd, PERF_EVENT_IOC_PERIOD, &next) != 0) continue;
       if (const auto c = copies.find(ids[cpu]); c != copies.end()) {
@@ -706,7 +716,7 @@ struct Agentless::State {
     }
     // A new period for the clones to come where some were made (each process of a build
     // starts at a period of its own), and for the root thread at the end of its block.
-    if (forked || root_records >= jitter_after) redraw();
+    if (jitter && (forked || root_records >= jitter_after)) redraw(forked);
   }
 
   // The root thread's own counters, once no other thread runs: its events' counts (read(2) of
@@ -831,6 +841,7 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
     }
     s.system = v[0] == '1';
   }
+  if (const char* v = getenv("SPROFIL_JITTER"); v && strcmp(v, "0") == 0) s.jitter = false;
   s.hz = hz;
   s.period = 1000000000ull / (hz ? hz : 1);
   if (s.period == 0) s.period = 1;
@@ -854,8 +865,8 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
   // (inherit_stat's READ record) where the kernel allows it with inherit (Linux 6.12).
   for (int with_counter = 1; with_counter >= 0 && s.rings.empty(); --with_counter) {
     for (int cpu = 0; cpu < ncpu; ++cpu) {
-      perf_event_attr a =
-          event_attr(rt::perf::jittered_period(s.period, &s.rng), with_counter, pages);
+      perf_event_attr a = event_attr(
+          s.jitter ? rt::perf::jittered_period(s.period, &s.rng) : s.period, with_counter, pages);
       const int fd = perf_open(&a, pid, cpu);
       if (fd < 0 && errno == ENODEV) continue;  // an offline CPU
       if (fd < 0 && with_counter && errno == EINVAL) {
