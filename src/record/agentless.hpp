@@ -10,8 +10,10 @@
 // - Weights: from each thread's own counter in each sample (PERF_SAMPLE_READ with inherit,
 //   Linux 6.12; each CPU's copy of a thread's event counts its time on that CPU, and is
 //   credited as drain mode credits an event, perf::credit: the periods that ended in the
-//   kernel as kernel time), and at each copy's end (inherit_stat's READ record: the periods
-//   since its last sample, at its last pc). Before 6.12, by the periods alone (no kernel time).
+//   kernel as kernel time); at the run's end the periods of the events' counters that no
+//   sample credited (the copies' time since their last sample) are shared among the threads'
+//   ends (not inherit_stat's READ records: they lose records, agentless.cpp's thread_end).
+//   Before 6.12, by the periods alone (no kernel time).
 // - Against aliasing: the root thread's events are its CPU's events, whose period record
 //   re-draws in blocks as drain mode's (clock/perf.hpp); a copy keeps the period it was cloned
 //   with, which record re-draws for the clones to come at every pass that saw a new process.
@@ -21,7 +23,8 @@
 //   fork's child starts with its parent's mappings. The images are kept in memory and become
 //   the run profile's processes.
 // - A thread shorter than its first period (an inherited copy's is a whole one) has no sample:
-//   its time is credited at its end at its creator's last pc, or its program's entry point.
+//   its time is credited at the run's end at its creator's last pc, or its program's entry
+//   point.
 #pragma once
 
 #include <sys/types.h>

@@ -187,6 +187,31 @@ int threads(int n, double s) {
   return 0;
 }
 
+// n threads that each burn `us` microseconds in burn_child, `par` at a time (each group joined
+// before the next), then s seconds in burn_main: a program that runs short tasks on new
+// threads, on every CPU at once.
+int churn(int n, double us, int par, double s) {
+  if (par < 1) par = 1;
+  if (par > 16) par = 16;
+  Late l[16];
+  pthread_t tids[16];
+  double used = 0;
+  for (int done = 0; done < n; done += par) {
+    for (int k = 0; k < par; ++k) {
+      l[k] = Late{burn_child, us * 1e-6, 0};
+      pthread_create(&tids[k], nullptr, late_thread, &l[k]);
+    }
+    for (int k = 0; k < par; ++k) {
+      pthread_join(tids[k], nullptr);
+      used += l[k].used;
+    }
+  }
+  note("burn_child", used);
+  burn_noting("burn_main", burn_main, s);
+  write_truth();
+  return 0;
+}
+
 int sleepburn(double s) {
   Late l{burn_main, s, 0};
   pthread_t tid;
@@ -574,6 +599,8 @@ int main(int argc, char** argv) {
     return forkexec(s, argv + i + 2);
   } else if (mode == "threads") {
     return threads(atoi(argv[i + 1]), i + 2 < argc ? atof(argv[i + 2]) : 0);
+  } else if (mode == "churn" && i + 4 < argc) {
+    return churn(atoi(argv[i + 1]), atof(argv[i + 2]), atoi(argv[i + 3]), atof(argv[i + 4]));
   } else if (mode == "sleepburn") {
     return sleepburn(s);
   } else if (mode == "anonexec") {
