@@ -735,14 +735,18 @@ int record(const Options& o, FILE* log, int* killed_by) {
       snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU is in no process's profile",
                double(unsampled) / 1e9, double(run_cpu_ns) / 1e9);
     } else {
-      // Sampled from outside, a thread is sampled from its clone on: what has no sample is the
-      // part of a period that each thread's end left, and the processes without samples.
+      // Sampled from outside, a thread is counted from its clone on and its time after its last
+      // sample is credited at the run's end: what has no sample is the CPU the task clock does
+      // not count (the command's start before its exec, each thread's exit after its events
+      // end: 50-80 us a thread on the VM of docs/benchmarks.md), the last partial periods, and the
+      // processes without samples.
       snprintf(b, sizeof b,
                "; %.3f s of the run's %.3f s CPU has no sample (%.3f s of it in the processes "
                "without samples; the rest is %s)",
                double(unsampled) / 1e9, double(run_cpu_ns) / 1e9,
                double(std::min(c.dropped_cpu_ns, unsampled)) / 1e9,
-               outside ? "the periods the threads' ends cut short"
+               outside ? "the time the task clock does not count: the start before the exec, "
+                         "the threads' exits"
                        : "start-up before sampling: the loader, the agent");
     }
     summary += b;
