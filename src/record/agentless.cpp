@@ -2,6 +2,7 @@
 // allowed.
 #include "record/agentless.hpp"
 
+#include <asm/perf_regs.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -37,12 +38,19 @@ constexpr size_t kPage = 4096;
 constexpr size_t kMaxDataPages = 32;  // a CPU's ring: 128 KiB, ~2,300 samples (0.23 s at 10 kHz)
 constexpr int kPassMs = 16;           // a pass over every ring at least this often
 // The samples' fields, in this order (perf_event_open(2)): ip, pid and tid, time, the id of
-// the event (each copy's own), cpu, the period, and (where the kernel allows it with inherit:
-// Linux 6.12) the thread's own counter. The side-band records end with pid and tid, time, the
-// event's id and cpu (sample_id_all).
+// the event (each copy's own), cpu, the period, and where kernel time is sampled the user
+// registers' ABI and pc (the pc the thread returns to from the kernel). The side-band records
+// end with pid and tid, time, the event's id and cpu (sample_id_all).
 constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
                                  PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
 constexpr size_t kSampleIdBytes = 32;
+#if defined(__x86_64__)
+constexpr uint64_t kUserPc = 1ull << PERF_REG_X86_IP;
+#elif defined(__aarch64__)
+constexpr uint64_t kUserPc = 1ull << PERF_REG_ARM64_PC;
+#else
+constexpr uint64_t kUserPc = 0;  // no kernel time: user time only
+#endif
 
 uint64_t clock_ns(clockid_t c) {
   timespec ts{};
@@ -126,16 +134,10 @@ struct Rec {
 };
 
 // One CPU's copy of one thread's event (an inherited event counts a thread on one CPU: its
-// time there), credited as drain mode credits a thread's event.
+// time there): each of its samples ends a period.
 struct Copy {
-  rt::perf::Credit credit;
-  uint64_t phase = 0;       // random, added to the counter: a thread shorter than P keeps its share
-  uint64_t last_value = 0;  // the counter (+ phase) at its last sample
-  uint64_t last_ns = 0;     // CLOCK_MONOTONIC of its last sample
-  uint64_t img = ~0ull;     // the image of its last sample
-  uint64_t acc = 0;         // without the counter: ns of periods not credited yet
-  bool restarted = false;   // its period was re-drawn since its last sample (the root's)
-  uint64_t old_len = 0;     // the period before that re-draw
+  uint64_t last_ns = 0;  // CLOCK_MONOTONIC of its last sample
+  uint64_t acc = 0;      // ns of its periods not credited yet (the periods vary: re-draws)
 };
 
 // An executable mapping's samples.
@@ -249,7 +251,7 @@ struct Agentless::State {
   uint64_t period = 0;
   unsigned hz = 0;
   uint64_t real_minus_mono = 0;
-  bool counter = false;  // samples carry the thread's counter (PERF_SAMPLE_READ)
+  bool kernel = false;  // kernel time is sampled too (at the user pc: PERF_SAMPLE_REGS_USER)
   // The agent's settings, from the same variables (docs/agent.md, "Environment"): bytes of text
   // per counter (exact: the regions' counts are kept sparse in record's memory), and whether
   // each region gets its system-time array.
@@ -278,8 +280,9 @@ struct Agentless::State {
   std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
   pid_t root = 0;
   uint64_t root_records = 0, jitter_after = 0;  // the root thread's block (re-draw)
-  uint32_t root_cpu = ~0u;  // the CPU of the root thread's last sample: its event that runs
-  bool jitter = true;       // re-draw the periods (SPROFIL_JITTER=0: not, as the agent's)
+  uint64_t root_periods = 0;  // credited to the root thread (its age, for jitter_block)
+  uint32_t root_cpu = ~0u;    // the CPU of the root thread's last sample: its event that runs
+  bool jitter = true;         // re-draw the periods (SPROFIL_JITTER=0: not, as the agent's)
   std::map<std::pair<std::string, uint64_t>, ElfFile> files;  // by (path, inode)
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   std::vector<uint8_t> vdso_id = vdso_build_id();
@@ -302,13 +305,7 @@ struct Agentless::State {
   Copy& copy_of(uint64_t id, pid_t tid) {
     auto [it, fresh] = copies.try_emplace(id);
     if (fresh) {
-      Copy& c = it->second;
       ids_of[tid].push_back(id);
-      if (const auto b = born_in.find(tid); b != born_in.end()) c.img = b->second;
-      c.phase = (util::xorshift(&rng) >> 8) % period;
-      // The phase counts as user time (as drain mode's): perf::credit's kernel part starts at 0.
-      c.credit.user_ns = c.phase;
-      c.last_value = c.phase;
       ++stats.copies;
     }
     return it->second;
@@ -373,58 +370,48 @@ struct Agentless::State {
     m->argv_pending = false;
   }
 
-  // A sample of thread tid on cpu at pc ip: weighted by its copy's counter since the one
-  // before (perf::credit: the periods that ended in the kernel are credited here, as kernel
-  // time), or by the period that ended where the kernel gives no counter.
+  // A sample record: in the kernel (where sampled), at the user pc the thread returns to.
+  void sample(const Rec& r) {
+    const auto& b = r.body;
+    uint64_t ip = field<uint64_t>(b, 0);
+    const bool in_kernel = (r.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+    if (in_kernel) {
+      if (!kernel || field<uint64_t>(b, 48) == PERF_SAMPLE_REGS_ABI_NONE) return;
+      ip = field<uint64_t>(b, 56);
+    }
+    count(field<uint32_t>(b, 8), field<uint32_t>(b, 12), field<uint64_t>(b, 24),
+          field<uint32_t>(b, 32), ip, r.time, field<uint64_t>(b, 40), in_kernel);
+  }
+
+  // A sample of thread tid on cpu at pc ip, `len` ns after its copy's sample before (the
+  // period that ended here): in user space, or (`in_kernel`) in the kernel, counted as kernel time
+  // at the pc the thread returns to, as drain mode counts it. Each image's samples are those
+  // of its time (the records are in time order): a forked child's work before its exec is its
+  // own.
   void count(pid_t pid, pid_t tid, uint64_t id, uint32_t cpu, uint64_t ip, uint64_t time,
-             uint64_t len, uint64_t value) {
+             uint64_t len, bool in_kernel) {
     ++stats.samples;
     const size_t at = img_index(pid);
     Img* m = at == ~size_t{0} ? nullptr : &imgs[at];
     Copy& c = copy_of(id, tid);
-    // The root thread's samples are its CPU's own events' (the others', copies made at a
-    // clone, keep the period they were cloned with, which the sample tells): their period is
-    // the one last set (the kernel's period field keeps a task clock's first).
-    if (tid == root) {
+    // The samples of the CPUs' own events (the root thread's; or another's where the kernel
+    // swapped the thread's cloned context for the root's at a switch on one CPU) are at the
+    // period last set (the kernel's period field keeps a task clock's first); a copy made at
+    // a clone keeps the period it was cloned with, which the sample tells.
+    const bool own = cpu < ids.size() && id == ids[cpu];
+    if (own) {
       ++root_records;
       root_cpu = cpu;
-      if (cpu < periods.size()) len = periods[cpu];
+      len = periods[cpu];
     }
-    // A re-draw restarts the period (PERF_EVENT_IOC_PERIOD): the part of the old one that had
-    // run is in the counter but ended no period; credit() would take it for kernel time (26
-    // re-draws credited 32 ms of a pure user loop's 0.54 s as kernel time). As drain mode's
-    // restarted(): the restart was one new period before this sample, and the part of the old
-    // period cut there (whole old periods before it ended in the kernel) is split between user
-    // and kernel time in the proportion seen so far.
-    if (c.restarted) {
-      c.restarted = false;
-      const uint64_t d =
-          counter && value + c.phase > c.last_value ? value + c.phase - c.last_value : 0;
-      if (d > len && c.old_len) {
-        const uint64_t partial = (d - len) % c.old_len;
-        const double user = c.credit.periods ? 1.0 - static_cast<double>(c.credit.system) /
-                                                         static_cast<double>(c.credit.periods)
-                                             : 1.0;
-        c.credit.user_ns += static_cast<uint64_t>(static_cast<double>(partial) * user);
-      }
-    }
-    uint64_t w = 0, system_w = 0;
-    if (counter) {
-      const uint64_t v = value + c.phase;
-      settle_exec(&c, at, time, v, tid);
-      c.credit.next_ns = len;  // the period that ended here
-      w = rt::perf::credit(v, period, &c.credit, &system_w);
-      c.last_value = v;
-    } else {
-      c.acc += len;
-      w = c.acc / period;
-      c.acc -= w * period;
-    }
+    c.acc += len;
+    const uint64_t w = c.acc / period;
+    c.acc -= w * period;
+    if (own) root_periods += w;
     c.last_ns = time;
-    c.img = at;
     last_pc[tid] = ip;
     last_ns[tid] = time;
-    if (w && m) add(m, ip, w, system_w);
+    if (w && m) add(m, ip, w, in_kernel ? w : 0);
   }
 
   void add(Img* m, uint64_t ip, uint64_t w, uint64_t system_w) {
@@ -441,30 +428,6 @@ struct Agentless::State {
       }
     }
     m->overflow += w;
-  }
-
-  // An exec since the copy's last sample (or its clone): the counter's time up to the exec
-  // (the kernel's work of a forked child before it, say) is the image's before. The new
-  // image's part, at counter v and time `time`, is at most the time since the exec: the rest
-  // is credited at the last pc of the image before, as at a thread's end.
-  // Less than a period before the exec stays with the new image: a shell's fork-then-exec child
-  // gets no image of its own for the microseconds before its exec (as the agent's: a forked
-  // child without a sample leaves no file), which a sample by the random phase would give it.
-  void settle_exec(Copy* c, size_t at, uint64_t time, uint64_t v, pid_t tid) {
-    if (c->img == ~0ull || c->img == at || at == ~size_t{0} || v <= c->last_value) return;
-    const uint64_t after = time > imgs[at].start ? time - imgs[at].start : 0;
-    const uint64_t before = v - c->last_value > after ? v - c->last_value - after : 0;
-    const uint64_t elapsed = (c->last_value + before) / period;
-    if (before >= period && elapsed > c->credit.periods) {
-      const uint64_t e = elapsed - c->credit.periods;
-      c->credit.periods = elapsed;
-      c->credit.system += e;
-      const auto pc = last_pc.find(tid);
-      credit_at_end(&imgs[c->img], pc != last_pc.end() ? pc->second : 0, e);
-    }
-    c->img = at;
-    c->last_value = v;
-    if (const auto pc = last_pc.find(tid); pc != last_pc.end()) pc->second = 0;  // none here yet
   }
 
   // w periods at the end of a thread's time in image m: kernel time at its last pc; where it
@@ -625,23 +588,19 @@ struct Agentless::State {
     for (size_t cpu = 0; cpu < rings.size(); ++cpu) {
       if (!all && root_cpu < rings.size() && cpu != root_cpu) continue;
       const uint64_t next = rt::perf::jittered_period(period, &rng);
+      const uint64_t now = clock_ns(CLOCK_MONOTONIC);
       if (ioctl(rings[cpu].fd, PERF_EVENT_IOC_PERIOD, &next) != 0) continue;
-      if (const auto c = copies.find(ids[cpu]); c != copies.end()) {
-        c->second.restarted = true;
-        c->second.old_len = periods[cpu];
-      }
+      // The re-draw restarts the period: the part of the old one that had run ends no period.
+      // The root thread's event on the CPU it last ran on was running since its last sample
+      // (a block ends while it takes samples): that part is the time since then, modulo the
+      // old period (a sample record may be in flight), credited with its next sample.
+      if (const auto c = copies.find(ids[cpu]); c != copies.end() && cpu == root_cpu)
+        if (now > c->second.last_ns) c->second.acc += (now - c->second.last_ns) % periods[cpu];
       periods[cpu] = next;
       ++stats.redraws;
     }
     root_records = 0;
-    jitter_after = rt::perf::jitter_block(&rng, period, root_credited());
-  }
-
-  uint64_t root_credited() const {
-    uint64_t n = 0;
-    for (const uint64_t id : ids)
-      if (const auto it = copies.find(id); it != copies.end()) n += it->second.credit.periods;
-    return n;
+    jitter_after = rt::perf::jitter_block(&rng, period, root_periods);
   }
 
   // Every record of every ring, in time order; then the periods re-drawn where due.
@@ -666,9 +625,7 @@ struct Agentless::State {
       const auto& b = r.body;
       switch (r.type) {
         case PERF_RECORD_SAMPLE:
-          count(field<uint32_t>(b, 8), field<uint32_t>(b, 12), field<uint64_t>(b, 24),
-                field<uint32_t>(b, 32), field<uint64_t>(b, 0), r.time, field<uint64_t>(b, 40),
-                counter ? field<uint64_t>(b, 48) : 0);
+          sample(r);
           break;
         case PERF_RECORD_LOST:  // which thread's samples the full ring dropped is not known
           stats.lost += field<uint64_t>(b, 8);
@@ -785,7 +742,7 @@ struct Agentless::State {
       pass();
     }
     pass();
-    if (counter) run_end();
+    if (kernel) run_end();
   }
 
   bool forked = false;        // a pass saw a new process
@@ -799,23 +756,24 @@ Agentless::~Agentless() {
 
 namespace {
 
-// The attributes of each CPU's event (attach()): a user-space task clock of period `period`
-// that the command's threads and processes inherit, enabled by its exec, with the task, comm
-// and mmap records, and with `counter` the thread's own counter in each sample (not
-// inherit_stat: thread_end).
-perf_event_attr event_attr(uint64_t period, bool counter, size_t pages) {
+// The attributes of each CPU's event (attach()): a task clock of period `period` that the
+// command's threads and processes inherit, enabled by its exec, with the task, comm and mmap
+// records; with `kernel` its samples in the kernel too, with the user pc (else user space
+// only, allowed at perf_event_paranoid 2).
+perf_event_attr event_attr(uint64_t period, bool kernel, size_t pages) {
   perf_event_attr a;
   memset(&a, 0, sizeof a);
   a.type = PERF_TYPE_SOFTWARE;
   a.size = sizeof a;
   a.config = PERF_COUNT_SW_TASK_CLOCK;
   a.sample_period = period;
-  a.sample_type = kSampleType | (counter ? PERF_SAMPLE_READ : 0);
+  a.sample_type = kSampleType | (kernel ? PERF_SAMPLE_REGS_USER : 0);
+  a.sample_regs_user = kernel ? kUserPc : 0;
   a.sample_id_all = 1;
   a.inherit = 1;
   a.disabled = 1;
   a.enable_on_exec = 1;
-  a.exclude_kernel = 1;  // user space only: allowed at perf_event_paranoid 2
+  a.exclude_kernel = !kernel;
   a.exclude_hv = 1;
   a.use_clockid = 1;
   a.clockid = CLOCK_MONOTONIC;
@@ -891,20 +849,25 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
   };
   // perf record's model: on each CPU an event on the command that its threads and children
   // inherit at their clone (no event to open, no gap), enabled by its exec, with the task,
-  // comm and mmap records. The thread's own counter in each sample where the kernel allows it
-  // with inherit (Linux 6.12).
-  for (int with_counter = 1; with_counter >= 0 && s.rings.empty(); --with_counter) {
+  // comm and mmap records. Its samples in the kernel too, where perf_event_paranoid (at most
+  // 1) or the capabilities allow it; else user time only, as `perf record --all-user`.
+  // Not the thread's own counter in each sample (PERF_SAMPLE_READ with inherit, Linux 6.12),
+  // which drain mode's weights use: the kernel then switches between the command's threads
+  // the slow way (each switch stops and starts their events: the fast swap of cloned contexts
+  // would mix the threads' counts), and two threads passing a byte through pipes on one CPU,
+  // 200,000 switches, took 3.6 s of CPU against perf record's 0.92 s (0.88 s without it).
+  for (int with_kernel = kUserPc != 0; with_kernel >= 0 && s.rings.empty(); --with_kernel) {
     for (int cpu = 0; cpu < ncpu; ++cpu) {
       perf_event_attr a = event_attr(
-          s.jitter ? rt::perf::jittered_period(s.period, &s.rng) : s.period, with_counter, pages);
+          s.jitter ? rt::perf::jittered_period(s.period, &s.rng) : s.period, with_kernel, pages);
       const int fd = perf_open(&a, pid, cpu);
       if (fd < 0 && errno == ENODEV) continue;  // an offline CPU
-      if (fd < 0 && with_counter && errno == EINVAL) {
+      if (fd < 0 && with_kernel && (errno == EACCES || errno == EPERM || errno == EINVAL)) {
         for (Ring& r : s.rings) r.close_all();
         s.rings.clear();
         s.ids.clear();
         s.periods.clear();
-        break;  // before Linux 6.12: the periods give the weights
+        break;  // perf_event_paranoid 2: user space only
       }
       if (fd < 0) return fail("perf_event_open");
       Ring r;
@@ -921,7 +884,7 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
       s.ids.push_back(id);
       s.periods.push_back(a.sample_period);
     }
-    s.counter = with_counter && !s.rings.empty();
+    s.kernel = with_kernel && !s.rings.empty();
   }
   if (s.rings.empty()) {
     errno = ENODEV;
@@ -999,7 +962,7 @@ std::vector<Agentless::Image> Agentless::take_images() {
 
 Agentless::Stats Agentless::stats() const {
   Stats st = s_->stats;
-  st.counter = s_->counter;
+  st.kernel = s_->kernel;
   return st;
 }
 

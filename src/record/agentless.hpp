@@ -7,13 +7,14 @@
 // mmap records, into one ring a CPU that record holds and reads at each pass (every 16 ms, or
 // as a ring half fills). So a SIGKILL of the program loses nothing, and the program pays only
 // the kernel's sampling.
-// - Weights: from each thread's own counter in each sample (PERF_SAMPLE_READ with inherit,
-//   Linux 6.12; each CPU's copy of a thread's event counts its time on that CPU, and is
-//   credited as drain mode credits an event, perf::credit: the periods that ended in the
-//   kernel as kernel time); at the run's end the periods of the events' counters that no
-//   sample credited (the copies' time since their last sample) are shared among the threads'
-//   ends (not inherit_stat's READ records: they lose records, agentless.cpp's thread_end).
-//   Before 6.12, by the periods alone (no kernel time).
+// - Weights: each sample ends a period of its event's. Its samples in the kernel too where
+//   perf_event_paranoid (at most 1) or the capabilities allow it, counted as kernel time at
+//   the user pc the thread returns to (PERF_SAMPLE_REGS_USER), as drain mode counts it; else
+//   user time only, as `perf record --all-user`. Not the threads' own counters (PERF_SAMPLE_READ
+//   with inherit): the kernel then switches between the command's threads the slow way
+//   (agentless.cpp, attach). At the run's end, the periods of the events' counters that no
+//   sample credited (the copies' time since their last samples) are shared among the threads'
+//   ends (agentless.cpp, thread_end).
 // - Against aliasing: the root thread's events are its CPU's events, whose period record
 //   re-draws in blocks as drain mode's (clock/perf.hpp); a copy keeps the period it was cloned
 //   with, which record re-draws for the clones to come at every pass that saw a new process.
@@ -47,7 +48,7 @@ class Agentless {
     uint64_t redraws = 0;        // periods re-drawn
     uint64_t exit_credited = 0;  // periods credited at a copy's end or an exec
     uint64_t images = 0;         // process images seen
-    bool counter = false;        // the samples carry the threads' counters (Linux 6.12)
+    bool kernel = false;         // kernel time is sampled (at the user pc it returns to)
   };
   struct Image {
     profile::Profile profile;  // a single-process profile

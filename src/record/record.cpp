@@ -659,7 +659,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
             "(%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu periods "
             "credited at an end or an exec, %llu process images\n",
             static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
-            as.counter ? "with the threads' counters" : "weighted by their periods",
+            as.kernel ? "kernel time sampled at the user pc" : "user time only",
             static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
             static_cast<unsigned long long>(as.exit_credited),
             static_cast<unsigned long long>(as.images));
@@ -739,15 +739,19 @@ int record(const Options& o, FILE* log, int* killed_by) {
       // sample is credited at the run's end: what has no sample is the CPU the task clock does
       // not count (the command's start before its exec, each thread's exit after its events
       // end: 50-80 us a thread on the VM of docs/benchmarks.md), the last partial periods, and the
-      // processes without samples.
+      // processes without samples; where kernel time is not sampled (perf_event_paranoid 2,
+      // unprivileged) that and the threads' time after their last samples too.
       snprintf(b, sizeof b,
                "; %.3f s of the run's %.3f s CPU has no sample (%.3f s of it in the processes "
                "without samples; the rest is %s)",
                double(unsampled) / 1e9, double(run_cpu_ns) / 1e9,
                double(std::min(c.dropped_cpu_ns, unsampled)) / 1e9,
-               outside ? "the time the task clock does not count: the start before the exec, "
-                         "the threads' exits"
-                       : "start-up before sampling: the loader, the agent");
+               !outside ? "start-up before sampling: the loader, the agent"
+               : agentless.stats().kernel
+                   ? "the time the task clock does not count: the start before the exec, the "
+                     "threads' exits"
+                   : "kernel time, not sampled at this perf_event_paranoid (the agent's "
+                     "`--agent` counts it), and each thread's time after its last sample");
     }
     summary += b;
   }

@@ -423,6 +423,48 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
   expect_consistent(p, "churn");
 }
 
+// 8. Where the user may not sample the kernel (perf_event_paranoid 2, unprivileged), record
+// samples user time only, as `perf record --all-user`, and says so: agent_prog split (1:2 in
+// burn_a and burn_b, 0.6 s) run as user 4242 at 1 kHz. Status 0, the statistics line names
+// user time only, no kernel-time sample, each function's share within 2 points of its share of
+// the process's CPU and the samples at least 90% of the burns' CPU (this program's kernel time
+// is its start and exit).
+TEST(Agentless, UnprivilegedUserIsSampledInUserSpaceOnly) {
+  SKIP_WITHOUT_PERF();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: it runs the command as another user (4242)";
+  if (run({"setpriv", "--version"}).status != 0)
+    GTEST_SKIP() << "needs setpriv (util-linux) to run commands as another user";
+  int paranoid = 2;
+  std::ifstream("/proc/sys/kernel/perf_event_paranoid") >> paranoid;
+  if (paranoid != 2)
+    GTEST_SKIP() << "perf_event_paranoid " << paranoid
+                 << ": the fallback to user space is for level 2 (users may sample themselves, "
+                    "not the kernel)";
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+  const std::string out = dir / "user.sprof", truth_file = dir / "truth";
+  Result r = run({"setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "env",
+                  "SPROFIL_DRAIN_STATS=1", kTool, "record", "--agentless", "-F", "1000", "-o", out,
+                  "--", kProg, "--truth", truth_file, "split", "0.6"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find("(user time only)"), std::string::npos) << r.err;
+  auto truth = read_truth(truth_file);
+  const double cpu = truth.at("process_cpu");
+  const Json j = report_json(out);
+  double burns = 0;
+  for (const char* fn : {"burn_a", "burn_b"}) {
+    burns += truth.at(fn);
+    EXPECT_NEAR(percent_of(j, fn), 100.0 * truth.at(fn) / cpu, 2.0) << fn;
+  }
+  double system = 0;
+  for (const Json& row : j["rows"]) system += row.value("system_samples", 0.0);
+  EXPECT_EQ(system, 0) << j["rows"].dump(1);
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  EXPECT_GE(sampled_seconds(p), 0.9 * burns) << "of the burns' " << burns << " s";
+  expect_consistent(p, "user");
+}
+
 // 6. A statically linked program, which record --agent refuses (status 2, before it runs),
 // is profiled: record_static_burn burns 0.3 s in static_burn_hot at 2 kHz; status 0, its
 // stdout, the program's region marked as the main program, static_burn_hot's samples within
