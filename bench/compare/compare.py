@@ -11,9 +11,9 @@ Prints markdown on stdout, progress on stderr. Every table names the exact comma
   RUNS       runs per configuration for overhead (default 5; QUICK 2)
   ACC_N      observations per accuracy run (default 5000; QUICK 1000)
   ACC_RUNS   accuracy runs per tool and workload (default 3; QUICK 1)
-  SECTIONS   comma-separated subset of overhead,floor,spawn,accuracy,large,fallback,masks,
-             scale,tests (default: all); fallback.py, signal_masks.py, scale.py and spawn.py
-             name their own settings
+  SECTIONS   comma-separated subset of overhead,floor,spawn,switch,accuracy,large,fallback,
+             masks,scale,tests (default: all); fallback.py, signal_masks.py, scale.py, spawn.py
+             and switch.py name their own settings
   TEST_BUILD a test build whose ctest runs goal 1's tests (default build; cited if absent)
   LARGE_SECONDS  CPU seconds of the cmp-large run for the report-speed profiles (default 20)
 """
@@ -29,6 +29,7 @@ import fallback  # noqa: E402 (the sections, after the line above)
 import scale  # noqa: E402
 import signal_masks  # noqa: E402
 import spawn  # noqa: E402
+import switch  # noqa: E402
 from common import (BIN, LIB, QUICK, ROOT, SPROFIL, WORK, goal, log, med,  # noqa: E402
                     print_goals, read_truth, rel, run, shown, sprof_header, sprof_nonzero_bins)
 
@@ -270,6 +271,7 @@ def machine():
           f"FB_SECONDS={fallback.SECONDS} FB_ACC_RUNS={fallback.ACC_RUNS} "
           f"COV_RUNS={signal_masks.RUNS} SCALE_RUNS={scale.RUNS} OBJECTS={scale.OBJECTS} "
           f"SCALE_ITERS={scale.ITERS} SP_N={spawn.N} SP_ROUNDS={spawn.ROUNDS} "
+          f"SW_N={switch.N} SW_ROUNDS={switch.ROUNDS} "
           f"TEST_BUILD={rel(TEST_BUILD)}")
     print()
 
@@ -626,8 +628,8 @@ def tests():
     print()
 
 
-SECTIONS = ["overhead", "floor", "spawn", "accuracy", "large", "fallback", "masks", "scale",
-            "tests"]
+SECTIONS = ["overhead", "floor", "spawn", "switch", "accuracy", "large", "fallback", "masks",
+            "scale", "tests"]
 
 
 def main():
@@ -639,6 +641,7 @@ def main():
               "accuracy" in sections),
              ("floor", floor, "floor" in sections),
              ("spawn", spawn.section, "spawn" in sections),
+             ("switch", switch.section, "switch" in sections),
              ("accuracy", lambda: accuracy(rates), "accuracy" in sections),
              ("large", report_speed_and_memory, "large" in sections),
              ("fallback", fallback.section, "fallback" in sections),
