@@ -35,8 +35,11 @@ namespace sprofil::record {
 namespace {
 
 constexpr size_t kPage = 4096;
-constexpr size_t kMaxDataPages = 32;  // a CPU's ring: 128 KiB, ~2,300 samples (0.23 s at 10 kHz)
-constexpr int kPassMs = 16;           // a pass over every ring at least this often
+// A CPU's ring at most: 512 KiB, perf record's (6,500 samples, 0.65 s at 10 kHz). The kernel
+// wakes record each time half a ring's size has been written (wakeup_watermark), from the
+// program's CPU (an irq_work): rings of 128 KiB woke it 12 times a second at 10 kHz, 3 now.
+constexpr size_t kMaxDataPages = 128;
+constexpr int kPassMs = 16;  // a pass over every ring at least this often
 // The samples' fields, in this order (perf_event_open(2)): ip, pid and tid, time, the id of
 // the event (each copy's own), cpu, the period, and where kernel time is sampled the user
 // registers' ABI and pc (the pc the thread returns to from the kernel). The side-band records
@@ -787,15 +790,16 @@ perf_event_attr event_attr(uint64_t period, bool kernel, size_t pages) {
   return a;
 }
 
-// Data pages for each CPU's ring: at most kMaxDataPages, and no more than this user's share
-// of the locked-memory allowance for perf rings (perf_event_mlock_kb, per CPU) leaves.
-size_t ring_pages(long ncpu) {
+// Data pages for each CPU's ring: at most kMaxDataPages, and no more than the locked-memory
+// allowance for perf rings gives each CPU (perf_event_mlock_kb: per user, times the online
+// CPUs; a ring that the user's other rings leave no room for is mapped smaller, Ring::map).
+size_t ring_pages() {
   long kb = 516;  // the kernel's default
   if (FILE* f = fopen("/proc/sys/kernel/perf_event_mlock_kb", "re")) {
     if (fscanf(f, "%ld", &kb) != 1) kb = 516;
     fclose(f);
   }
-  const long per_cpu = kb * 1024 / (ncpu > 0 ? ncpu : 1) - static_cast<long>(kPage);
+  const long per_cpu = kb * 1024 - static_cast<long>(kPage);
   size_t pages = kMaxDataPages;
   while (pages > 1 && static_cast<long>(pages * kPage) > per_cpu) pages /= 2;
   return pages;
@@ -838,7 +842,7 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
   s.rng ^= clock_ns(CLOCK_MONOTONIC) ^ (static_cast<uint64_t>(pid) << 32);
   util::xorshift(&s.rng);
   const long ncpu = sysconf(_SC_NPROCESSORS_CONF);
-  const size_t pages = ring_pages(ncpu);
+  const size_t pages = ring_pages();
   auto fail = [&](const std::string& what) {
     *why = what + ": " + strerror(errno);
     for (Ring& r : s.rings) r.close_all();
