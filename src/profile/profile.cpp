@@ -226,9 +226,12 @@ void TallySum::add(const Profile& p) {
   finished_ = finished_ && p.finished();
   if (p.start_ns != 0 && (start_ns_ == 0 || p.start_ns < start_ns_)) start_ns_ = p.start_ns;
   if (p.end_ns > end_ns_) end_ns_ = p.end_ns;
-  if (p.cpu_ns == 0) cpu_known_ = false;
+  const bool empty = p.cpu_ns == 0 && p.delivered == 0 && p.overflow == 0 && p.lost == 0;
+  if (p.cpu_ns == 0 && !empty) cpu_known_ = false;
   cpu_ns_ = sat_add(cpu_ns_, p.cpu_ns);
-  if (p.effective_hz > 0 && p.cpu_ns > 0) {
+  if (empty) {
+    // no CPU, no rate: nothing to weigh
+  } else if (p.effective_hz > 0 && p.cpu_ns > 0) {
     weighted_hz_ += p.effective_hz * static_cast<double>(p.cpu_ns);
     hz_weight_ += static_cast<double>(p.cpu_ns);
   } else {

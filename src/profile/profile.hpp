@@ -167,7 +167,9 @@ uint64_t unsampled_cpu_ns(const Profile& p);
 
 // The whole of several profiles' tallies and times (a run's processes, merged runs): counts
 // saturate; start is the earliest, end the latest (0 unless every part finished); CPU time 0
-// unless every part's is known; the rate is the CPU-weighted mean of the parts' rates.
+// unless every part's is known; the rate is the CPU-weighted mean of the parts' rates. A part
+// with neither samples nor CPU time (an image that record sampled from outside and that took no
+// sample: its sampled CPU is 0) adds nothing to either, and leaves them known.
 class TallySum {
  public:
   void add(const Profile& p);

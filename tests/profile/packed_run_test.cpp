@@ -187,5 +187,27 @@ TEST(PackedRun, ImageClaimingAHugeSizeCostsWhatItStores) {
   EXPECT_NE(error.find("region_count 4294967295 cannot fit"), std::string::npos) << error;
 }
 
+// A run's CPU time and rate are the sum and the CPU-weighted mean of its processes' (TallySum).
+// A process image without samples and without CPU time (one that record, sampling from
+// outside, kept with no sample: a shell that forked and exec'd within a period) leaves both
+// known; one with samples but no CPU time (unknown) makes the run's CPU unknown (0).
+TEST(RunSum, AnEmptyImageLeavesTheRunsCpuAndRateKnown) {
+  Profile empty = sample_profile();
+  empty.regions.clear();
+  empty.cpu_ns = 0;
+  empty.effective_hz = 0;
+  empty.delivered = empty.overflow = empty.lost = 0;
+  const Profile a = sample_profile();
+  Profile run = combine_processes({empty, a}, {"", ".2"});
+  EXPECT_EQ(run.cpu_ns, a.cpu_ns);
+  EXPECT_DOUBLE_EQ(run.effective_hz, a.effective_hz);
+  EXPECT_EQ(run.delivered, a.delivered);
+  Profile unknown = sample_profile();
+  unknown.cpu_ns = 0;
+  run = combine_processes({unknown, a}, {"", ".2"});
+  EXPECT_EQ(run.cpu_ns, 0u);
+  EXPECT_EQ(run.effective_hz, 0);
+}
+
 }  // namespace
 }  // namespace sprofil::profile_test

@@ -53,17 +53,19 @@ Json report_json(const std::string& file, const Args& filter) {
   return j.is_discarded() ? Json::object() : j;
 }
 
-// The run: the shell (root), diff_prog with six times annotate_prog's work, then annotate_prog.
-// annotate_prog's CPU is about a seventh of the run's, so its samples against the run's CPU
-// fall far below half (the coverage warning the filter once gave), and against its own CPU
-// do not.
+// The run: the shell (root), which counts to 20,000 first (tens of ms: its samples; a shell that
+// only forks and execs may take none), diff_prog with six times annotate_prog's work, then
+// annotate_prog. annotate_prog's CPU is about a seventh of the run's, so its samples against
+// the run's CPU fall far below half (the coverage warning the filter once gave), and against
+// its own CPU do not.
 class ReportFilter : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testproc::TempDir("sprofil_filter");
     run_ = *dir_ / "run.sprof";
     Result r = tool({"record", "-o", run_, "--", "sh", "-c",
-                     "'" + kDiffProg + "' 60000000 1 && '" + kAnnotateProg + "' loops 10000000"});
+                     "i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done; '" + kDiffProg +
+                         "' 60000000 1 && '" + kAnnotateProg + "' loops 10000000"});
     ASSERT_EQ(r.status, 0) << describe(r);
   }
   static void TearDownTestSuite() {
