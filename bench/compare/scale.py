@@ -1,7 +1,7 @@
 """Section "scale" of compare.py (goal 5): `sprofil record` (its default clock) with
 64 threads on the machine's cores against 1 thread doing the same work, the per-sample cost
 and delivered rate with OBJECTS shared objects loaded against few, and the start-up and
-dlopen time the agent adds with OBJECTS objects. The small workloads (scale_*.c) are compiled
+dlopen time record's default adds with OBJECTS objects. The small workloads (scale_*.c) are compiled
 with cc into WORK/scale. Environment (besides common.py's):
   SCALE_RUNS    rounds, each a run of the native program and of every configuration in turn
                 (default 5; QUICK 1); medians are reported
@@ -240,7 +240,7 @@ def section():
         ("native, few objects", [few]),
         ("record, few objects", record_argv(out, 1000, [few])),
     ])
-    goal(5, f"start-up time the agent adds with {OBJECTS} linked objects (measured)",
+    goal(5, f"start-up time record's default adds with {OBJECTS} linked objects (measured)",
          f"{walls[1] - walls[0]:.2f} s ({walls[1] / walls[0]:.2f}x native's {walls[0]:.2f} s); "
          f"few objects: {walls[3] - walls[2]:.3f} s", "measured",
          shown(record_argv("P", 1000, [many])))
@@ -249,6 +249,6 @@ def section():
         ("native", [few, "--dlopen", dl, str(OBJECTS)]),
         ("record", record_argv(out, 1000, [few, "--dlopen", dl, str(OBJECTS)])),
     ])
-    goal(5, f"time the agent adds to {OBJECTS} dlopens (measured)",
+    goal(5, f"time record's default adds to {OBJECTS} dlopens (measured)",
          f"{walls[1] - walls[0]:.2f} s ({walls[1] / walls[0]:.1f}x native's {walls[0]:.2f} s)",
          "measured", shown(record_argv("P", 1000, [few, "--dlopen", rel(dl), str(OBJECTS)])))
