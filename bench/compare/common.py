@@ -108,6 +108,32 @@ def goal(number, what, figure, met, command):
     GOALS.append((number, what, figure, status, command))
 
 
+def against_perf(commands, own, tree, digits, unit, what):
+    """A side-by-side table of the program's own and the whole tree's CPU (medians of the
+    rounds, in ms) for each configuration of `commands` (name -> argv), then goal 1's row for
+    each of sprofil's against perf record's: judged for record's default, shown for `--agent`
+    (an option). what(name) words the row; unit follows the ms (" a process")."""
+    print("| configuration | the program's own CPU | the whole tree's CPU | command |")
+    print("| --- | ---: | ---: | --- |")
+    for name, argv in commands.items():
+        print(f"| {name} | {med(own[name]):.{digits}f} | {med(tree[name]):.{digits}f} | "
+              f"`{shown(argv)}` |")
+    print()
+    perf_own, perf_tree = med(own["perf record"]), med(tree["perf record"])
+    for name in (c for c in commands if c.startswith("sprofil")):
+        o, t = med(own[name]), med(tree[name])
+        paired = sorted(a / b for a, b in zip(own[name], own["perf record"]))
+        met = o <= perf_own and t <= perf_tree
+        goal(1, what(name),
+             f"program CPU {o / perf_own:.3f}x perf record's ({o:.{digits}f} vs "
+             f"{perf_own:.{digits}f} ms{unit}; per round {med(paired):.3f}x, {paired[0]:.3f} to "
+             f"{paired[-1]:.3f}), tree CPU {t / perf_tree:.3f}x ({t:.{digits}f} vs "
+             f"{perf_tree:.{digits}f} ms) (met if both <= 1)",
+             met if "--agent" not in name else
+             "an option, not judged: " + ("at or below" if met else "above") + " perf record's",
+             shown(commands[name]))
+
+
 def print_goals():
     print("## The default profile's goals (this run)\n")
     print("Every figure is a median of this run; ratios are against a baseline measured in the "

@@ -15,7 +15,7 @@ import os
 import subprocess
 import tempfile
 
-from common import BIN, QUICK, ROOT, SPROFIL, WORK, goal, log, med, run, shown
+from common import BIN, QUICK, ROOT, SPROFIL, WORK, against_perf, log, run, shown
 
 N = int(os.environ.get("SP_N", "100" if QUICK else "300"))
 ROUNDS = int(os.environ.get("SP_ROUNDS", "3" if QUICK else "8"))
@@ -72,27 +72,13 @@ def section():
             subprocess.run(["rm", "-rf", shm])
     print(f"cmp-burn4 --iters 1000 spawned {N} times a round by bench/spawn_cpu.c, {ROUNDS} "
           "rounds, medians; ms of CPU a process\n")
-    print("| configuration | the program's own CPU | the whole tree's CPU | command |")
-    print("| --- | ---: | ---: | --- |")
-    for name, argv in configs.items():
-        print(f"| {name} | {med(own[name]):.3f} | {med(tree[name]):.3f} | `{shown(argv())}` |")
-    print()
-    perf_own, perf_tree = med(own["perf record"]), med(tree["perf record"])
-    for name in (c for c in configs if c.startswith("sprofil")):
-        o, t = med(own[name]), med(tree[name])
-        paired = sorted(a / b for a, b in zip(own[name], own["perf record"]))
-        what = ("record's default (agentless) costs a short process no more than perf record "
-                "at 1000 Hz")
-        if "--agent" in name:
-            what = ("record --agent (the agent in each process, drain mode) costs a short "
-                    "process no more than perf record at 1000 Hz (an option)")
-        if "scratch" in name:
-            what += ", with --scratch on a tmpfs"
-        goal(1, what,
-             f"program CPU {o / perf_own:.3f}x perf record's ({o:.3f} vs {perf_own:.3f} ms a "
-             f"process; per round {med(paired):.3f}x, {paired[0]:.3f} to {paired[-1]:.3f}), tree "
-             f"CPU {t / perf_tree:.3f}x ({t:.3f} vs {perf_tree:.3f} ms) (met if both <= 1)",
-             (o <= perf_own and t <= perf_tree) if "--agent" not in name else
-             "an option, not judged: " + ("at or below" if o <= perf_own and t <= perf_tree
-                                           else "above") + " perf record's",
-             shown(configs[name]()))
+
+    def what(name):
+        if "--agent" not in name:
+            return ("record's default (agentless) costs a short process no more than perf "
+                    "record at 1000 Hz")
+        return ("record --agent (the agent in each process, drain mode) costs a short process "
+                "no more than perf record at 1000 Hz (an option)" +
+                (", with --scratch on a tmpfs" if "scratch" in name else ""))
+
+    against_perf({c: argv() for c, argv in configs.items()}, own, tree, 3, " a process", what)

@@ -14,7 +14,7 @@ import os
 import subprocess
 import tempfile
 
-from common import QUICK, ROOT, SPROFIL, WORK, goal, log, med, run, shown
+from common import QUICK, ROOT, SPROFIL, WORK, against_perf, log, run, shown
 
 N = int(os.environ.get("SW_N", "20000" if QUICK else "100000"))
 ROUNDS = int(os.environ.get("SW_ROUNDS", "3" if QUICK else "8"))
@@ -46,24 +46,12 @@ def section():
                 own[name].append(float(out.read().split()[1]))
             tree[name].append(cpu * 1000)
     print(f"`{shown(cmd)}` ({2 * N} switches on CPU 0), {ROUNDS} rounds, medians; ms of CPU\n")
-    print("| configuration | the program's own CPU | the whole tree's CPU | command |")
-    print("| --- | ---: | ---: | --- |")
-    for name, argv in configs.items():
-        print(f"| {name} | {med(own[name]):.1f} | {med(tree[name]):.1f} | `{shown(argv)}` |")
-    print()
-    perf_own, perf_tree = med(own["perf record"]), med(tree["perf record"])
-    for name in (c for c in configs if c.startswith("sprofil")):
-        o, t = med(own[name]), med(tree[name])
-        paired = sorted(a / b for a, b in zip(own[name], own["perf record"]))
-        agent = "--agent" in name
-        what = ("record --agent (the agent in each process, drain mode) costs threads that "
-                "switch often no more than perf record at 1000 Hz (an option)" if agent else
-                "record's default (agentless) costs threads that switch often no more than "
+
+    def what(name):
+        if "--agent" in name:
+            return ("record --agent (the agent in each process, drain mode) costs threads that "
+                    "switch often no more than perf record at 1000 Hz (an option)")
+        return ("record's default (agentless) costs threads that switch often no more than "
                 "perf record at 1000 Hz")
-        met = o <= perf_own and t <= perf_tree
-        goal(1, what,
-             f"program CPU {o / perf_own:.3f}x perf record's ({o:.1f} vs {perf_own:.1f} ms; per "
-             f"round {med(paired):.3f}x, {paired[0]:.3f} to {paired[-1]:.3f}), tree CPU "
-             f"{t / perf_tree:.3f}x ({t:.1f} vs {perf_tree:.1f} ms) (met if both <= 1)",
-             "an option, not judged: " + ("at or below" if met else "above") + " perf record's"
-             if agent else met, shown(configs[name]))
+
+    against_perf(configs, own, tree, 1, "", what)
