@@ -42,11 +42,11 @@ namespace sprofil::record {
 class Agentless {
  public:
   struct Stats {
-    uint64_t copies = 0;         // threads' copies of the CPUs' events seen (a sample, an end)
+    uint64_t copies = 0;         // threads' copies of the CPUs' events that took a sample
     uint64_t samples = 0;        // sample records read
     uint64_t lost = 0;           // records the kernel dropped (a full ring)
     uint64_t redraws = 0;        // periods re-drawn
-    uint64_t exit_credited = 0;  // periods credited at a copy's end or an exec
+    uint64_t exit_credited = 0;  // periods credited at the threads' ends (run_end)
     uint64_t images = 0;         // process images seen
     bool kernel = false;         // kernel time is sampled (at the user pc it returns to)
   };

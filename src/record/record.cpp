@@ -655,9 +655,9 @@ int record(const Options& o, FILE* log, int* killed_by) {
   if (outside && getenv("SPROFIL_DRAIN_STATS")) {
     const Agentless::Stats as = agentless.stats();
     fprintf(log,
-            "sprofil record: agentless: %llu threads' copies of the events, %llu sample records "
-            "(%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu periods "
-            "credited at an end or an exec, %llu process images\n",
+            "sprofil record: agentless: %llu threads' copies of the events sampled, %llu sample "
+            "records (%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu "
+            "periods credited at the threads' ends, %llu process images\n",
             static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
             as.kernel ? "kernel time sampled at the user pc" : "user time only",
             static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
