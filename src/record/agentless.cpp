@@ -261,7 +261,7 @@ struct Agentless::State {
   uint32_t bin_bytes = 1;
   bool system = true;
   std::vector<Ring> rings;                      // one a CPU: the events that the command inherits
-  std::vector<uint64_t> periods;                // per CPU: the event's period now
+  std::vector<uint64_t> periods;                // per ring: the event's period now
   std::unordered_map<uint64_t, Copy> copies;    // by the copy's event id
   std::unordered_map<pid_t, uint64_t> last_pc;  // by tid: the pc of its last sample
   std::unordered_map<pid_t, uint64_t> last_ns;  // by tid: the time of its last sample or clone
@@ -283,9 +283,9 @@ struct Agentless::State {
   std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
   pid_t root = 0;
   uint64_t root_records = 0, jitter_after = 0;  // the root thread's block (re-draw)
-  uint64_t root_periods = 0;  // credited to the root thread (its age, for jitter_block)
-  uint32_t root_cpu = ~0u;    // the CPU of the root thread's last sample: its event that runs
-  bool jitter = true;         // re-draw the periods (SPROFIL_JITTER=0: not, as the agent's)
+  uint64_t root_periods = 0;      // credited to the root thread (its age, for jitter_block)
+  size_t root_ring = ~size_t{0};  // the ring of the root thread's last sample: its event that runs
+  bool jitter = true;             // re-draw the periods (SPROFIL_JITTER=0: not, as the agent's)
   std::map<std::pair<std::string, uint64_t>, ElfFile> files;  // by (path, inode)
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   std::vector<uint8_t> vdso_id = vdso_build_id();
@@ -382,8 +382,8 @@ struct Agentless::State {
       if (!kernel || field<uint64_t>(b, 48) == PERF_SAMPLE_REGS_ABI_NONE) return;
       ip = field<uint64_t>(b, 56);
     }
-    count(field<uint32_t>(b, 8), field<uint32_t>(b, 12), field<uint64_t>(b, 24),
-          field<uint32_t>(b, 32), ip, r.time, field<uint64_t>(b, 40), in_kernel);
+    count(field<uint32_t>(b, 8), field<uint32_t>(b, 12), field<uint64_t>(b, 24), ip, r.time,
+          field<uint64_t>(b, 40), in_kernel);
   }
 
   // A sample of thread tid on cpu at pc ip, `len` ns after its copy's sample before (the
@@ -391,8 +391,8 @@ struct Agentless::State {
   // at the pc the thread returns to, as drain mode counts it. Each image's samples are those
   // of its time (the records are in time order): a forked child's work before its exec is its
   // own.
-  void count(pid_t pid, pid_t tid, uint64_t id, uint32_t cpu, uint64_t ip, uint64_t time,
-             uint64_t len, bool in_kernel) {
+  void count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uint64_t time, uint64_t len,
+             bool in_kernel) {
     ++stats.samples;
     const size_t at = img_index(pid);
     Img* m = at == ~size_t{0} ? nullptr : &imgs[at];
@@ -401,11 +401,14 @@ struct Agentless::State {
     // swapped the thread's cloned context for the root's at a switch on one CPU) are at the
     // period last set (the kernel's period field keeps a task clock's first); a copy made at
     // a clone keeps the period it was cloned with, which the sample tells.
-    const bool own = cpu < ids.size() && id == ids[cpu];
+    // (By the event's id, not the sample's cpu: the rings are the online CPUs', in order, and
+    // a CPU that was offline has none.)
+    const size_t k = static_cast<size_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
+    const bool own = k < ids.size();
     if (own) {
       ++root_records;
-      root_cpu = cpu;
-      len = periods[cpu];
+      root_ring = k;
+      len = periods[k];
     }
     c.acc += len;
     const uint64_t w = c.acc / period;
@@ -588,18 +591,18 @@ struct Agentless::State {
   // that counts now is the one whose samples the block's period set. An event of another CPU
   // keeps its own drawn period until the thread runs there at a block's end.
   void redraw(bool all) {
-    for (size_t cpu = 0; cpu < rings.size(); ++cpu) {
-      if (!all && root_cpu < rings.size() && cpu != root_cpu) continue;
+    for (size_t k = 0; k < rings.size(); ++k) {
+      if (!all && root_ring < rings.size() && k != root_ring) continue;
       const uint64_t next = rt::perf::jittered_period(period, &rng);
       const uint64_t now = clock_ns(CLOCK_MONOTONIC);
-      if (ioctl(rings[cpu].fd, PERF_EVENT_IOC_PERIOD, &next) != 0) continue;
+      if (ioctl(rings[k].fd, PERF_EVENT_IOC_PERIOD, &next) != 0) continue;
       // The re-draw restarts the period: the part of the old one that had run ends no period.
       // The root thread's event on the CPU it last ran on was running since its last sample
       // (a block ends while it takes samples): that part is the time since then, modulo the
       // old period (a sample record may be in flight), credited with its next sample.
-      if (const auto c = copies.find(ids[cpu]); c != copies.end() && cpu == root_cpu)
-        if (now > c->second.last_ns) c->second.acc += (now - c->second.last_ns) % periods[cpu];
-      periods[cpu] = next;
+      if (const auto c = copies.find(ids[k]); c != copies.end() && k == root_ring)
+        if (now > c->second.last_ns) c->second.acc += (now - c->second.last_ns) % periods[k];
+      periods[k] = next;
       ++stats.redraws;
     }
     root_records = 0;
@@ -749,7 +752,7 @@ struct Agentless::State {
   }
 
   bool forked = false;        // a pass saw a new process
-  std::vector<uint64_t> ids;  // per CPU: the id of its event (the root thread's copy)
+  std::vector<uint64_t> ids;  // per ring: the id of its event (the root thread's copy)
 };
 
 Agentless::Agentless() : s_(std::make_unique<State>()) {}
