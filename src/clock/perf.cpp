@@ -96,12 +96,18 @@ void drain(Event* e) {
       // The thread's CPU clock through its clock id, which any thread of the process may read.
       const uint64_t v = steal_free(body[1] + e->phase, e->period, e->period, &e->credits,
                                     [e] { return util::clock_ns(thread_cpu_clock(e->tid)); });
+      if (e->unthrottled) {
+        e->unthrottled = false;
+        if (const uint64_t n = drop_throttled(v, e->period, e->period, &e->credits)) eng.lost(n);
+      }
       const uint64_t w = credit(v, e->period, &e->credits, &system_w);
       e->credits.next_ns = 0;
       if (w) eng.sample(static_cast<uintptr_t>(body[0]), w, system_w);
     } else if (h.type == PERF_RECORD_LOST) {
       drop_lost(body[1], e->period, &e->credits);
       eng.lost(body[1]);
+    } else if (h.type == PERF_RECORD_UNTHROTTLE) {
+      e->unthrottled = true;
     }
     tail += h.size;
   }

@@ -47,6 +47,8 @@ class Drainer : util::NoCopy {
     uint64_t exit_credited = 0;        // whole periods credited when their event ended
     uint64_t exit_unplaced = 0;        // the same for events that never had a record (no pc)
     uint64_t redraws = 0;              // periods re-drawn (PERF_EVENT_IOC_PERIOD, an IPI each)
+    uint64_t throttled = 0;            // times the kernel resumed a throttled event: the
+                                       // periods it counted meanwhile are lost samples
     uint64_t new_files = 0;            // process images' files made for them (kDrainNewFile)
     uint64_t new_files_refused = 0;    // asked for and not made (the agent made its own)
     uint64_t main_events = 0;          // their main threads' events opened here (kNewOpenEvent)

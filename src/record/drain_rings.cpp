@@ -194,7 +194,7 @@ void Drainer::State::drain(Event* e) {
   const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
   uint64_t tail = meta->data_tail;
   const unsigned char* data = reinterpret_cast<unsigned char*>(e->ring) + off;
-  uint64_t samples = 0, lost = 0;
+  uint64_t samples = 0, lost = 0, throttles = 0;
   while (tail < head) {
     perf_event_header h;
     for (size_t i = 0; i < sizeof h; ++i)  // a record may wrap: copy piecewise
@@ -209,10 +209,18 @@ void Drainer::State::drain(Event* e) {
       const uint64_t value = body[1] + e->phase;
       const bool before_restart = e->restart_pending && tail < e->restart_mark;
       if (e->restart_pending && !before_restart) restarted(e, value);
+      const uint64_t v = steal_free(e, value);
+      if (e->unthrottled) {  // the periods counted while throttled: lost samples
+        e->unthrottled = false;
+        if (const uint64_t n = rt::perf::drop_throttled(v, e->period, e->cur_period, &e->credit)) {
+          note_credit(e, n);
+          add_lost(e, n);
+        }
+      }
       // Credited with the length of the period that just ended.
       e->credit.next_ns = before_restart ? e->old_period : e->cur_period;
       uint64_t system_w = 0;
-      const uint64_t w = rt::perf::credit(steal_free(e, value), e->period, &e->credit, &system_w);
+      const uint64_t w = rt::perf::credit(v, e->period, &e->credit, &system_w);
       note_credit(e, w);
       e->boundary = value;
       e->last_pc = static_cast<uintptr_t>(body[0]);
@@ -222,13 +230,17 @@ void Drainer::State::drain(Event* e) {
       rt::perf::drop_lost(body[1], e->cur_period, &e->credit);
       note_credit(e, body[1]);
       add_lost(e, body[1]);
+    } else if (h.type == PERF_RECORD_UNTHROTTLE) {  // the kernel let the event sample again
+      ++throttles;
+      e->unthrottled = true;
     }
     tail += h.size;
   }
   __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
-  if (samples || lost) {
+  if (samples || lost || throttles) {
     std::lock_guard<std::mutex> l(stats_mu);
     stats.samples += samples;
+    stats.throttled += throttles;
     stats.lost_records += lost;
   }
 }

@@ -160,6 +160,7 @@ struct Event {
   uint64_t jitter_after = 0;   // records before the next re-draw
   uint64_t drawn_ns = 0;       // monotonic time of the last re-draw
   uint64_t ns_per_record = 1;  // of wall time, in the last block (P before one)
+  bool unthrottled = false;    // the kernel resumed it after a throttle: no sample since
   uintptr_t last_pc = 0;       // of the last sample record; before the first, the thread's start
                                // routine (0 if unknown)
   rt::perf::Credit credit;

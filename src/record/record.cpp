@@ -657,11 +657,13 @@ int record(const Options& o, FILE* log, int* killed_by) {
     fprintf(log,
             "sprofil record: agentless: %llu threads' copies of the events sampled, %llu sample "
             "records (%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu "
-            "periods credited at the threads' ends, %llu process images\n",
+            "periods credited at the threads' ends, %llu counted periods unplaced, %llu process "
+            "images\n",
             static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
             as.kernel ? "kernel time sampled at the user pc" : "user time only",
             static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
             static_cast<unsigned long long>(as.exit_credited),
+            static_cast<unsigned long long>(as.unplaced),
             static_cast<unsigned long long>(as.images));
   }
   if (drain) {  // the processes whose empty files the drainer removed at their exit
@@ -729,7 +731,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
     summary +=
         "; " + util::count_of(c.dropped, "process", "processes") + " without samples not stored";
   if (run_cpu_ns != 0) {
-    char b[256];
+    char b[512];
     const uint64_t unsampled = profile::unsampled_cpu_ns(run);
     if (run.clock == profile::Clock::kWall) {
       snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU is in no process's profile",
@@ -741,9 +743,18 @@ int record(const Options& o, FILE* log, int* killed_by) {
       // end: 50-80 us a thread on the VM of docs/benchmarks.md), the last partial periods, and the
       // processes without samples; where kernel time is not sampled (perf_event_paranoid 2,
       // unprivileged) that and the threads' time after their last samples too.
+      // The time the task clock counted where its timer took no sample (it fired late, as when
+      // the VM did not run: the periods it missed are skipped) is named on its own.
+      char late[192] = "";
+      if (outside && agentless.stats().unplaced != 0 && agentless.stats().throttled == 0 &&
+          run.requested_hz > 0)
+        snprintf(late, sizeof late,
+                 "; %.3f s the task clock counted with no sample (its timer fired late, or a "
+                 "re-drawn period's cut part)",
+                 double(agentless.stats().unplaced) / double(run.requested_hz));
       snprintf(b, sizeof b,
                "; %.3f s of the run's %.3f s CPU has no sample (%.3f s of it in the processes "
-               "without samples; the rest is %s)",
+               "without samples; the rest is %s%s)",
                double(unsampled) / 1e9, double(run_cpu_ns) / 1e9,
                double(std::min(c.dropped_cpu_ns, unsampled)) / 1e9,
                !outside ? "start-up before sampling: the loader, the agent"
@@ -751,11 +762,28 @@ int record(const Options& o, FILE* log, int* killed_by) {
                    ? "the time the task clock does not count: the start before the exec, the "
                      "threads' exits"
                    : "kernel time, not sampled at this perf_event_paranoid (the agent's "
-                     "`--agent` counts it), and each thread's time after its last sample");
+                     "`--agent` counts it), and each thread's time after its last sample",
+               late);
     }
     summary += b;
   }
   if (!o.quiet) fprintf(log, "%s\n", summary.c_str());
+  if (const uint64_t throttled = outside ? agentless.stats().throttled : ds.throttled) {
+    // Each throttled event took no samples till the next tick while its counter ran on: the
+    // profile misses them (the agent's drain counts them as lost; perf report warns too).
+    char rate[32] = "unknown";
+    if (FILE* f = fopen("/proc/sys/kernel/perf_event_max_sample_rate", "re")) {
+      unsigned long r = 0;
+      if (fscanf(f, "%lu", &r) == 1) snprintf(rate, sizeof rate, "%lu", r);
+      fclose(f);
+    }
+    fprintf(log,
+            "sprofil record: warning: the kernel throttled the sampling %llu times "
+            "(kernel.perf_event_max_sample_rate is %s; the kernel lowers it when its perf "
+            "interrupts take long): the profile misses those samples; record with a lower -F, or "
+            "raise the limit\n",
+            static_cast<unsigned long long>(throttled), rate);
+  }
   return code;
 }
 
