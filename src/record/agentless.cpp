@@ -41,12 +41,12 @@ constexpr size_t kPage = 4096;
 constexpr size_t kMaxDataPages = 128;
 constexpr int kPassMs = 16;  // a pass over every ring at least this often
 // The samples' fields, in this order (perf_event_open(2)): ip, pid and tid, time, the id of
-// the event (each copy's own), cpu, the period, and where kernel time is sampled the user
+// the event (each copy's own), the period, and where kernel time is sampled the user
 // registers' ABI and pc (the pc the thread returns to from the kernel). The side-band records
-// end with pid and tid, time, the event's id and cpu (sample_id_all).
+// end with pid and tid, time and the event's id (sample_id_all). No cpu: a ring is one CPU's.
 constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-                                 PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
-constexpr size_t kSampleIdBytes = 32;
+                                 PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_PERIOD;
+constexpr size_t kSampleIdBytes = 24;
 #if defined(__x86_64__)
 constexpr uint64_t kUserPc = 1ull << PERF_REG_X86_IP;
 #elif defined(__aarch64__)
@@ -379,11 +379,11 @@ struct Agentless::State {
     uint64_t ip = field<uint64_t>(b, 0);
     const bool in_kernel = (r.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
     if (in_kernel) {
-      if (!kernel || field<uint64_t>(b, 48) == PERF_SAMPLE_REGS_ABI_NONE) return;
-      ip = field<uint64_t>(b, 56);
+      if (!kernel || field<uint64_t>(b, 40) == PERF_SAMPLE_REGS_ABI_NONE) return;
+      ip = field<uint64_t>(b, 48);
     }
     count(field<uint32_t>(b, 8), field<uint32_t>(b, 12), field<uint64_t>(b, 24), ip, r.time,
-          field<uint64_t>(b, 40), in_kernel);
+          field<uint64_t>(b, 32), in_kernel);
   }
 
   // A sample of thread tid on cpu at pc ip, `len` ns after its copy's sample before (the
@@ -619,7 +619,7 @@ struct Agentless::State {
         r.type = h.type;
         r.misc = h.misc;
         // A sample's time is its third field; a side-band record's is in its sample_id.
-        r.time = field<uint64_t>(b, h.type == PERF_RECORD_SAMPLE ? 16 : b.size() - 24);
+        r.time = field<uint64_t>(b, h.type == PERF_RECORD_SAMPLE ? 16 : b.size() - 16);
         r.body = b;
         recs.push_back(std::move(r));
       });
