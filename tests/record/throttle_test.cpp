@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
+#include <memory>
 
 #include "helpers.hpp"
 
@@ -39,6 +41,33 @@ class SampleRateLimit {
   bool ok_ = false;
 };
 
+// Each test: root and perf events, the limit at 1000 while it runs; record_split() records
+// agent_prog split (1:2 in burn_a and burn_b, 0.6 s) at 4 kHz with record's `mode` and checks
+// its status and its warning.
+class Throttled : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_PERF();
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: it lowers " << kLimit;
+    limit_ = std::make_unique<SampleRateLimit>(1000);
+    if (!limit_->ok()) GTEST_SKIP() << kLimit << " is not writable here";
+  }
+
+  void record_split(const std::string& mode) {
+    Result r = record(out, {mode, "-F", "4000"}, {kProg, "--truth", truth_file, "split", "0.6"});
+    ASSERT_EQ(r.status, 0) << describe(r);
+    EXPECT_NE(r.err.find("warning: the kernel throttled the sampling"), std::string::npos) << r.err;
+    truth = read_truth(truth_file);
+  }
+
+  TempDir dir;
+  const std::string out = dir / "throttled.sprof", truth_file = dir / "truth";
+  std::map<std::string, double> truth;
+
+ private:
+  std::unique_ptr<SampleRateLimit> limit_;
+};
+
 // Record's default, throttled: agent_prog split (1:2 in burn_a and burn_b, 0.6 s) at 4 kHz with
 // the limit at 1000 (4 samples a 4 ms tick at HZ 250). Status 0, a warning that names the
 // throttling, each burn's share within 3 points of its share of the process's CPU (the throttled
@@ -46,18 +75,8 @@ class SampleRateLimit {
 // no more than 3% of the samples outside the two burns (the start in ld.so and agent_prog's
 // clock reads, 1.2-1.7%): the periods the broken counter adds are not credited at the thread's
 // end (that put 20 s at the program's exit, 97% of the samples).
-TEST(Throttled, RecordWarnsAndCreditsNoPeriodItDidNotSample) {
-  SKIP_WITHOUT_PERF();
-  if (geteuid() != 0) GTEST_SKIP() << "needs root: it lowers " << kLimit;
-  SampleRateLimit limit(1000);
-  if (!limit.ok()) GTEST_SKIP() << kLimit << " is not writable here";
-  TempDir dir;
-  const std::string out = dir / "throttled.sprof", truth_file = dir / "truth";
-  Result r =
-      record(out, {"--agentless", "-F", "4000"}, {kProg, "--truth", truth_file, "split", "0.6"});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  EXPECT_NE(r.err.find("warning: the kernel throttled the sampling"), std::string::npos) << r.err;
-  const auto truth = read_truth(truth_file);
+TEST_F(Throttled, RecordWarnsAndCreditsNoPeriodItDidNotSample) {
+  ASSERT_NO_FATAL_FAILURE(record_split("--agentless"));
   const Json j = report_json(out);
   const double cpu = truth.at("process_cpu");
   double burns = 0, total = 0;
@@ -79,17 +98,8 @@ TEST(Throttled, RecordWarnsAndCreditsNoPeriodItDidNotSample) {
 // the counted samples kernel time (this program's is its start and exit), and the counted
 // samples no more than the process's CPU and steal at 4 kHz. (Not the shares: the event samples
 // in bursts just after each tick, where agent_prog's burns switch.)
-TEST(Throttled, AgentCountsThePeriodsItDidNotSampleAsLost) {
-  SKIP_WITHOUT_PERF();
-  if (geteuid() != 0) GTEST_SKIP() << "needs root: it lowers " << kLimit;
-  SampleRateLimit limit(1000);
-  if (!limit.ok()) GTEST_SKIP() << kLimit << " is not writable here";
-  TempDir dir;
-  const std::string out = dir / "throttled.sprof", truth_file = dir / "truth";
-  Result r = record(out, {"--agent", "-F", "4000"}, {kProg, "--truth", truth_file, "split", "0.6"});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  EXPECT_NE(r.err.find("warning: the kernel throttled the sampling"), std::string::npos) << r.err;
-  const auto truth = read_truth(truth_file);
+TEST_F(Throttled, AgentCountsThePeriodsItDidNotSampleAsLost) {
+  ASSERT_NO_FATAL_FAILURE(record_split("--agent"));
   const profile::Profile p = read(out);
   ASSERT_EQ(p.processes.size(), 1u);
   EXPECT_GT(p.processes[0].lost, 0u);
