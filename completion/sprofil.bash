@@ -34,7 +34,7 @@ _sprofil() {
         fi
         case ${COMP_WORDS[j]} in
           --) dashdash=1 ;;
-          -F | --frequency | --clock | --scratch | -o | --output) ((j++)) ;;
+          -F | --frequency | --clock | --scratch | --checkpoint | -o | --output) ((j++)) ;;
           -*) ;;
           *)
             program=1
@@ -54,12 +54,12 @@ _sprofil() {
         # auto, then the rows of SPROF_CLOCKS (src/format/sprof_format.h) in order, as
         # `sprofil record --help` lists them (test_completion.sh checks).
         --clock) _sprofil_reply -W "auto cpu itimer perf wall sampler" -- "$cur" ;;
-        -F | --frequency) ;;
+        -F | --frequency | --checkpoint) ;;
         -o | --output) _sprofil_reply -f -- "$cur" ;;
         --scratch) _sprofil_reply -d -- "$cur" ;;
         *)
           if [[ $cur == -* ]]; then
-            _sprofil_reply -W "-F --frequency --clock --agentless --agent --live -q --quiet --scratch -o --output -h --help --" -- "$cur"
+            _sprofil_reply -W "-F --frequency --clock --agentless --agent --live -q --quiet --scratch --checkpoint -o --output -h --help --" -- "$cur"
           else
             mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
           fi

@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <thread>
 #include <unordered_map>
@@ -758,10 +759,68 @@ struct Agentless::State {
     while (!stopping.load(std::memory_order_acquire)) {
       poll(fds.data(), fds.size(), argv_pending ? 1 : kPassMs);
       pass();
+      checkpoint();
     }
     pass();
     if (kernel) run_end();
   }
+
+  // The process images seen, the command's first image first, then by start time: at the end
+  // (`final`: an exec's arguments not read yet are read or given up), or as they stand.
+  std::vector<Agentless::Image> images(bool final) {
+    std::vector<Image> out;
+    for (Img& m : imgs) {
+      if (final) settle_argv(&m, true);
+      Image im;
+      im.root = m.root;
+      im.start_ns = m.start + real_minus_mono;
+      profile::Profile& p = im.profile;
+      p.version = SPROF_VERSION;
+      p.flags = (m.finished ? SPROF_F_FINISHED : 0u) | (m.child ? SPROF_F_CHILD : 0u);
+      p.clock = profile::Clock::kPerf;
+      p.requested_hz = hz;
+      p.tick_ns = period;
+      p.start_ns = im.start_ns;
+      p.end_ns = m.ended ? m.end + real_minus_mono : 0;
+      p.cpu_ns = m.periods * period;
+      p.effective_hz = p.cpu_ns ? double(m.delivered) * 1e9 / double(p.cpu_ns) : 0;
+      p.pid = m.pid;
+      p.ppid = m.ppid;
+      p.argv = final || !m.argv.empty() ? m.argv : std::vector<std::string>{m.comm};
+      p.overflow = m.overflow;
+      p.delivered = m.delivered;
+      p.lost = m.lost;
+      for (Reg& g : m.regs) {
+        if (g.bins.empty() && !(g.r.flags & SPROF_R_MAIN)) continue;
+        std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> bins(g.bins.begin(),
+                                                                             g.bins.end());
+        std::sort(bins.begin(), bins.end());
+        profile::Region r = g.r;
+        if (system) r.flags |= SPROF_R_SYSTEM;  // the kernel part of each bin, as drain mode's
+        for (const auto& [i, c] : bins)
+          if (i < r.nbins()) r.add(i, c.first, system ? c.second : 0);
+        p.regions.push_back(std::move(r));
+      }
+      out.push_back(std::move(im));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Image& a, const Image& b) {
+      if (a.root != b.root) return a.root;
+      return a.start_ns < b.start_ns;
+    });
+    return out;
+  }
+
+  // The images as they stand, to checkpoint_fn every checkpoint_ns where samples came since.
+  void checkpoint() {
+    if (!checkpoint_fn) return;
+    const uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    if (now - checkpoint_at < checkpoint_ns || stats.samples == checkpoint_samples) return;
+    checkpoint_fn(images(false));
+    checkpoint_at = clock_ns(CLOCK_MONOTONIC);  // the next a whole interval after this one
+    checkpoint_samples = stats.samples;
+  }
+  std::function<void(std::vector<Agentless::Image>)> checkpoint_fn;
+  uint64_t checkpoint_ns = 0, checkpoint_at = 0, checkpoint_samples = 0;
 
   bool forked = false;        // a pass saw a new process
   std::vector<uint64_t> ids;  // per ring: the id of its event (the root thread's copy)
@@ -936,47 +995,13 @@ void Agentless::finish() {
 }
 
 std::vector<Agentless::Image> Agentless::take_images() {
-  State& s = *s_;
-  std::vector<Image> out;
-  for (Img& m : s.imgs) {
-    s.settle_argv(&m, true);
-    Image im;
-    im.root = m.root;
-    im.start_ns = m.start + s.real_minus_mono;
-    profile::Profile& p = im.profile;
-    p.version = SPROF_VERSION;
-    p.flags = (m.finished ? SPROF_F_FINISHED : 0u) | (m.child ? SPROF_F_CHILD : 0u);
-    p.clock = profile::Clock::kPerf;
-    p.requested_hz = s.hz;
-    p.tick_ns = s.period;
-    p.start_ns = im.start_ns;
-    p.end_ns = m.ended ? m.end + s.real_minus_mono : 0;
-    p.cpu_ns = m.periods * s.period;
-    p.effective_hz = p.cpu_ns ? double(m.delivered) * 1e9 / double(p.cpu_ns) : 0;
-    p.pid = m.pid;
-    p.ppid = m.ppid;
-    p.argv = m.argv;
-    p.overflow = m.overflow;
-    p.delivered = m.delivered;
-    p.lost = m.lost;
-    for (Reg& g : m.regs) {
-      if (g.bins.empty() && !(g.r.flags & SPROF_R_MAIN)) continue;
-      std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> bins(g.bins.begin(),
-                                                                           g.bins.end());
-      std::sort(bins.begin(), bins.end());
-      profile::Region r = g.r;
-      if (s.system) r.flags |= SPROF_R_SYSTEM;  // the kernel part of each bin, as drain mode's
-      for (const auto& [i, c] : bins)
-        if (i < r.nbins()) r.add(i, c.first, s.system ? c.second : 0);
-      p.regions.push_back(std::move(r));
-    }
-    out.push_back(std::move(im));
-  }
-  std::stable_sort(out.begin(), out.end(), [](const Image& a, const Image& b) {
-    if (a.root != b.root) return a.root;
-    return a.start_ns < b.start_ns;
-  });
-  return out;
+  return s_->images(true);
+}
+
+void Agentless::checkpoint(uint64_t every_ns, std::function<void(std::vector<Image>)> fn) {
+  s_->checkpoint_ns = every_ns;
+  s_->checkpoint_at = clock_ns(CLOCK_MONOTONIC);
+  s_->checkpoint_fn = std::move(fn);
 }
 
 Agentless::Stats Agentless::stats() const {

@@ -31,6 +31,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ class Agentless {
   // `pid`, a child of record that waits to exec `argv`, all enabled by its exec. False, with
   // *why, where perf events are refused (nothing is left open).
   bool attach(pid_t pid, unsigned hz, const std::vector<std::string>& argv, std::string* why);
+  // Before start(): every `every_ns` while the command runs, where samples came since the last
+  // time, `fn` gets the images as they stand (as take_images() would give them), on the thread
+  // that reads the rings: a record killed by SIGKILL keeps its profile as of then.
+  void checkpoint(uint64_t every_ns, std::function<void(std::vector<Image>)> fn);
   // Starts the thread that reads the rings.
   void start();
   // After the command's end: its last records read, every event closed.

@@ -544,6 +544,22 @@ int record(const Options& o, FILE* log, int* killed_by) {
     std::string why;
     const bool attached = agentless.attach(pid, o.hz, o.command, &why);
     if (attached) {
+      // The run profile as it stands, every --checkpoint seconds into OUT (a new file renamed
+      // over the last): a record killed by SIGKILL keeps it, its images unfinished (as a killed
+      // command's), its end time 0. Not where OUT is standard output, a pipe or a device.
+      struct stat out_st;
+      if (o.checkpoint_s > 0 && out != "-" &&
+          (lstat(out.c_str(), &out_st) != 0 || S_ISREG(out_st.st_mode)))
+        agentless.checkpoint(
+            static_cast<uint64_t>(o.checkpoint_s * 1e9),
+            [out, start_ns](std::vector<Agentless::Image> images) {
+              Collected c = collect_images(std::move(images));
+              if (c.kept.empty()) return;
+              profile::Profile run = profile::combine_processes(std::move(c.kept), c.suffixes);
+              run.dropped_processes = c.dropped;
+              run.run_start_ns = start_ns;
+              profile::write_profile(run, out, nullptr);  // the end's write says why, if it fails
+            });
       agentless.start();
       const char go = 1;
       ssize_t ignored = write(go_pipe[1], &go, 1);

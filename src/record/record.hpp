@@ -33,6 +33,9 @@ struct Options {
   // directory is made in it); empty: the output's directory. A local tmpfs saves the file
   // system's work of making a file for each process (docs/benchmarks.md, "At 82e2841").
   std::string scratch;
+  // Sampled from outside: the run profile is written to the output every this many seconds
+  // while the command runs (a record killed by SIGKILL keeps it); 0: at the end only.
+  double checkpoint_s = 10;
   // How the program is sampled. By default from outside (agentless.hpp: nothing loaded into
   // the program, its environment untouched, record holds every perf event) where perf events
   // are allowed, the clock is perf's (or auto) and no live snapshots are asked for; else by

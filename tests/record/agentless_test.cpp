@@ -528,5 +528,46 @@ TEST(Agentless, ExitStatusAndOutputPassThrough) {
   EXPECT_EQ(list_dir(empty.path()), std::vector<std::string>{}) << "leftovers";
 }
 
+// 8. Record itself killed by SIGKILL (an OOM kill, `timeout -s KILL` on its pid): the run
+// profile it last wrote while the command ran stays (--checkpoint 0.3: every 0.3 s). agent_prog
+// forever burns; record is killed 1.5 s after the program wrote its pid. The output reads as a
+// run profile of one process that did not finish (report says so), whose samples x tick are
+// at most the program's CPU at the kill (its schedstat) plus 10% (the steal the task clock
+// counts: up to 5% on the VMs of docs/benchmarks.md) and 0.05 s, and at least that CPU less
+// 0.8 s (the interval, a pass, the write, and a loaded machine's delay), mostly burn_main's.
+TEST(Agentless, RecordKilledKeepsItsLastCheckpoint) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "killed.sprof", pidfile = dir / "pid";
+  Spawned s = spawn({kTool, "record", "--agentless", "--checkpoint", "0.3", "-F", "1000", "-o", out,
+                     "--", kProg, "forever", pidfile});
+  pid_t child = 0;
+  for (int i = 0; i < 5000 && child == 0; ++i) {  // at most 5 s
+    if (!(std::ifstream(pidfile) >> child)) {
+      child = 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (child > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  double cpu = 0;  // the program's CPU at the kill, from its schedstat (ns)
+  if (child > 0) std::ifstream("/proc/" + std::to_string(child) + "/schedstat") >> cpu;
+  kill(s.pid, SIGKILL);
+  if (child > 0) kill(child, SIGKILL);  // record's end left it running, unsampled
+  const Result r = finish(std::move(s));
+  ASSERT_GT(child, 0) << "agent_prog wrote no pid\n" << describe(r);
+  ASSERT_TRUE(WIFSIGNALED(r.wait_status)) << describe(r);
+  cpu *= 1e-9;
+  ASSERT_GT(cpu, 1.0);
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  EXPECT_FALSE(p.finished());
+  EXPECT_LE(sampled_seconds(p), 1.1 * cpu + 0.05);
+  EXPECT_GE(sampled_seconds(p), cpu - 0.8);
+  const Result rep = run({kTool, "report", out});
+  EXPECT_EQ(rep.status, 0) << describe(rep);
+  EXPECT_NE(rep.out.find("did not finish cleanly"), std::string::npos) << rep.out;
+  EXPECT_GT(samples_of(report_json(out), "burn_main"), 0.9 * sampled_seconds(p) * 1000);
+}
+
 }  // namespace
 }  // namespace sprofil::record_test

@@ -86,6 +86,13 @@ Run setup_record(CLI::App& sub) {
                  "The directory to keep the processes' files in while the command runs "
                  "(default: the output's directory; a tmpfs such as /dev/shm saves the file "
                  "system's work for each process)");
+  sub.add_option("--checkpoint", opts->checkpoint_s,
+                 "Sampling from outside (the default), write the profile every SECONDS while the "
+                 "command runs, so that record killed by SIGKILL leaves it as of then; 0: at the "
+                 "end only")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   sub.add_flag("-q,--quiet", opts->quiet,
                "No closing line and no notes, from record or the agents: the command's stderr "
                "is its own (errors and warnings still show)");
