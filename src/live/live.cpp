@@ -279,7 +279,7 @@ void answer_text(int fd, uint32_t status, const char* text, uint64_t deadline) {
   answer(fd, status, text, strlen(text), deadline);
 }
 
-void serve_client(int fd) {
+void serve_with(int fd, Source source, void* ctx) {
   const uint64_t deadline = util::clock_ns(CLOCK_MONOTONIC) + kClientBudgetMs * 1000000ull;
   ucred cred{};
   socklen_t len = sizeof cred;
@@ -298,14 +298,20 @@ void serve_client(int fd) {
   if (req.op_or_status != kOpSnapshot || req.length != 0)
     return answer_text(fd, kBadRequest, "bad request: unknown operation", deadline);
   Image im;
-  bool have = false;
-  {
-    util::MutexGuard lock(&g_mu);
-    if (g_source) have = g_source(g_ctx, &im);
-  }
+  const bool have = source(ctx, &im);
   if (!have) return answer_text(fd, kNoData, "no profile to serve yet", deadline);
   answer(fd, kOk, im.data, im.size, deadline);
   image_free(&im);
+}
+
+// The process's own source, under g_mu.
+bool current_source(void*, Image* im) {
+  util::MutexGuard lock(&g_mu);
+  return g_source && g_source(g_ctx, im);
+}
+
+void serve_client(int fd) {
+  serve_with(fd, current_source, nullptr);
 }
 
 char g_dir[sizeof(sockaddr_un::sun_path)];  // the per-user directory (set by launch)
@@ -445,6 +451,10 @@ void atfork_child() {
 }
 
 }  // namespace
+
+void serve_connection(int fd, Source source, void* ctx) {
+  serve_with(fd, source, ctx);
+}
 
 int start(Source source, void* ctx) {
   util::MutexGuard lock(&g_mu);

@@ -60,6 +60,11 @@ void image_free(Image* im);
 // or returns false (nothing to serve yet). Called on the I/O thread.
 using Source = bool (*)(void* ctx, Image* out);
 
+// Serves one accepted connection `fd` of the protocol above from `source` (the peer's uid
+// checked, the request read and answered, each step bounded in time); does not close fd. The
+// service's own, and `sprofil record`'s for the processes it samples from outside.
+void serve_connection(int fd, Source source, void* ctx);
+
 // Starts the I/O service (once per process; again in a forked child) serving `source`
 // (replacing the previous source). Returns 0 or an errno value.
 int start(Source source, void* ctx);

@@ -458,4 +458,14 @@ bool write_profile(const Profile& p, const std::string& path, std::string* error
       error);
 }
 
+bool write_profile_fd(const Profile& p, int fd, std::string* error) {
+  std::string scratch;
+  if (!error) error = &scratch;
+  std::vector<Planned> planned;
+  uint64_t total = 0;
+  if (!plan(p, &planned, &total, error)) return false;
+  FileSink out(fd);
+  return write_body(out, p, planned, total, 0, error) && set_size(fd, total, error);
+}
+
 }  // namespace sprofil::profile
