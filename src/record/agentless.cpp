@@ -19,10 +19,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -760,54 +763,93 @@ struct Agentless::State {
       poll(fds.data(), fds.size(), argv_pending ? 1 : kPassMs);
       pass();
       checkpoint();
+      serve_live();
     }
     pass();
     if (kernel) run_end();
+    std::lock_guard<std::mutex> l(live_mu);  // the run ended: a waiting request gets nothing
+    live_pids.clear();
+    live_done = true;
+    live_found = false;
+    live_cv.notify_all();
   }
 
   // The process images seen, the command's first image first, then by start time: at the end
   // (`final`: an exec's arguments not read yet are read or given up), or as they stand.
+  // Image m as it stands (`final`: at the end, an exec's arguments not read yet are read or
+  // given up; else its command name stands in for them).
+  Agentless::Image image(Img& m, bool final) {
+    if (final) settle_argv(&m, true);
+    Image im;
+    im.root = m.root;
+    im.start_ns = m.start + real_minus_mono;
+    profile::Profile& p = im.profile;
+    p.version = SPROF_VERSION;
+    p.flags = (m.finished ? SPROF_F_FINISHED : 0u) | (m.child ? SPROF_F_CHILD : 0u);
+    p.clock = profile::Clock::kPerf;
+    p.requested_hz = hz;
+    p.tick_ns = period;
+    p.start_ns = im.start_ns;
+    p.end_ns = m.ended ? m.end + real_minus_mono : 0;
+    p.cpu_ns = m.periods * period;
+    p.effective_hz = p.cpu_ns ? double(m.delivered) * 1e9 / double(p.cpu_ns) : 0;
+    p.pid = m.pid;
+    p.ppid = m.ppid;
+    p.argv = final || !m.argv.empty() ? m.argv : std::vector<std::string>{m.comm};
+    p.overflow = m.overflow;
+    p.delivered = m.delivered;
+    p.lost = m.lost;
+    for (Reg& g : m.regs) {
+      if (g.bins.empty() && !(g.r.flags & SPROF_R_MAIN)) continue;
+      std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> bins(g.bins.begin(),
+                                                                           g.bins.end());
+      std::sort(bins.begin(), bins.end());
+      profile::Region r = g.r;
+      if (system) r.flags |= SPROF_R_SYSTEM;  // the kernel part of each bin, as drain mode's
+      for (const auto& [i, c] : bins)
+        if (i < r.nbins()) r.add(i, c.first, system ? c.second : 0);
+      p.regions.push_back(std::move(r));
+    }
+    return im;
+  }
+
+  // The process images seen, the command's first image first, then by start time.
   std::vector<Agentless::Image> images(bool final) {
     std::vector<Image> out;
-    for (Img& m : imgs) {
-      if (final) settle_argv(&m, true);
-      Image im;
-      im.root = m.root;
-      im.start_ns = m.start + real_minus_mono;
-      profile::Profile& p = im.profile;
-      p.version = SPROF_VERSION;
-      p.flags = (m.finished ? SPROF_F_FINISHED : 0u) | (m.child ? SPROF_F_CHILD : 0u);
-      p.clock = profile::Clock::kPerf;
-      p.requested_hz = hz;
-      p.tick_ns = period;
-      p.start_ns = im.start_ns;
-      p.end_ns = m.ended ? m.end + real_minus_mono : 0;
-      p.cpu_ns = m.periods * period;
-      p.effective_hz = p.cpu_ns ? double(m.delivered) * 1e9 / double(p.cpu_ns) : 0;
-      p.pid = m.pid;
-      p.ppid = m.ppid;
-      p.argv = final || !m.argv.empty() ? m.argv : std::vector<std::string>{m.comm};
-      p.overflow = m.overflow;
-      p.delivered = m.delivered;
-      p.lost = m.lost;
-      for (Reg& g : m.regs) {
-        if (g.bins.empty() && !(g.r.flags & SPROF_R_MAIN)) continue;
-        std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> bins(g.bins.begin(),
-                                                                             g.bins.end());
-        std::sort(bins.begin(), bins.end());
-        profile::Region r = g.r;
-        if (system) r.flags |= SPROF_R_SYSTEM;  // the kernel part of each bin, as drain mode's
-        for (const auto& [i, c] : bins)
-          if (i < r.nbins()) r.add(i, c.first, system ? c.second : 0);
-        p.regions.push_back(std::move(r));
-      }
-      out.push_back(std::move(im));
-    }
+    for (Img& m : imgs) out.push_back(image(m, final));
     std::stable_sort(out.begin(), out.end(), [](const Image& a, const Image& b) {
       if (a.root != b.root) return a.root;
       return a.start_ns < b.start_ns;
     });
     return out;
+  }
+
+  // Live snapshots (record --live): the processes running now, and one request at a time for
+  // a process's image, answered by the rings' thread after its next pass (a consistent image,
+  // no lock held while the rings are read).
+  std::mutex live_mu;
+  std::condition_variable live_cv;
+  std::vector<pid_t> live_pids;  // the processes running now (after each pass)
+  pid_t live_want = 0;           // the process whose image is asked for; 0: none
+  bool live_done = false;        // the answer is in live_answer (found: live_found)
+  bool live_found = false;
+  Agentless::Image live_answer;
+  bool live_on = false;
+
+  void serve_live() {
+    if (!live_on) return;
+    std::vector<pid_t> now;
+    for (const auto& [pid, p] : procs) now.push_back(pid);
+    std::unique_lock<std::mutex> l(live_mu);
+    live_pids = std::move(now);
+    if (live_want == 0 || live_done) return;
+    live_found = false;
+    if (const auto it = procs.find(live_want); it != procs.end() && it->second.img < imgs.size()) {
+      live_answer = image(imgs[it->second.img], false);
+      live_found = true;
+    }
+    live_done = true;
+    live_cv.notify_all();
   }
 
   // The images as they stand, to checkpoint_fn every checkpoint_ns where samples came since.
@@ -996,6 +1038,32 @@ void Agentless::finish() {
 
 std::vector<Agentless::Image> Agentless::take_images() {
   return s_->images(true);
+}
+
+void Agentless::serve_live() {
+  s_->live_on = true;
+}
+
+std::vector<pid_t> Agentless::live_pids() {
+  std::lock_guard<std::mutex> l(s_->live_mu);
+  return s_->live_pids;
+}
+
+bool Agentless::live_image(pid_t pid, Image* out, int timeout_ms) {
+  State& s = *s_;
+  std::unique_lock<std::mutex> l(s.live_mu);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // One request at a time: wait for the slot, then for the answer.
+  if (!s.live_cv.wait_until(l, until, [&] { return s.live_want == 0; })) return false;
+  s.live_want = pid;
+  s.live_done = false;
+  const bool answered = s.live_cv.wait_until(l, until, [&] { return s.live_done; });
+  const bool found = answered && s.live_found;
+  if (found) *out = std::move(s.live_answer);
+  s.live_want = 0;
+  s.live_done = false;
+  s.live_cv.notify_all();
+  return found;
 }
 
 void Agentless::checkpoint(uint64_t every_ns, std::function<void(std::vector<Image>)> fn) {

@@ -76,6 +76,14 @@ class Agentless {
   // time, `fn` gets the images as they stand (as take_images() would give them), on the thread
   // that reads the rings: a record killed by SIGKILL keeps its profile as of then.
   void checkpoint(uint64_t every_ns, std::function<void(std::vector<Image>)> fn);
+  // Before start(): live snapshots will be asked for (live_pids, live_image).
+  void serve_live();
+  // The command's processes running now (as of the rings' last pass), for any thread.
+  std::vector<pid_t> live_pids();
+  // Process pid's current image as it stands, from the rings' thread after its next pass; false
+  // if pid is not one of the command's running processes, the run ended, or timeout_ms passed.
+  // For any thread (one request at a time).
+  bool live_image(pid_t pid, Image* out, int timeout_ms);
   // Starts the thread that reads the rings.
   void start();
   // After the command's end: its last records read, every event closed.

@@ -31,6 +31,7 @@
 #include "profile/writer.hpp"
 #include "record/agentless.hpp"
 #include "record/drain.hpp"
+#include "record/live_server.hpp"
 #include "record/relay.hpp"
 #include "util/clock_ns.hpp"
 #include "util/count_of.hpp"
@@ -359,13 +360,13 @@ int record(const Options& o, FILE* log, int* killed_by) {
     fprintf(log, "sprofil record: no command to run\n");
     return 2;
   }
-  // Sampled from outside (agentless.hpp) unless the agent is asked for, or needed: live
-  // snapshots are served from inside, a clock other than perf's runs inside, and where perf
-  // events are denied the agent's fallback clock samples.
+  // Sampled from outside (agentless.hpp) unless the agent is asked for, or needed: a clock
+  // other than perf's runs inside, and where perf events are denied the agent's fallback clock
+  // samples. Live snapshots of a command sampled from outside are record's (live_server.hpp).
   const bool may_be_perf =
       o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
   std::string outside_why;
-  bool outside = !o.agent && !o.live && may_be_perf && Agentless::allowed(&outside_why);
+  bool outside = !o.agent && may_be_perf && Agentless::allowed(&outside_why);
   if (o.agentless && !outside) {
     fprintf(log, "sprofil record: --agentless: cannot sample from outside: %s\n",
             outside_why.c_str());
@@ -495,6 +496,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
     return 2;
   }
   Agentless agentless;
+  LiveServer live(&agentless);  // with --live, sampled from outside
   const pid_t pid = fork();
   if (pid < 0) {
     fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
@@ -560,6 +562,9 @@ int record(const Options& o, FILE* log, int* killed_by) {
               run.run_start_ns = start_ns;
               profile::write_profile(run, out, nullptr);  // the end's write says why, if it fails
             });
+      std::string live_why;
+      if (o.live && !live.start(&live_why))
+        fprintf(log, "sprofil record: warning: no live snapshots: %s\n", live_why.c_str());
       agentless.start();
       const char go = 1;
       ssize_t ignored = write(go_pipe[1], &go, 1);
@@ -593,6 +598,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   rundir.end_run();
   // Everything the kernel sampled up to the end (or the SIGKILL) goes into the files now.
   drainer.finish();
+  live.stop();
   agentless.finish();
   while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
   }
@@ -762,12 +768,13 @@ int record(const Options& o, FILE* log, int* killed_by) {
       // The time the task clock counted where its timer took no sample (it fired late, as when
       // the VM did not run: the periods it missed are skipped) is named on its own.
       char late[192] = "";
-      if (outside && agentless.stats().unplaced != 0 && agentless.stats().throttled == 0 &&
-          run.requested_hz > 0)
+      const double late_s =
+          run.requested_hz > 0 ? double(agentless.stats().unplaced) / double(run.requested_hz) : 0;
+      if (outside && agentless.stats().throttled == 0 && late_s * 1e9 >= 0.01 * double(run_cpu_ns))
         snprintf(late, sizeof late,
                  "; %.3f s the task clock counted with no sample (its timer fired late, or a "
                  "re-drawn period's cut part)",
-                 double(agentless.stats().unplaced) / double(run.requested_hz));
+                 late_s);
       snprintf(b, sizeof b,
                "; %.3f s of the run's %.3f s CPU has no sample (%.3f s of it in the processes "
                "without samples; the rest is %s%s)",

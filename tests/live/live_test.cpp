@@ -21,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -107,6 +109,7 @@ class Live : public ::testing::Test {
     env_ = {{"XDG_RUNTIME_DIR", dir_.path()}};
   }
   std::string sock(int pid) const { return dir_ / ("sprofil/" + std::to_string(pid) + ".sock"); }
+  void counts_grow_under_record(const std::vector<std::string>& mode);
   TempDir dir_;
   Env env_;
 };
@@ -237,13 +240,24 @@ TEST_F(Live, ApiCountsGrowWhileItRuns) {
   EXPECT_NE(access(sock(pid).c_str(), F_OK), 0) << "socket left behind";
 }
 
-TEST_F(Live, AgentCountsGrowWhileItRuns) {
+// `sprofil record --live` with `mode`'s options: the command's counts grow while it runs,
+// `sprofil list` and `gperf` see it, and the last snapshot agrees with the final profile.
+void Live::counts_grow_under_record(const std::vector<std::string>& mode) {
   const double t0 = now_s();
   // 8 s of wall time: the program must still run for gperf after grows() (3 s and a fetch),
   // which took over 5 s in CI with a sanitized tool on a loaded machine.
-  Proc p = spawn({kTool, "record", "--live", "-o", dir_ / "run.sprof", kProg, "plain", "8"}, env_);
+  std::vector<std::string> cmd{kTool, "record", "--live"};
+  cmd.insert(cmd.end(), mode.begin(), mode.end());
+  cmd.insert(cmd.end(), {"-o", dir_ / "run.sprof", kProg, "plain", "8"});
+  Proc p = spawn(cmd, env_);
   const int pid = wait_ready(p);
   ASSERT_TRUE(wait_exists(sock(pid)));
+  // From outside record puts nothing in the program's environment; with the agent, where its
+  // file is (live_prog links the runtime for its other modes: its maps say nothing).
+  std::ifstream environ_file("/proc/" + std::to_string(pid) + "/environ");
+  const std::string environ_text((std::istreambuf_iterator<char>(environ_file)),
+                                 std::istreambuf_iterator<char>());
+  EXPECT_EQ(environ_text.find("SPROFIL_OUTPUT=") != std::string::npos, !mode.empty());
   // `sprofil list` shows it.
   const Proc l = run({kTool, "list"}, env_);
   EXPECT_EQ(l.status, 0);
@@ -288,6 +302,68 @@ TEST_F(Live, AgentCountsGrowWhileItRuns) {
       << run({kTool, "report", dir_ / "s2.sprof", "--by", "object"}).stdout_text
       << run({kTool, "report", dir_ / "run.sprof", "--by", "object"}).stdout_text;
   EXPECT_GT(lo2, 0.5);  // burn() dominates
+}
+
+// Sampled from outside (record's default): record serves the command's socket itself.
+TEST_F(Live, RecordCountsGrowWhileItRuns) {
+  counts_grow_under_record({});
+}
+
+// With the agent: the agent's own service in the program.
+TEST_F(Live, AgentCountsGrowWhileItRuns) {
+  counts_grow_under_record({"--agent"});
+}
+
+// Sampled from outside, each process of the command is served under its own pid: a shell that
+// runs live_prog (forked, then exec'd: `; sleep` keeps bash from exec'ing it in place) has its
+// socket and live_prog its own, whose snapshot is live_prog's image (its pid and arguments,
+// over 100 samples of its own code after 0.5 s of burn() at 1 kHz); the shell's has none of
+// live_prog's code. Once live_prog has ended (the shell sleeps on), its socket is gone within
+// 2 s (record's next pass, the server's next look) and the shell's stays.
+TEST_F(Live, RecordServesEachProcessOfTheCommand) {
+  Proc p = spawn({kTool, "record", "--live", "-o", dir_ / "run.sprof", "bash", "-c",
+                  "'" + kProg + "' plain 1.5; sleep 3"},
+                 env_);
+  const int pid = wait_ready(p);
+  ASSERT_GT(pid, 0);
+  int shell = 0;
+  {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string comm_and_before, state;
+    std::getline(stat, comm_and_before, ')');
+    stat >> state >> shell;
+  }
+  ASSERT_GT(shell, 0);
+  ASSERT_TRUE(wait_exists(sock(pid)));
+  ASSERT_TRUE(wait_exists(sock(shell)));
+  usleep(500000);
+  auto own_samples = [](const profile::Profile& q) {
+    uint64_t n = 0;
+    for (const auto& r : q.regions)
+      if (r.path.find("live_prog") != std::string::npos) n += r.total();
+    return n;
+  };
+  profile::Profile snap, shell_snap;
+  std::string err;
+  ASSERT_TRUE(live::fetch_profile(sock(pid), &snap, &err)) << err;
+  EXPECT_EQ(snap.pid, pid);
+  ASSERT_FALSE(snap.argv.empty());
+  EXPECT_EQ(snap.argv.back(), "1.5");
+  EXPECT_GT(own_samples(snap), 100u);
+  ASSERT_TRUE(live::fetch_profile(sock(shell), &shell_snap, &err)) << err;
+  EXPECT_EQ(shell_snap.pid, shell);
+  EXPECT_EQ(own_samples(shell_snap), 0u);
+  for (int i = 0; i < 500 && kill(pid, 0) == 0; ++i) usleep(10000);  // live_prog ends (5 s)
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {  // 2 s
+    gone = access(sock(pid).c_str(), F_OK) != 0;
+    if (!gone) usleep(10000);
+  }
+  EXPECT_TRUE(gone) << sock(pid);
+  EXPECT_EQ(access(sock(shell).c_str(), F_OK), 0) << "the shell still runs";
+  finish(&p);
+  EXPECT_EQ(p.status, 0) << p.stderr_text;
+  EXPECT_NE(access(sock(shell).c_str(), F_OK), 0) << "socket left behind";
 }
 
 // fork: the child serves its own counts on its own socket; the parent's stays the parent's.

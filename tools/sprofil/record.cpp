@@ -103,7 +103,7 @@ Run setup_record(CLI::App& sub) {
       "(docs/agent.md)");
   sub.add_flag("--agent", opts->agent,
                "Sample with the agent preloaded into every process (drain mode with the perf "
-               "clock), as where perf events are denied, with --live, or another clock")
+               "clock), as where perf events are denied or with another clock")
       ->excludes(outside);
   sub.add_flag("--live", opts->live,
                "Serve live snapshots while it runs (sprofil fetch/gperf/list; docs/live.md)");
@@ -113,8 +113,6 @@ Run setup_record(CLI::App& sub) {
   sub.positionals_at_end();
   return [opts] {
     if (opts->command.empty()) return usage_error("record", "no command to run");
-    if (opts->agentless && opts->live)
-      return usage_error("record", "--live needs the agent in the program: not with --agentless");
     if (opts->agentless && opts->clock != "auto" && opts->clock != "perf")
       return usage_error("record", "--agentless samples with the perf clock only");
     opts->runtime = find_runtime();
