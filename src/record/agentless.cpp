@@ -457,6 +457,22 @@ struct Agentless::State {
     m->overflow += w;
   }
 
+  // A copy's event resumed after a throttle (its own id, the stream id, at 16): the periods
+  // of the time it was stopped, taken as the thread's (it was taking samples fast), are lost
+  // samples of its image, at no pc (as a full ring's).
+  void unthrottled(const Rec& r) {
+    const auto it = throttled_at.find(field<uint64_t>(r.body, 16));
+    if (it == throttled_at.end()) return;
+    const uint64_t n = r.time > it->second ? (r.time - it->second) / period : 0;
+    throttled_at.erase(it);
+    const size_t at = img_index(field<uint32_t>(r.body, r.body.size() - kSampleIdBytes));
+    if (n == 0 || at == ~size_t{0}) return;
+    imgs[at].lost += n;
+    imgs[at].delivered += n;
+    stats.throttled_lost += n;
+  }
+  std::unordered_map<uint64_t, uint64_t> throttled_at;  // a copy's id -> when it was throttled
+
   void mmap2(const Rec& r) {
     const auto& b = r.body;
     const pid_t pid = field<uint32_t>(b, 0);
@@ -658,6 +674,10 @@ struct Agentless::State {
           break;
         case PERF_RECORD_THROTTLE:  // the kernel stopped an event's samples till its next tick
           ++stats.throttled;
+          throttled_at[field<uint64_t>(b, 16)] = r.time;
+          break;
+        case PERF_RECORD_UNTHROTTLE:
+          unthrottled(r);
           break;
       }
     }
@@ -719,7 +739,7 @@ struct Agentless::State {
     if (!procs.empty()) return;
     for (auto& [tid, g] : gone_tids) thread_end(tid, g);
     gone_tids.clear();
-    uint64_t total = 0, credited = stats.lost;
+    uint64_t total = 0, credited = stats.lost + stats.throttled_lost;
     for (const Ring& r : rings) {
       uint64_t v = 0;
       if (::read(r.fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return;

@@ -43,15 +43,16 @@ namespace sprofil::record {
 class Agentless {
  public:
   struct Stats {
-    uint64_t copies = 0;         // threads' copies of the CPUs' events that took a sample
-    uint64_t samples = 0;        // sample records read
-    uint64_t lost = 0;           // records the kernel dropped (a full ring)
-    uint64_t redraws = 0;        // periods re-drawn
-    uint64_t exit_credited = 0;  // periods credited at the threads' ends (run_end)
-    uint64_t unplaced = 0;       // periods counted beyond the threads' ends' tails: no sample
-    uint64_t throttled = 0;      // times the kernel throttled an event (PERF_RECORD_THROTTLE)
-    uint64_t images = 0;         // process images seen
-    bool kernel = false;         // kernel time is sampled (at the user pc it returns to)
+    uint64_t copies = 0;          // threads' copies of the CPUs' events that took a sample
+    uint64_t samples = 0;         // sample records read
+    uint64_t lost = 0;            // records the kernel dropped (a full ring)
+    uint64_t redraws = 0;         // periods re-drawn
+    uint64_t exit_credited = 0;   // periods credited at the threads' ends (run_end)
+    uint64_t unplaced = 0;        // periods counted beyond the threads' ends' tails: no sample
+    uint64_t throttled = 0;       // times the kernel throttled an event (PERF_RECORD_THROTTLE)
+    uint64_t throttled_lost = 0;  // periods of the throttled time: lost samples
+    uint64_t images = 0;          // process images seen
+    bool kernel = false;          // kernel time is sampled (at the user pc it returns to)
   };
   struct Image {
     profile::Profile profile;  // a single-process profile

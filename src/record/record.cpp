@@ -803,7 +803,8 @@ int record(const Options& o, FILE* log, int* killed_by) {
     fprintf(log,
             "sprofil record: warning: the kernel throttled the sampling %llu times "
             "(kernel.perf_event_max_sample_rate is %s; the kernel lowers it when its perf "
-            "interrupts take long): the profile misses those samples; record with a lower -F, or "
+            "interrupts take long): the profile misses those samples (counted as lost); record "
+            "with a lower -F, or "
             "raise the limit\n",
             static_cast<unsigned long long>(throttled), rate);
   }
