@@ -426,9 +426,11 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
 // 8. Where the user may not sample the kernel (perf_event_paranoid 2, unprivileged), record
 // samples user time only, as `perf record --all-user`, and says so: agent_prog split (1:2 in
 // burn_a and burn_b, 0.6 s) run as user 4242 at 1 kHz. Status 0, the statistics line names
-// user time only, no kernel-time sample, each function's share within 2 points of its share of
-// the process's user time and the samples at least 90% of the burns' CPU (this program's kernel
-// time is its start and exit).
+// user time only, no kernel-time sample, each function's share of the two burns' samples within
+// 2 points of its share of their CPU and the samples at least 90% of the burns' CPU (this
+// program's kernel time is its start and exit). (Not shares of the process's user time: the
+// kernel splits user from system time by its ticks, 150 in this run, and a CI run of the ASan
+// build put burn_b's share of it at 68.2% where its samples' was 65.9%.)
 TEST(Agentless, UnprivilegedUserIsSampledInUserSpaceOnly) {
   SKIP_WITHOUT_PERF();
   if (geteuid() != 0) GTEST_SKIP() << "needs root: it runs the command as another user (4242)";
@@ -449,15 +451,12 @@ TEST(Agentless, UnprivilegedUserIsSampledInUserSpaceOnly) {
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.err.find("(user time only)"), std::string::npos) << r.err;
   auto truth = read_truth(truth_file);
-  // Shares of the user time: the kernel's part of the process's CPU has no sample here (the
-  // ASan build's start makes it 2-3% of this run).
-  const double user = truth.at("process_cpu") - truth.at("process_system");
   const Json j = report_json(out);
-  double burns = 0;
-  for (const char* fn : {"burn_a", "burn_b"}) {
-    burns += truth.at(fn);
-    EXPECT_NEAR(percent_of(j, fn), 100.0 * truth.at(fn) / user, 2.0) << fn;
-  }
+  const double burns = truth.at("burn_a") + truth.at("burn_b");
+  const double sampled = samples_of(j, "burn_a") + samples_of(j, "burn_b");
+  ASSERT_GT(sampled, 0) << j.dump(1);
+  for (const char* fn : {"burn_a", "burn_b"})
+    EXPECT_NEAR(100.0 * samples_of(j, fn) / sampled, 100.0 * truth.at(fn) / burns, 2.0) << fn;
   double system = 0;
   for (const Json& row : j["rows"]) system += row.value("system_samples", 0.0);
   EXPECT_EQ(system, 0) << j["rows"].dump(1);
