@@ -12,12 +12,6 @@ std::string num(uint64_t v) {
   return std::to_string(v);
 }
 
-uint32_t width_for(uint64_t max_count) {
-  if (max_count <= 0xffffu) return 2;
-  if (max_count <= 0xffffffffu) return 4;
-  return 8;
-}
-
 std::string describe(const Region& r) {
   return "size " + num(r.end - r.start) + ", bin_size " + num(r.bin_size);
 }
@@ -127,7 +121,7 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
         m.regions.push_back(r);
         Region& n = m.regions.back();
         n.process = 0;
-        n.counter_width = std::max(n.counter_width, width_for(n.max_count()));
+        n.counter_width = std::max(n.counter_width, counter_width_for(n.max_count()));
         continue;
       }
       Region& o = *it;
@@ -139,7 +133,8 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
         return false;
       }
       o.bins = add_bins(o.bins, r.bins);
-      o.counter_width = std::max({o.counter_width, r.counter_width, width_for(o.max_count())});
+      o.counter_width =
+          std::max({o.counter_width, r.counter_width, counter_width_for(o.max_count())});
       if (o.build_id.empty()) o.build_id = r.build_id;
       // Still loaded if loaded in any run; the earliest load, the latest unload.
       if (!(r.flags & SPROF_R_UNLOADED)) {

@@ -292,4 +292,10 @@ Profile delta(const Profile& before, const Profile& after) {
   return d;
 }
 
+uint32_t counter_width_for(uint64_t max_count) {
+  if (max_count <= 0xffffu) return 2;
+  if (max_count <= 0xffffffffu) return 4;
+  return 8;
+}
+
 }  // namespace sprofil::profile

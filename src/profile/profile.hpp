@@ -99,6 +99,9 @@ struct Process {
   uint64_t overflow = 0, delivered = 0, lost = 0;
 };
 
+// The narrowest counter width (2, 4 or 8 bytes) that holds max_count.
+uint32_t counter_width_for(uint64_t max_count);
+
 // The command name perf and ps show: the basename of argv[0], cut to 15 bytes.
 std::string comm_of(const std::vector<std::string>& argv);
 

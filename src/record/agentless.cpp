@@ -794,8 +794,6 @@ struct Agentless::State {
     live_cv.notify_all();
   }
 
-  // The process images seen, the command's first image first, then by start time: at the end
-  // (`final`: an exec's arguments not read yet are read or given up), or as they stand.
   // Image m as it stands (`final`: at the end, an exec's arguments not read yet are read or
   // given up; else its command name stands in for them).
   Agentless::Image image(Img& m, bool final) {

@@ -32,10 +32,8 @@ bool snapshot(void* ctx, live::Image* out) {
   if (!ask->source->live_image(ask->pid, &im, kSnapshotWaitMs)) return false;
   // The narrowest counters that hold each region's counts: the image is dense (v1), and 4-byte
   // counters made a snapshot of cc1plus 190 MB.
-  for (profile::Region& r : im.profile.regions) {
-    const uint64_t most = r.max_count();
-    r.counter_width = most <= 0xffff ? 2 : most <= 0xffffffffu ? 4 : 8;
-  }
+  for (profile::Region& r : im.profile.regions)
+    r.counter_width = profile::counter_width_for(r.max_count());
   const int fd = memfd_create("sprofil-live", MFD_CLOEXEC);
   if (fd < 0) return false;
   bool ok = profile::write_profile_fd(im.profile, fd, nullptr);

@@ -121,6 +121,14 @@ struct Collected {
   std::vector<std::string> foreign;     // names of entries that are not the run's profiles
 };
 
+// The run profile of what was kept (c's kept profiles moved in, the dropped ones counted); the
+// run's totals (CPU, start, end, status) are the caller's to set.
+profile::Profile run_profile(Collected& c) {
+  profile::Profile run = profile::combine_processes(std::move(c.kept), c.suffixes);
+  run.dropped_processes = c.dropped;
+  return run;
+}
+
 struct Entry {
   std::string suffix;
   profile::Profile p;
@@ -243,8 +251,7 @@ bool gather_run_dir(const std::string& dir, profile::Profile* run,
              ".PID, ...: a run directory of sprofil record)";
     return false;
   }
-  *run = profile::combine_processes(std::move(c.kept), c.suffixes);
-  run->dropped_processes = c.dropped;
+  *run = run_profile(c);
   return true;
 }
 
@@ -552,16 +559,15 @@ int record(const Options& o, FILE* log, int* killed_by) {
       struct stat out_st;
       if (o.checkpoint_s > 0 && out != "-" &&
           (lstat(out.c_str(), &out_st) != 0 || S_ISREG(out_st.st_mode)))
-        agentless.checkpoint(
-            static_cast<uint64_t>(o.checkpoint_s * 1e9),
-            [out, start_ns](std::vector<Agentless::Image> images) {
-              Collected c = collect_images(std::move(images));
-              if (c.kept.empty()) return;
-              profile::Profile run = profile::combine_processes(std::move(c.kept), c.suffixes);
-              run.dropped_processes = c.dropped;
-              run.run_start_ns = start_ns;
-              profile::write_profile(run, out, nullptr);  // the end's write says why, if it fails
-            });
+        agentless.checkpoint(static_cast<uint64_t>(o.checkpoint_s * 1e9),
+                             [out, start_ns](std::vector<Agentless::Image> images) {
+                               Collected c = collect_images(std::move(images));
+                               if (c.kept.empty()) return;
+                               profile::Profile run = run_profile(c);
+                               run.run_start_ns = start_ns;
+                               profile::write_profile(
+                                   run, out, nullptr);  // the end's write says why, if it fails
+                             });
       std::string live_why;
       if (o.live && !live.start(&live_why))
         fprintf(log, "sprofil record: warning: no live snapshots: %s\n", live_why.c_str());
@@ -709,9 +715,8 @@ int record(const Options& o, FILE* log, int* killed_by) {
     rundir.remove();
     return failed;
   }
-  profile::Profile run = profile::combine_processes(std::move(c.kept), c.suffixes);
+  profile::Profile run = run_profile(c);
   run.run_cpu_ns = run_cpu_ns;
-  run.dropped_processes = c.dropped;
   run.run_start_ns = start_ns;
   run.run_end_ns = end_ns;
   run.exit_status = code;
