@@ -159,7 +159,9 @@ struct sprof_run_header {
   uint64_t end_ns;                 /* when it ended */
   int32_t exit_status;             /* the command's exit status (128 + signal if killed) */
   uint32_t cmdline_len;            /* bytes used in cmdline */
-  uint64_t reserved1;              /* zero */
+  uint64_t throttled;              /* times the kernel throttled the sampling (perf clock:
+                                      PERF_RECORD_THROTTLE); their time is in the images'
+                                      `lost`. 0 = none seen (or not known: older writers) */
   char cmdline[SPROF_CMDLINE_MAX]; /* the recorded command, each argument NUL-terminated */
   uint8_t reserved[SPROF_PAGE - 80 - SPROF_CMDLINE_MAX]; /* zero */
 };

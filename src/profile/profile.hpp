@@ -133,6 +133,7 @@ struct Profile {
   uint64_t dropped_processes = 0;  // processes of the run that took no sample
   uint64_t run_start_ns = 0, run_end_ns = 0;
   int32_t exit_status = 0;  // the recorded command's exit status (run profiles)
+  uint64_t throttled = 0;   // times the kernel throttled the run's sampling (run profiles)
 
   bool finished() const;  // SPROF_F_FINISHED
   uint64_t counted() const { return delivered > lost ? delivered - lost : 0; }

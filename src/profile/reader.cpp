@@ -642,6 +642,7 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
   p.run_start_ns = h.start_ns;
   p.run_end_ns = h.end_ns;
   p.exit_status = h.exit_status;
+  p.throttled = h.throttled;
   *out = std::move(p);
   (void)samples;
   return true;

@@ -371,7 +371,8 @@ bool write_run(const Profile& p, const std::string& path, uint32_t version, std:
                      .dropped_processes = p.dropped_processes,
                      .start_ns = p.run_start_ns,
                      .end_ns = p.run_end_ns,
-                     .exit_status = p.exit_status};
+                     .exit_status = p.exit_status,
+                     .throttled = p.throttled};
   std::memcpy(h.magic, SPROF_RUN_MAGIC, sizeof h.magic);
   const std::string cmdline = packed_cmdline(p.argv);
   std::memcpy(h.cmdline, cmdline.data(), cmdline.size());

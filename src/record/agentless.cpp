@@ -137,6 +137,7 @@ struct Rec {
   uint64_t time = 0;
   uint32_t type = 0;  // PERF_RECORD_*
   uint16_t misc = 0;
+  uint32_t ring = 0;  // the ring (a CPU's) it came from
   std::vector<unsigned char> body;
 };
 
@@ -457,21 +458,58 @@ struct Agentless::State {
     m->overflow += w;
   }
 
-  // A copy's event resumed after a throttle (its own id, the stream id, at 16): the periods
-  // of the time it was stopped, taken as the thread's (it was taking samples fast), are lost
-  // samples of its image, at no pc (as a full ring's).
+  // The kernel throttles a copy's event (PERF_RECORD_THROTTLE: it took more than
+  // perf_event_max_sample_rate / HZ samples since the CPU's last tick) till that CPU's next
+  // tick, or till the thread is next switched in where it left the CPU before (each writes
+  // PERF_RECORD_UNTHROTTLE). Its thread's CPU time meanwhile, taken as sampled time that no
+  // sample stands for, is lost samples of its image, at no pc (as a full ring's): the time from
+  // the throttle to the earliest of the resume, the CPU's next tick (at most a tick: the
+  // resolution of CLOCK_MONOTONIC_COARSE), and another thread of the command sampled or
+  // throttled on that CPU (it was switched out by then). Three threads on two CPUs throttled at
+  // 4 kHz counted 155% of their CPU as delivered with the whole time to the resume, which takes
+  // their time switched out too.
+  struct Throttle {
+    uint64_t at = 0;    // when it was throttled
+    uint32_t ring = 0;  // the CPU's ring its records go to
+    size_t img = ~size_t{0};
+  };
+  void throttled(const Rec& r) {
+    ++stats.throttled;
+    const uint64_t id = field<uint64_t>(r.body, 16);
+    ran_on(r.ring, id, r.time);
+    throttled_at[id] = Throttle{r.time, r.ring,
+                                img_index(field<uint32_t>(r.body, r.body.size() - kSampleIdBytes))};
+  }
   void unthrottled(const Rec& r) {
     const auto it = throttled_at.find(field<uint64_t>(r.body, 16));
     if (it == throttled_at.end()) return;
-    const uint64_t n = r.time > it->second ? (r.time - it->second) / period : 0;
+    resumed(it->second, r.time);
     throttled_at.erase(it);
-    const size_t at = img_index(field<uint32_t>(r.body, r.body.size() - kSampleIdBytes));
-    if (n == 0 || at == ~size_t{0}) return;
-    imgs[at].lost += n;
-    imgs[at].delivered += n;
+  }
+  // Copy `id` ran on ring's CPU at `time`: the other copies throttled there were switched out.
+  void ran_on(uint32_t ring, uint64_t id, uint64_t time) {
+    for (auto it = throttled_at.begin(); it != throttled_at.end();)
+      if (it->second.ring == ring && it->first != id) {
+        resumed(it->second, time);
+        it = throttled_at.erase(it);
+      } else {
+        ++it;
+      }
+  }
+  void resumed(const Throttle& t, uint64_t time) {
+    const uint64_t n = time > t.at ? std::min(time - t.at, tick_ns) / period : 0;
+    if (n == 0 || t.img >= imgs.size()) return;
+    imgs[t.img].lost += n;
+    imgs[t.img].delivered += n;
     stats.throttled_lost += n;
   }
-  std::unordered_map<uint64_t, uint64_t> throttled_at;  // a copy's id -> when it was throttled
+  std::unordered_map<uint64_t, Throttle> throttled_at;  // a copy's id -> its throttle
+  const uint64_t tick_ns = [] {
+    timespec ts{};
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0 || (ts.tv_sec == 0 && ts.tv_nsec == 0))
+      return uint64_t{10000000};  // HZ 100, the longest tick
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  }();
 
   void mmap2(const Rec& r) {
     const auto& b = r.body;
@@ -632,12 +670,13 @@ struct Agentless::State {
   // Every record of every ring, in time order; then the periods re-drawn where due.
   void pass() {
     std::vector<Rec> recs;
-    for (Ring& ring : rings) {
-      ring.read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
+    for (uint32_t k = 0; k < rings.size(); ++k) {
+      rings[k].read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
         if (b.size() < kSampleIdBytes) return;
         Rec r;
         r.type = h.type;
         r.misc = h.misc;
+        r.ring = k;
         // A sample's time is its third field; a side-band record's is in its sample_id.
         r.time = field<uint64_t>(b, h.type == PERF_RECORD_SAMPLE ? 16 : b.size() - 16);
         r.body = b;
@@ -651,6 +690,7 @@ struct Agentless::State {
       const auto& b = r.body;
       switch (r.type) {
         case PERF_RECORD_SAMPLE:
+          if (!throttled_at.empty()) ran_on(r.ring, field<uint64_t>(b, 24), r.time);
           sample(r);
           break;
         case PERF_RECORD_LOST:  // which thread's samples the full ring dropped is not known
@@ -673,8 +713,7 @@ struct Agentless::State {
           mmap2(r);
           break;
         case PERF_RECORD_THROTTLE:  // the kernel stopped an event's samples till its next tick
-          ++stats.throttled;
-          throttled_at[field<uint64_t>(b, 16)] = r.time;
+          throttled(r);
           break;
         case PERF_RECORD_UNTHROTTLE:
           unthrottled(r);
@@ -809,7 +848,7 @@ struct Agentless::State {
     p.tick_ns = period;
     p.start_ns = im.start_ns;
     p.end_ns = m.ended ? m.end + real_minus_mono : 0;
-    p.cpu_ns = m.periods * period;
+    p.cpu_ns = (m.periods + m.lost) * period;  // its periods, sampled or lost
     p.effective_hz = p.cpu_ns ? double(m.delivered) * 1e9 / double(p.cpu_ns) : 0;
     p.pid = m.pid;
     p.ppid = m.ppid;

@@ -560,11 +560,12 @@ int record(const Options& o, FILE* log, int* killed_by) {
       if (o.checkpoint_s > 0 && out != "-" &&
           (lstat(out.c_str(), &out_st) != 0 || S_ISREG(out_st.st_mode)))
         agentless.checkpoint(static_cast<uint64_t>(o.checkpoint_s * 1e9),
-                             [out, start_ns](std::vector<Agentless::Image> images) {
+                             [out, start_ns, &agentless](std::vector<Agentless::Image> images) {
                                Collected c = collect_images(std::move(images));
                                if (c.kept.empty()) return;
                                profile::Profile run = run_profile(c);
                                run.run_start_ns = start_ns;
+                               run.throttled = agentless.stats().throttled;  // (its thread's)
                                profile::write_profile(
                                    run, out, nullptr);  // the end's write says why, if it fails
                              });
@@ -720,6 +721,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   run.run_start_ns = start_ns;
   run.run_end_ns = end_ns;
   run.exit_status = code;
+  run.throttled = outside ? agentless.stats().throttled : ds.throttled;
   std::string error;
   bool written = profile::write_profile(run, out, &error);
   if (!written && errno == EFBIG && run.processes.size() == 1 &&

@@ -41,6 +41,8 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
     j["unfinished_warning"] = valid_utf8(note);
   if (const std::string note = sandboxed_note(p); !note.empty())
     j["sandboxed_warning"] = valid_utf8(note);
+  j["throttled"] = p.throttled;  // times the kernel throttled the sampling (run profiles)
+  if (const std::string note = throttled_note(p); !note.empty()) j["throttled_warning"] = note;
   // samples x tick / cpu_seconds for CPU clocks (null for the wall clock or without cpu_ns);
   // coverage_warning is set when the samples fall far below the process's CPU time.
   // With system data (SPROF_R_SYSTEM): the system part of the total and of each row; with

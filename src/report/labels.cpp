@@ -148,7 +148,14 @@ Coverage coverage_of(const profile::Profile& p, uint64_t total_samples, bool kep
     const size_t n = p.processes.size();
     const double missing_each = n ? (double(p.cpu_ns) - sampled_ns) / double(n) : 0;
     char why[240];
-    if (n >= 2 && missing_each <= kStartUpNs)
+    const double lost_ns = double(p.lost) * double(p.tick_ns);
+    if (lost_ns >= 0.5 * (double(p.cpu_ns) - sampled_ns))
+      // Lost samples: a full ring, or time the kernel throttled the sampling (throttled_note).
+      std::snprintf(why, sizeof why, "%s were lost (%.3f s: %s)",
+                    count_of(p.lost, "sample", "samples").c_str(), lost_ns / 1e9,
+                    p.throttled ? "time the kernel throttled the sampling"
+                                : "dropped from a full ring, or not counted");
+    else if (n >= 2 && missing_each <= kStartUpNs)
       std::snprintf(why, sizeof why,
                     "the %s%zu processes%s average %.1f ms of CPU, and each one's start-up "
                     "before its sampling began (the loader, the agent) is CPU time no sample "
@@ -242,6 +249,14 @@ std::string sandboxed_note(const profile::Profile& p) {
          " a seccomp filter; sprofil then made no system call of its own there (the filter "
          "could deny it and kill the program): the threads and processes started after it "
          "were not sampled, and with a signal per sample sampling stopped at it";
+}
+
+std::string throttled_note(const profile::Profile& p) {
+  if (p.throttled == 0) return "";
+  return "the kernel throttled the sampling " + count_of(p.throttled, "time", "times") +
+         " (its perf interrupts passed kernel.perf_event_max_sample_rate, which it also lowers "
+         "itself when they take long): the throttled time is counted as lost samples; record "
+         "with a lower -F, or raise the limit";
 }
 
 std::string unfinished_note(const profile::Profile& p) {

@@ -71,4 +71,8 @@ std::string unfinished_note(const profile::Profile& p);
 // processes) was not sampled, and with a signal per sample sampling stopped there.
 std::string sandboxed_note(const profile::Profile& p);
 
+// "" unless the kernel throttled the run's sampling (a run profile's `throttled`): how often,
+// that the throttled time is in `lost`, and what to do about it.
+std::string throttled_note(const profile::Profile& p);
+
 }  // namespace sprofil::report

@@ -136,6 +136,7 @@ bool select_processes(const Profile& p, const Options& opts, Profile* out, std::
   o.run_start_ns = p.run_start_ns;
   o.run_end_ns = p.run_end_ns;
   o.exit_status = p.exit_status;
+  o.throttled = p.throttled;  // the run's (its throttled time is in the kept processes' lost)
   // The kept processes' tallies, CPU and rate (one process: its own rate, as combine_processes
   // keeps it).
   sum.store(&o);

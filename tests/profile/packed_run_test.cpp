@@ -93,6 +93,31 @@ TEST(PackedRun, StoresOnlyThePagesWithDataAndReadsBackTheSame) {
             uint64_t{256} << 20);
 }
 
+// The run header's throttle count (once reserved1, at 72) is written and read back in both
+// versions, at its offset and little-endian; 0 where the writer counted none.
+TEST(PackedRun, ThrottleCountIsKeptInTheRunHeader) {
+  TempDir dir;
+  Profile run = large_run();
+  run.throttled = 0x0102030405;
+  std::string error;
+  for (const uint32_t version : {SPROF_RUN_VERSION, SPROF_RUN_VERSION_FULL}) {
+    const std::string file = dir.file("t" + std::to_string(version) + ".sprof");
+    ASSERT_TRUE(write_profile(run, file, &error, version)) << error;
+    const std::vector<uint8_t> img = slurp(file);
+    EXPECT_EQ(offsetof(sprof_run_header, throttled), 72u);
+    EXPECT_EQ(img[72], 0x05);
+    EXPECT_EQ(img[76], 0x01);
+    Profile back;
+    ASSERT_TRUE(read_profile(file, &back, &error)) << error;
+    EXPECT_EQ(back.throttled, run.throttled) << "version " << version;
+  }
+  run.throttled = 0;
+  ASSERT_TRUE(write_profile(run, dir.file("none.sprof"), &error)) << error;
+  Profile back;
+  ASSERT_TRUE(read_profile(dir.file("none.sprof"), &back, &error)) << error;
+  EXPECT_EQ(back.throttled, 0u);
+}
+
 // A copy that fills the holes of a version 1 run (as an upload or an archive does) reads the
 // same as the sparse one: the zeros are zeros wherever they are stored.
 TEST(PackedRun, VersionOneWithItsHolesWrittenOutReadsTheSame) {

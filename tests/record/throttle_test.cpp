@@ -43,7 +43,8 @@ class SampleRateLimit {
 
 // Each test: root and perf events, the limit at 1000 while it runs; record_split() records
 // agent_prog split (1:2 in burn_a and burn_b, 0.6 s) at 4 kHz with record's `mode` and checks
-// its status and its warning.
+// its status and its warning, and that the file keeps the count of throttles that record
+// printed, which report names too (text and JSON).
 class Throttled : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,10 +55,27 @@ class Throttled : public ::testing::Test {
   }
 
   void record_split(const std::string& mode) {
-    Result r = record(out, {mode, "-F", "4000"}, {kProg, "--truth", truth_file, "split", "0.6"});
+    record_throttled(mode, {kProg, "--truth", truth_file, "split", "0.6"});
+  }
+  void record_throttled(const std::string& mode, const Args& cmd) {
+    Result r = record(out, {mode, "-F", "4000"}, cmd);
     ASSERT_EQ(r.status, 0) << describe(r);
     EXPECT_NE(r.err.find("warning: the kernel throttled the sampling"), std::string::npos) << r.err;
     truth = read_truth(truth_file);
+    const profile::Profile p = read(out);
+    EXPECT_GT(p.throttled, 0u);
+    EXPECT_NE(r.err.find("throttled the sampling " + std::to_string(p.throttled) + " times"),
+              std::string::npos)
+        << "record's count is the file's, " << p.throttled << "\n"
+        << r.err;
+    const Result text = run({kTool, "report", out});
+    EXPECT_NE(text.out.find("warning: the kernel throttled the sampling " +
+                            std::to_string(p.throttled) + " times"),
+              std::string::npos)
+        << text.out;
+    const Json j = report_json(out);
+    EXPECT_EQ(j.value("throttled", uint64_t{0}), p.throttled);
+    EXPECT_TRUE(j.contains("throttled_warning")) << j.dump(1).substr(0, 2000);
   }
 
   TempDir dir;
@@ -97,6 +115,27 @@ TEST_F(Throttled, RecordWarnsAndCreditsNoPeriodItDidNotSample) {
   EXPECT_GE(delivered_s, 0.8 * cpu);
   EXPECT_LE(delivered_s, 1.1 * (cpu + steal_of(truth, "burn_a") + steal_of(truth, "burn_b")));
   expect_consistent(p, "throttled");
+}
+
+// Record's default, throttled, on four threads that share two CPUs (agent_prog threads: 0.15 s
+// of CPU each). A thread switched out while throttled is resumed only when it next runs: the
+// time from its throttle to its resume took its time off the CPU too, and put delivered x tick
+// at 155% of the process's CPU. Its lost time ends where it could not run on: the CPU's next
+// tick, or another thread of the command sampled there. Delivered x tick 80-110% of the CPU.
+TEST_F(Throttled, ThreadsSharingTheCpusLoseOnlyTheirTimeOnThem) {
+  ASSERT_NO_FATAL_FAILURE(
+      record_throttled("--agentless", {kProg, "--truth", truth_file, "threads", "4", "0.15"}));
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  EXPECT_GT(p.processes[0].lost, 0u);
+  const double cpu = truth.at("process_cpu");
+  const double delivered_s =
+      static_cast<double>(p.processes[0].delivered) * static_cast<double>(p.tick_ns) * 1e-9;
+  EXPECT_GE(delivered_s, 0.8 * cpu) << p.processes[0].lost << " lost";
+  EXPECT_LE(delivered_s, 1.1 * cpu) << p.processes[0].lost << " lost";
+  // The image's CPU is its periods, sampled or lost: the rate is the one asked.
+  EXPECT_NEAR(p.processes[0].effective_hz, 4000, 40);
+  expect_consistent(p, "throttled threads");
 }
 
 // `record --agent` (drain mode: each thread's own event, its counter in every record), throttled
