@@ -264,14 +264,19 @@ std::string unfinished_note(const profile::Profile& p) {
   std::vector<const profile::Process*> open;
   for (const profile::Process& pr : p.processes)
     if (!(pr.flags & SPROF_F_FINISHED)) open.push_back(&pr);
+  // A process sampled from outside has its CPU time (its periods) whatever its end; one whose
+  // agent wrote no end has none.
+  bool unknown = p.cpu_ns == 0;
+  for (const profile::Process* pr : open) unknown |= pr->cpu_ns == 0;
   if (p.processes.size() <= 1 || open.empty())
-    return "the profile did not finish cleanly (the program crashed, was killed, or is still "
-           "running): its samples up to then are counted; its CPU time and effective rate are "
-           "unknown";
+    return std::string(
+               "the profile did not finish cleanly (the program crashed, was killed, or "
+               "is still running): its samples up to then are counted") +
+           (unknown ? "; its CPU time and effective rate are unknown" : "");
   return std::to_string(open.size()) + " of " + std::to_string(p.processes.size()) +
          " processes did not finish cleanly (crashed, killed, or still running): " + named(open) +
-         "; their samples up to then are counted; their CPU time and effective rate are "
-         "unknown";
+         "; their samples up to then are counted" +
+         (unknown ? "; their CPU time and effective rate are unknown" : "");
 }
 
 }  // namespace sprofil::report

@@ -63,7 +63,8 @@ std::string kept_processes(const profile::Profile& p, const Options& opts);
 // "" for a finished profile; else what the reports say of it: which processes did not finish
 // (of the processes kept, when p is select_processes's part of a run)
 // (a crash, a kill, or still running; up to five named by pid and command), that their samples
-// up to then are counted, and that their CPU time and effective rate are unknown.
+// up to then are counted, and, where one has no CPU time (cpu_ns 0: its agent wrote no end),
+// that their CPU time and effective rate are unknown (sampled from outside, a process has them).
 std::string unfinished_note(const profile::Profile& p);
 
 // "" unless a process installed a seccomp filter (SPROF_F_SANDBOXED; up to five named): that

@@ -327,7 +327,8 @@ TEST(Agentless, ForkedChildsKernelTimeBeforeItsExecIsItsOwn) {
 // not finish cleanly, as the default mode's profile of a killed program does), and samples x tick
 // within 5% and 20 ms of the killed program's CPU (wait4's rusage): each thread's last partial
 // period is not sampled, the weights are exact task-clock time otherwise. Three runs, 50-900 ms
-// after the program wrote its pid.
+// after the program wrote its pid. The report shows the process's CPU (its periods), and its
+// warning does not call it unknown.
 TEST(Agentless, SigkillAtARandomMomentLosesNoSample) {
   SKIP_WITHOUT_PERF();
   const unsigned seed = std::random_device{}();
@@ -358,6 +359,10 @@ TEST(Agentless, SigkillAtARandomMomentLosesNoSample) {
     EXPECT_NE(rep.out.find("burn_main"), std::string::npos) << rep.out;
     EXPECT_NE((rep.out + rep.err).find("did not finish cleanly"), std::string::npos)
         << describe(rep);
+    // Sampled from outside, the killed process's CPU time is its periods: known, shown, and the
+    // warning does not call it unknown.
+    EXPECT_NE(rep.out.find("process CPU:"), std::string::npos) << rep.out;
+    EXPECT_EQ(rep.out.find("effective rate are unknown"), std::string::npos) << rep.out;
   }
 }
 
