@@ -103,6 +103,9 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
                   double(p.total_samples()) * double(p.tick_ns) / 1e9);
     out.add_comment(str.id(buf));
   }
+  // What the text report warns of (`go tool pprof -comments` shows them).
+  for (const std::string& note : {unfinished_note(p), sandboxed_note(p), throttled_note(p)})
+    if (!note.empty()) out.add_comment(str.id("warning: " + valid_utf8(note)));
 
   std::vector<Piece> pieces = attribute(p, symbolizer);
 

@@ -44,7 +44,8 @@ class SampleRateLimit {
 // Each test: root and perf events, the limit at 1000 while it runs; record_split() records
 // agent_prog split (1:2 in burn_a and burn_b, 0.6 s) at 4 kHz with record's `mode` and checks
 // its status and its warning, and that the file keeps the count of throttles that record
-// printed, which report names too (text and JSON).
+// printed, which report names too (text, JSON, and a comment of its pprof export that go tool
+// pprof -comments shows, where golang-go is installed).
 class Throttled : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -76,6 +77,16 @@ class Throttled : public ::testing::Test {
     const Json j = report_json(out);
     EXPECT_EQ(j.value("throttled", uint64_t{0}), p.throttled);
     EXPECT_TRUE(j.contains("throttled_warning")) << j.dump(1).substr(0, 2000);
+    // A pprof export says it in a comment, which go tool pprof -comments shows.
+    const std::string pb = dir / "throttled.pb.gz";
+    ASSERT_EQ(run({kTool, "report", out, "--format", "pprof", "-o", pb}).status, 0);
+    if (run({"sh", "-c", "command -v go"}).status != 0) return;  // (golang-go not installed)
+    const Result comments =
+        run({"env", "HOME=" + (dir / ""), "go", "tool", "pprof", "-comments", pb});
+    EXPECT_NE(comments.out.find("warning: the kernel throttled the sampling " +
+                                std::to_string(p.throttled) + " times"),
+              std::string::npos)
+        << describe(comments);
   }
 
   TempDir dir;
