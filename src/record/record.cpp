@@ -782,10 +782,18 @@ int record(const Options& o, FILE* log, int* killed_by) {
                  "; %.3f s the task clock counted with no sample (its timer fired late, or a "
                  "re-drawn period's cut part)",
                  late_s);
+      // Lost samples (a full ring; sampled from outside, the time the kernel throttled the
+      // sampling too) are CPU with no sample: named where they are.
+      char lost[160] = "";
+      const uint64_t lost_ns = run.lost * run.tick_ns;
+      if (lost_ns != 0)
+        snprintf(lost, sizeof lost, "%.3f s of it lost samples (%s), ",
+                 double(std::min(lost_ns, unsampled)) / 1e9,
+                 run.throttled ? "the kernel throttled the sampling" : "full rings");
       snprintf(b, sizeof b,
-               "; %.3f s of the run's %.3f s CPU has no sample (%.3f s of it in the processes "
+               "; %.3f s of the run's %.3f s CPU has no sample (%s%.3f s of it in the processes "
                "without samples; the rest is %s%s)",
-               double(unsampled) / 1e9, double(run_cpu_ns) / 1e9,
+               double(unsampled) / 1e9, double(run_cpu_ns) / 1e9, lost,
                double(std::min(c.dropped_cpu_ns, unsampled)) / 1e9,
                !outside ? "start-up before sampling: the loader, the agent"
                : agentless.stats().kernel

@@ -62,6 +62,10 @@ class Throttled : public ::testing::Test {
     Result r = record(out, {mode, "-F", "4000"}, cmd);
     ASSERT_EQ(r.status, 0) << describe(r);
     EXPECT_NE(r.err.find("warning: the kernel throttled the sampling"), std::string::npos) << r.err;
+    // The summary's CPU with no sample names the lost samples.
+    EXPECT_NE(r.err.find("s of it lost samples (the kernel throttled the sampling)"),
+              std::string::npos)
+        << r.err;
     truth = read_truth(truth_file);
     const profile::Profile p = read(out);
     EXPECT_GT(p.throttled, 0u);
