@@ -28,6 +28,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "clock/perf.hpp"
 #include "record/process_end.hpp"
@@ -282,8 +283,13 @@ struct Agentless::State {
   };
   std::unordered_map<pid_t, Gone> gone_tids;
   // The threads' ends, to take their share of the periods that no sample credited (run_end):
-  // by (image, the thread's last pc), the sum of their weights.
-  std::map<std::pair<size_t, uint64_t>, uint64_t> ends;
+  // by (image, the thread's last pc), the sum of their weights, and of those of threads that
+  // had no sample of their own (their pc is their creator's).
+  struct Tail {
+    uint64_t w = 0, unsampled_w = 0;
+  };
+  std::map<std::pair<size_t, uint64_t>, Tail> ends;
+  std::unordered_set<pid_t> unsampled;  // threads that have had no sample yet
   std::unordered_map<pid_t, std::pair<size_t, int>> gone_procs;  // pid -> image, passes left
   std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
   pid_t root = 0;
@@ -420,6 +426,7 @@ struct Agentless::State {
     c.acc -= w * period;
     if (own) root_periods += w;
     c.last_ns = time;
+    if (!unsampled.empty()) unsampled.erase(tid);
     last_pc[tid] = ip;
     last_ns[tid] = time;
     if (w && m) add(m, ip, w, in_kernel ? w : 0);
@@ -581,8 +588,9 @@ struct Agentless::State {
     // parent's last was.
     if (const auto pc = last_pc.find(ptid); pc != last_pc.end()) last_pc[tid] = pc->second;
     last_ns[tid] = r.time;
-    if (pid == tid) {                    // a new process: its parent's mappings
-      const Img* parent = img_of(ppid);  // (stays: imgs is a deque)
+    if (pid != tid) unsampled.insert(tid);  // (a thread: its creator's pc stands for its own)
+    if (pid == tid) {                       // a new process: its parent's mappings
+      const Img* parent = img_of(ppid);     // (stays: imgs is a deque)
       Img& m = new_img(pid, ppid, r.time);
       m.child = true;
       if (parent) {
@@ -759,8 +767,16 @@ struct Agentless::State {
     if (const auto ns = last_ns.find(tid); ns != last_ns.end() && g.img != ~size_t{0}) {
       const auto pc = last_pc.find(tid);
       const uint64_t w = g.time > ns->second ? std::min(g.time - ns->second, period) : 0;
-      if (w) ends[{g.img, pc != last_pc.end() ? pc->second : 0}] += w;
+      if (w) {
+        Tail& e = ends[{g.img, pc != last_pc.end() ? pc->second : 0}];
+        e.w += w;
+        if (unsampled.count(tid)) {
+          e.unsampled_w += w;
+          ++stats.unsampled_threads;
+        }
+      }
     }
+    unsampled.erase(tid);
     last_pc.erase(tid);
     last_ns.erase(tid);
     born_in.erase(tid);
@@ -788,7 +804,7 @@ struct Agentless::State {
     const uint64_t target = (total + period / 2) / period;
     if (target <= credited) return;
     uint64_t weight = 0;
-    for (const auto& [at, w] : ends) weight += w;
+    for (const auto& [at, e] : ends) weight += e.w;
     // The ends take at most their tails' time: a thread's CPU time from its last sample to its
     // exit is at most its weight. The rest was counted without a sample anywhere (a timer that
     // fired late, as when the VM did not run, skips the periods it missed; a re-drawn period's
@@ -801,9 +817,13 @@ struct Agentless::State {
     if (missing == 0) return;
     std::vector<std::pair<uint64_t, std::pair<size_t, uint64_t>>> rest;  // remainder, end
     uint64_t given = 0;
-    for (const auto& [at, w] : ends) {
-      const unsigned __int128 share = static_cast<unsigned __int128>(missing) * w;
+    for (const auto& [at, e] : ends) {
+      const unsigned __int128 share = static_cast<unsigned __int128>(missing) * e.w;
       const uint64_t n = static_cast<uint64_t>(share / weight);
+      // The part of threads with no sample of their own, at their creator's pc (the summary
+      // says how much: agentless.hpp).
+      stats.unsampled_credited +=
+          static_cast<uint64_t>(static_cast<unsigned __int128>(missing) * e.unsampled_w / weight);
       if (n) credit_at_end(&imgs[at.first], at.second, n);
       given += n;
       rest.push_back({static_cast<uint64_t>(share % weight), at});

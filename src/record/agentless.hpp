@@ -24,7 +24,8 @@
 //   fork's child starts with its parent's mappings. The images are kept in memory and become
 //   the run profile's processes.
 // - A thread shorter than its first period (an inherited copy's is a whole one) has no sample:
-//   its time is credited at the run's end at its creator's last pc, or its program's entry
+//   its time is credited at the run's end at its creator's last pc (record warns where that is
+//   a tenth of the samples or more: Stats::unsampled_credited), or its program's entry
 //   point.
 #pragma once
 
@@ -43,16 +44,18 @@ namespace sprofil::record {
 class Agentless {
  public:
   struct Stats {
-    uint64_t copies = 0;          // threads' copies of the CPUs' events that took a sample
-    uint64_t samples = 0;         // sample records read
-    uint64_t lost = 0;            // records the kernel dropped (a full ring)
-    uint64_t redraws = 0;         // periods re-drawn
-    uint64_t exit_credited = 0;   // periods credited at the threads' ends (run_end)
-    uint64_t unplaced = 0;        // periods counted beyond the threads' ends' tails: no sample
-    uint64_t throttled = 0;       // times the kernel throttled an event (PERF_RECORD_THROTTLE)
-    uint64_t throttled_lost = 0;  // periods of the throttled time: lost samples
-    uint64_t images = 0;          // process images seen
-    bool kernel = false;          // kernel time is sampled (at the user pc it returns to)
+    uint64_t copies = 0;              // threads' copies of the CPUs' events that took a sample
+    uint64_t samples = 0;             // sample records read
+    uint64_t lost = 0;                // records the kernel dropped (a full ring)
+    uint64_t redraws = 0;             // periods re-drawn
+    uint64_t exit_credited = 0;       // periods credited at the threads' ends (run_end)
+    uint64_t unsampled_threads = 0;   // threads (not processes) that ended with no sample
+    uint64_t unsampled_credited = 0;  // of exit_credited, theirs: at their creator's last pc
+    uint64_t unplaced = 0;            // periods counted beyond the threads' ends' tails: no sample
+    uint64_t throttled = 0;           // times the kernel throttled an event (PERF_RECORD_THROTTLE)
+    uint64_t throttled_lost = 0;      // periods of the throttled time: lost samples
+    uint64_t images = 0;              // process images seen
+    bool kernel = false;              // kernel time is sampled (at the user pc it returns to)
   };
   struct Image {
     profile::Profile profile;  // a single-process profile

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include "helpers.hpp"
@@ -393,6 +394,8 @@ TEST(Agentless, EveryThreadIsSampledInProportion) {
   const profile::Profile p = read(out);
   EXPECT_EQ(p.processes.size(), 1u);
   expect_consistent(p, "threads");
+  // Each thread has samples of its own: no warning of threads that ended before theirs.
+  EXPECT_EQ(r.err.find("ended before their first sample"), std::string::npos) << r.err;
 }
 
 // 7. Short threads on every CPU at once: 1,500 threads of 0.4 ms of burn_child (less than the
@@ -426,6 +429,17 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
       << " s";
   EXPECT_LE(sampled_seconds(p), 1.1 * (truth.at("process_cpu") + steal_of(truth, "burn_main")));
   expect_consistent(p, "churn");
+  // The threads end before their first sample (0.4 ms of a 1 ms period), so their time is at
+  // their creator's last pc, not burn_child's: record says so, naming at least half of the
+  // 1,500 (1,494 in a run here) and CPU of at least 60% of their burn_child time (111%: their
+  // kernel time is in it), at most the process's CPU less burn_main's.
+  const std::regex warned(
+      "warning: ([0-9]+) threads ended before their first sample .*: their ([0-9.]+) s of CPU");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, warned)) << r.err;
+  EXPECT_GE(std::stoul(m[1]), 750u) << r.err;
+  EXPECT_GE(std::stod(m[2]), 0.6 * truth.at("burn_child")) << r.err;
+  EXPECT_LE(std::stod(m[2]), truth.at("process_cpu") - truth.at("burn_main")) << r.err;
 }
 
 // 8. Where the user may not sample the kernel (perf_event_paranoid 2, unprivileged), record
