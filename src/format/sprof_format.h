@@ -163,7 +163,10 @@ struct sprof_run_header {
                                       PERF_RECORD_THROTTLE); their time is in the images'
                                       `lost`. 0 = none seen (or not known: older writers) */
   char cmdline[SPROF_CMDLINE_MAX]; /* the recorded command, each argument NUL-terminated */
-  uint8_t reserved[SPROF_PAGE - 80 - SPROF_CMDLINE_MAX]; /* zero */
+  uint64_t unsampled_threads;      /* threads that ended before their first sample (sampled from
+                                      outside), whose time is at their creators' last pc */
+  uint64_t unsampled_thread_ticks; /* their time so credited, in samples (ticks); 0 = none */
+  uint8_t reserved[SPROF_PAGE - 96 - SPROF_CMDLINE_MAX]; /* zero */
 };
 
 struct sprof_run_process {
@@ -192,6 +195,7 @@ struct sprof_run_extent {
 #ifdef __cplusplus
 static_assert(sizeof(sprof_run_header) == SPROF_PAGE, "run header is one page");
 static_assert(offsetof(sprof_run_header, cmdline) == 80, "run header layout");
+static_assert(offsetof(sprof_run_header, unsampled_threads) == 3152, "run header layout");
 static_assert(sizeof(sprof_run_process) == SPROF_RUN_ENTRY, "run process entry");
 static_assert(offsetof(sprof_run_process, name) == 40, "run process layout");
 static_assert(offsetof(sprof_run_process, stored_size) == 72, "run process layout");

@@ -1,9 +1,11 @@
 #include "profile/profile.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 
 #include "format/layout.hpp"
+#include "util/count_of.hpp"
 
 namespace sprofil::profile {
 
@@ -265,6 +267,20 @@ uint64_t unsampled_cpu_ns(const Profile& p) {
     covered = sampled > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(sampled);
   }
   return p.run_cpu_ns > covered ? p.run_cpu_ns - covered : 0;
+}
+
+std::string unsampled_threads_note(const Profile& p) {
+  // Where it matters: a tenth of the samples or more (a thread per small task).
+  if (p.unsampled_threads == 0 || p.unsampled_thread_ticks == 0 ||
+      p.unsampled_thread_ticks * 10 < p.total_samples())
+    return "";
+  char s[64];
+  std::snprintf(s, sizeof s, "%.3f s", double(p.unsampled_thread_ticks) * double(p.tick_ns) / 1e9);
+  return util::count_of(p.unsampled_threads, "thread", "threads") +
+         " ended before their first sample (shorter than a period): their " + s +
+         " of CPU is at their creators' last pc, as system time, not at their own code; "
+         "`sprofil record --agent` samples each thread from its start, or record with a higher "
+         "-F";
 }
 
 Profile delta(const Profile& before, const Profile& after) {

@@ -134,6 +134,9 @@ struct Profile {
   uint64_t run_start_ns = 0, run_end_ns = 0;
   int32_t exit_status = 0;  // the recorded command's exit status (run profiles)
   uint64_t throttled = 0;   // times the kernel throttled the run's sampling (run profiles)
+  // Threads that ended before their first sample, and their time credited at their creators'
+  // last pc, in samples (run profiles sampled from outside).
+  uint64_t unsampled_threads = 0, unsampled_thread_ticks = 0;
 
   bool finished() const;  // SPROF_F_FINISHED
   uint64_t counted() const { return delivered > lost ? delivered - lost : 0; }
@@ -168,6 +171,12 @@ Profile delta(const Profile& before, const Profile& after);
 // shorter than a period). The wall clock, whose samples are not CPU time: run_cpu_ns minus the
 // stored processes' cpu_ns, the CPU in no process's profile.
 uint64_t unsampled_cpu_ns(const Profile& p);
+
+// "" unless threads of the run that ended before their first sample (`unsampled_threads`,
+// sampled from outside) carry a tenth of its samples or more: how many, that their time is at
+// their creators' last pc as system time, and what samples them instead. Record's warning and
+// report's note (report/labels.hpp).
+std::string unsampled_threads_note(const Profile& p);
 
 // The whole of several profiles' tallies and times (a run's processes, merged runs): counts
 // saturate; start is the earliest, end the latest (0 unless every part finished); CPU time 0

@@ -643,6 +643,8 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
   p.run_end_ns = h.end_ns;
   p.exit_status = h.exit_status;
   p.throttled = h.throttled;
+  p.unsampled_threads = h.unsampled_threads;
+  p.unsampled_thread_ticks = h.unsampled_thread_ticks;
   *out = std::move(p);
   (void)samples;
   return true;

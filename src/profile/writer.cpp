@@ -372,7 +372,10 @@ bool write_run(const Profile& p, const std::string& path, uint32_t version, std:
                      .start_ns = p.run_start_ns,
                      .end_ns = p.run_end_ns,
                      .exit_status = p.exit_status,
-                     .throttled = p.throttled};
+                     .throttled = p.throttled,
+                     .cmdline = {},
+                     .unsampled_threads = p.unsampled_threads,
+                     .unsampled_thread_ticks = p.unsampled_thread_ticks};
   std::memcpy(h.magic, SPROF_RUN_MAGIC, sizeof h.magic);
   const std::string cmdline = packed_cmdline(p.argv);
   std::memcpy(h.cmdline, cmdline.data(), cmdline.size());

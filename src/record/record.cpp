@@ -722,6 +722,10 @@ int record(const Options& o, FILE* log, int* killed_by) {
   run.run_end_ns = end_ns;
   run.exit_status = code;
   run.throttled = outside ? agentless.stats().throttled : ds.throttled;
+  if (outside) {
+    run.unsampled_threads = agentless.stats().unsampled_threads;
+    run.unsampled_thread_ticks = agentless.stats().unsampled_credited;
+  }
   std::string error;
   bool written = profile::write_profile(run, out, &error);
   if (!written && errno == EFBIG && run.processes.size() == 1 &&
@@ -810,16 +814,8 @@ int record(const Options& o, FILE* log, int* killed_by) {
   // ends before its first sample has none of its own, and its time is credited at its
   // creator's last pc, as kernel time (agentless.hpp). Where that is a tenth of the samples or
   // more (a thread per small task), say so, and what samples such threads where they run.
-  if (outside && agentless.stats().unsampled_credited * 10 >= run.total_samples() &&
-      agentless.stats().unsampled_credited > 0)
-    fprintf(log,
-            "sprofil record: warning: %llu threads ended before their first sample (shorter "
-            "than a period): their %.3f s of CPU is credited at their creators' last pc, as "
-            "system time, not at their own code; `--agent` samples each thread from its start, "
-            "or record with a higher -F\n",
-            static_cast<unsigned long long>(agentless.stats().unsampled_threads),
-            double(agentless.stats().unsampled_credited) /
-                double(run.requested_hz ? run.requested_hz : 1));
+  if (const std::string note = profile::unsampled_threads_note(run); !note.empty())
+    fprintf(log, "sprofil record: warning: %s\n", note.c_str());
   if (const uint64_t throttled = outside ? agentless.stats().throttled : ds.throttled) {
     // Each throttled event took no samples till the next tick while its counter ran on: the
     // profile misses them (the agent's drain counts them as lost; perf report warns too).

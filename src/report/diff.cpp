@@ -125,10 +125,8 @@ DiffTable diff(const profile::Profile& base, const profile::Profile& next,
     t.warnings.push_back("base: " + note);
   if (const std::string note = unfinished_note(next); !note.empty())
     t.warnings.push_back("new: " + note);
-  if (const std::string note = throttled_note(base); !note.empty())
-    t.warnings.push_back("base: " + note);
-  if (const std::string note = throttled_note(next); !note.empty())
-    t.warnings.push_back("new: " + note);
+  for (const RunNote& n : run_notes(base)) t.warnings.push_back("base: " + n.text);
+  for (const RunNote& n : run_notes(next)) t.warnings.push_back("new: " + n.text);
   // Rows per (command, name) only when both profiles are split by process: a merged profile
   // (one process) against a run's would otherwise match nothing.
   const bool by_comm = a.per_process && b.per_process;

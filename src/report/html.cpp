@@ -75,7 +75,7 @@ json header_rows(const Profile& p, const Options& opts, uint64_t total, double t
   if (!cov.warning.empty()) add("warning", cov.warning);
   if (const std::string note = unfinished_note(p); !note.empty()) add("finished", "no: " + note);
   if (const std::string note = sandboxed_note(p); !note.empty()) add("seccomp", note);
-  if (const std::string note = throttled_note(p); !note.empty()) add("throttled", note);
+  for (const RunNote& n : run_notes(p)) add(n.name, n.text);
   return h;
 }
 

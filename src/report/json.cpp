@@ -42,7 +42,10 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   if (const std::string note = sandboxed_note(p); !note.empty())
     j["sandboxed_warning"] = valid_utf8(note);
   j["throttled"] = p.throttled;  // times the kernel throttled the sampling (run profiles)
-  if (const std::string note = throttled_note(p); !note.empty()) j["throttled_warning"] = note;
+  j["unsampled_threads"] = p.unsampled_threads;  // ended before their first sample (run profiles)
+  j["unsampled_thread_seconds"] =
+      significant(double(p.unsampled_thread_ticks) * double(p.tick_ns) / 1e9, 12);
+  for (const RunNote& n : run_notes(p)) j[std::string(n.name) + "_warning"] = n.text;
   // samples x tick / cpu_seconds for CPU clocks (null for the wall clock or without cpu_ns);
   // coverage_warning is set when the samples fall far below the process's CPU time.
   // With system data (SPROF_R_SYSTEM): the system part of the total and of each row; with

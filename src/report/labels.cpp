@@ -259,6 +259,14 @@ std::string throttled_note(const profile::Profile& p) {
          "with a lower -F, or raise the limit";
 }
 
+std::vector<RunNote> run_notes(const profile::Profile& p) {
+  std::vector<RunNote> out;
+  if (std::string n = throttled_note(p); !n.empty()) out.push_back({"throttled", std::move(n)});
+  if (std::string n = profile::unsampled_threads_note(p); !n.empty())
+    out.push_back({"short_threads", std::move(n)});
+  return out;
+}
+
 std::string unfinished_note(const profile::Profile& p) {
   if (p.finished()) return "";
   std::vector<const profile::Process*> open;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "profile/profile.hpp"
 #include "report/report.hpp"
@@ -75,5 +76,14 @@ std::string sandboxed_note(const profile::Profile& p);
 // "" unless the kernel throttled the run's sampling (a run profile's `throttled`): how often,
 // that the throttled time is in `lost`, and what to do about it.
 std::string throttled_note(const profile::Profile& p);
+
+// What a run profile's header says of how its sampling went, beyond its tallies, for every
+// format alike: each note with its name (the HTML header's row, the JSON key before
+// "_warning"): "throttled" (throttled_note), "short_threads" (profile::unsampled_threads_note).
+struct RunNote {
+  const char* name;
+  std::string text;
+};
+std::vector<RunNote> run_notes(const profile::Profile& p);
 
 }  // namespace sprofil::report

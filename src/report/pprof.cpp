@@ -104,8 +104,9 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
     out.add_comment(str.id(buf));
   }
   // What the text report warns of (`go tool pprof -comments` shows them).
-  for (const std::string& note : {unfinished_note(p), sandboxed_note(p), throttled_note(p)})
+  for (const std::string& note : {unfinished_note(p), sandboxed_note(p)})
     if (!note.empty()) out.add_comment(str.id("warning: " + valid_utf8(note)));
+  for (const RunNote& n : run_notes(p)) out.add_comment(str.id("warning: " + n.text));
 
   std::vector<Piece> pieces = attribute(p, symbolizer);
 

@@ -137,6 +137,8 @@ bool select_processes(const Profile& p, const Options& opts, Profile* out, std::
   o.run_end_ns = p.run_end_ns;
   o.exit_status = p.exit_status;
   o.throttled = p.throttled;  // the run's (its throttled time is in the kept processes' lost)
+  o.unsampled_threads = p.unsampled_threads;  // (the run's too)
+  o.unsampled_thread_ticks = p.unsampled_thread_ticks;
   // The kept processes' tallies, CPU and rate (one process: its own rate, as combine_processes
   // keeps it).
   sum.store(&o);

@@ -91,7 +91,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
     out << "warning: " << printable(note) << "\n";
   if (const std::string note = sandboxed_note(p); !note.empty())
     out << "warning: " << printable(note) << "\n";
-  if (const std::string note = throttled_note(p); !note.empty()) out << "warning: " << note << "\n";
+  for (const RunNote& n : run_notes(p)) out << "warning: " << n.text << "\n";
   Coverage cov = coverage_of(
       p, t.user_only ? profile::sat_add(t.total_samples, t.system_samples) : t.total_samples,
       filtered);

@@ -93,12 +93,15 @@ TEST(PackedRun, StoresOnlyThePagesWithDataAndReadsBackTheSame) {
             uint64_t{256} << 20);
 }
 
-// The run header's throttle count (once reserved1, at 72) is written and read back in both
-// versions, at its offset and little-endian; 0 where the writer counted none.
-TEST(PackedRun, ThrottleCountIsKeptInTheRunHeader) {
+// The run header's throttle count (once reserved1, at 72) and its threads that ended before
+// their first sample (at 3152, after the command line, once reserved) are written and read back
+// in both versions, at their offsets and little-endian; 0 where the writer counted none.
+TEST(PackedRun, ThrottleAndShortThreadCountsAreKeptInTheRunHeader) {
   TempDir dir;
   Profile run = large_run();
   run.throttled = 0x0102030405;
+  run.unsampled_threads = 1494;
+  run.unsampled_thread_ticks = 907;
   std::string error;
   for (const uint32_t version : {SPROF_RUN_VERSION, SPROF_RUN_VERSION_FULL}) {
     const std::string file = dir.file("t" + std::to_string(version) + ".sprof");
@@ -110,6 +113,9 @@ TEST(PackedRun, ThrottleCountIsKeptInTheRunHeader) {
     Profile back;
     ASSERT_TRUE(read_profile(file, &back, &error)) << error;
     EXPECT_EQ(back.throttled, run.throttled) << "version " << version;
+    EXPECT_EQ(back.unsampled_threads, 1494u);
+    EXPECT_EQ(back.unsampled_thread_ticks, 907u);
+    EXPECT_EQ(peek<uint64_t>(img, 3152), 1494u);
   }
   run.throttled = 0;
   ASSERT_TRUE(write_profile(run, dir.file("none.sprof"), &error)) << error;

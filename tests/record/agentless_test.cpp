@@ -396,6 +396,7 @@ TEST(Agentless, EveryThreadIsSampledInProportion) {
   expect_consistent(p, "threads");
   // Each thread has samples of its own: no warning of threads that ended before theirs.
   EXPECT_EQ(r.err.find("ended before their first sample"), std::string::npos) << r.err;
+  EXPECT_FALSE(j.contains("short_threads_warning")) << j.dump(1).substr(0, 2000);
 }
 
 // 7. Short threads on every CPU at once: 1,500 threads of 0.4 ms of burn_child (less than the
@@ -440,6 +441,11 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
   EXPECT_GE(std::stoul(m[1]), 750u) << r.err;
   EXPECT_GE(std::stod(m[2]), 0.6 * truth.at("burn_child")) << r.err;
   EXPECT_LE(std::stod(m[2]), truth.at("process_cpu") - truth.at("burn_main")) << r.err;
+  // The run profile keeps them, and report says the same (JSON: the counts and the note).
+  EXPECT_EQ(p.unsampled_threads, std::stoul(m[1]));
+  EXPECT_EQ(j.value("unsampled_threads", uint64_t{0}), p.unsampled_threads);
+  EXPECT_NEAR(j.value("unsampled_thread_seconds", 0.0), std::stod(m[2]), 0.0011);
+  EXPECT_TRUE(j.contains("short_threads_warning")) << j.dump(1).substr(0, 2000);
 }
 
 // 8. Where the user may not sample the kernel (perf_event_paranoid 2, unprivileged), record
