@@ -28,7 +28,6 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "clock/perf.hpp"
 #include "record/process_end.hpp"
@@ -289,7 +288,6 @@ struct Agentless::State {
     uint64_t w = 0, unsampled_w = 0;
   };
   std::map<std::pair<size_t, uint64_t>, Tail> ends;
-  std::unordered_set<pid_t> unsampled;  // threads that have had no sample yet
   std::unordered_map<pid_t, std::pair<size_t, int>> gone_procs;  // pid -> image, passes left
   std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
   pid_t root = 0;
@@ -426,7 +424,6 @@ struct Agentless::State {
     c.acc -= w * period;
     if (own) root_periods += w;
     c.last_ns = time;
-    if (!unsampled.empty()) unsampled.erase(tid);
     last_pc[tid] = ip;
     last_ns[tid] = time;
     if (w && m) add(m, ip, w, in_kernel ? w : 0);
@@ -588,9 +585,8 @@ struct Agentless::State {
     // parent's last was.
     if (const auto pc = last_pc.find(ptid); pc != last_pc.end()) last_pc[tid] = pc->second;
     last_ns[tid] = r.time;
-    if (pid != tid) unsampled.insert(tid);  // (a thread: its creator's pc stands for its own)
-    if (pid == tid) {                       // a new process: its parent's mappings
-      const Img* parent = img_of(ppid);     // (stays: imgs is a deque)
+    if (pid == tid) {                    // a new process: its parent's mappings
+      const Img* parent = img_of(ppid);  // (stays: imgs is a deque)
       Img& m = new_img(pid, ppid, r.time);
       m.child = true;
       if (parent) {
@@ -770,13 +766,14 @@ struct Agentless::State {
       if (w) {
         Tail& e = ends[{g.img, pc != last_pc.end() ? pc->second : 0}];
         e.w += w;
-        if (unsampled.count(tid)) {
+        // A thread (not a process's first) with no sample of its own (no copy that sampled):
+        // its pc is its creator's.
+        if (!ids_of.count(tid) && imgs[g.img].pid != tid) {
           e.unsampled_w += w;
           ++stats.unsampled_threads;
         }
       }
     }
-    unsampled.erase(tid);
     last_pc.erase(tid);
     last_ns.erase(tid);
     born_in.erase(tid);
