@@ -471,18 +471,25 @@ struct Agentless::State {
   // resolution of CLOCK_MONOTONIC_COARSE), and another thread of the command sampled or
   // throttled on that CPU (it was switched out by then). Three threads on two CPUs throttled at
   // 4 kHz counted 155% of their CPU as delivered with the whole time to the resume, which takes
-  // their time switched out too.
+  // their time switched out too. A thread that ends while throttled gets no resume: its end
+  // (its EXIT record) ends the time, and what is still throttled when the run ends, its end.
   struct Throttle {
     uint64_t at = 0;    // when it was throttled
     uint32_t ring = 0;  // the CPU's ring its records go to
     size_t img = ~size_t{0};
+    pid_t tid = 0;
   };
   void throttled(const Rec& r) {
     ++stats.throttled;
     const uint64_t id = field<uint64_t>(r.body, 16);
     ran_on(r.ring, id, r.time);
-    throttled_at[id] = Throttle{r.time, r.ring,
-                                img_index(field<uint32_t>(r.body, r.body.size() - kSampleIdBytes))};
+    const size_t ids_at = r.body.size() - kSampleIdBytes;  // sample_id: pid, tid, time, id
+    throttled_at[id] = Throttle{r.time, r.ring, img_index(field<uint32_t>(r.body, ids_at)),
+                                static_cast<pid_t>(field<uint32_t>(r.body, ids_at + 4))};
+  }
+  // Thread tid ended at `time` (tid 0: every thread, the run's end).
+  void ended_throttled(pid_t tid, uint64_t time) {
+    resume_if([&](uint64_t, const Throttle& t) { return tid == 0 || t.tid == tid; }, time);
   }
   void unthrottled(const Rec& r) {
     const auto it = throttled_at.find(field<uint64_t>(r.body, 16));
@@ -492,8 +499,13 @@ struct Agentless::State {
   }
   // Copy `id` ran on ring's CPU at `time`: the other copies throttled there were switched out.
   void ran_on(uint32_t ring, uint64_t id, uint64_t time) {
+    resume_if([&](uint64_t c, const Throttle& t) { return t.ring == ring && c != id; }, time);
+  }
+  // The throttled copies for which stop(copy id, its throttle) holds resume at `time`.
+  template <class Stop>
+  void resume_if(Stop stop, uint64_t time) {
     for (auto it = throttled_at.begin(); it != throttled_at.end();)
-      if (it->second.ring == ring && it->first != id) {
+      if (stop(it->first, it->second)) {
         resumed(it->second, time);
         it = throttled_at.erase(it);
       } else {
@@ -614,6 +626,7 @@ struct Agentless::State {
   void exit(const Rec& r) {
     const pid_t pid = field<uint32_t>(r.body, 0), tid = field<uint32_t>(r.body, 8);
     gone_tids[tid] = Gone{2, img_index(pid), r.time};
+    if (!throttled_at.empty()) ended_throttled(tid, r.time);
     auto p = procs.find(pid);
     if (p == procs.end()) return;
     if (--p->second.threads <= 0) {
@@ -842,6 +855,7 @@ struct Agentless::State {
       serve_live();
     }
     pass();
+    ended_throttled(0, clock_ns(CLOCK_MONOTONIC));
     if (kernel) run_end();
     std::lock_guard<std::mutex> l(live_mu);  // the run ended: a waiting request gets nothing
     live_pids.clear();

@@ -77,6 +77,31 @@ TEST(MergeTool, MergesFilesFromTheWriter) {
   EXPECT_EQ(m.argv, a.argv);
 }
 
+// A run's header notes (report::run_notes) have no place in the merged profile, of one process:
+// merge names each with its input, and merges.
+TEST(MergeTool, RunNotesItCannotKeepAreSaid) {
+  TempDir dir;
+  std::string error;
+  Profile a = combine_processes({one_run(0, 1, SPROF_F_FINISHED)}, {});
+  a.throttled = 7;
+  const Profile b = one_run(0x10000000, 2, SPROF_F_FINISHED);
+  ASSERT_TRUE(write_profile(a, dir.file("a.sprof"), &error)) << error;
+  ASSERT_TRUE(write_profile(b, dir.file("b.sprof"), &error)) << error;
+  Result r = run_tool("merge -o " + dir.file("out.sprof") + " " + dir.file("a.sprof") + " " +
+                      dir.file("b.sprof"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("sprofil merge: warning: " + dir.file("a.sprof") +
+                          ": the kernel throttled the sampling 7 times"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(not kept: the merged profile is of one process)"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find(dir.file("b.sprof")), std::string::npos) << r.output;
+  Profile m;
+  ASSERT_TRUE(read_profile(dir.file("out.sprof"), &m, &error)) << error;
+  EXPECT_EQ(m.delivered, a.delivered + b.delivered);
+}
+
 TEST(MergeTool, SingleInputCopies) {
   TempDir dir;
   std::string error;

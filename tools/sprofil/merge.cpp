@@ -7,6 +7,7 @@
 
 #include "profile/merge.hpp"
 #include "profile/writer.hpp"
+#include "report/labels.hpp"
 #include "subcommands.hpp"
 
 namespace sprofil::tool {
@@ -38,6 +39,12 @@ int run_merge(const MergeOptions& o) {
     return fail_on(bad < o.inputs.size() ? o.inputs[bad] : o.output, error);
   }
   for (const std::string& w : warnings) say("merge", "warning: " + w);
+  // What a run's header tells of it (the kernel's throttling, threads with no sample of their
+  // own) the merged profile, of one process, has no place for: said here, input by input.
+  for (size_t i = 0; i < profiles.size(); ++i)
+    for (const report::RunNote& n : report::run_notes(profiles[i]))
+      say("merge", "warning: " + o.inputs[i] + ": " + n.text +
+                       " (not kept: the merged profile is of one process)");
   return profile::write_profile(merged, o.output, &error) ? 0 : fail_on(o.output, error);
 }
 
