@@ -139,7 +139,11 @@ bool fetch_profile(const std::string& socket, profile::Profile* out, std::string
                    int timeout_ms) {
   std::vector<uint8_t> image;
   if (!fetch_image(socket, &image, error, timeout_ms)) return false;
-  return profile::parse_profile(image.data(), image.size(), out, error);
+  if (!profile::parse_profile(image.data(), image.size(), out, error)) return false;
+  // `sprofil record --live` answers with a packed run profile of the one process (only the
+  // pages that hold counts): the process's own profile, as an agent's answer is.
+  if (out->run && out->processes.size() == 1) *out = profile::process_image(*out, 0);
+  return true;
 }
 
 std::vector<Target> list_targets(std::string* error) {

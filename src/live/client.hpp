@@ -13,8 +13,9 @@ namespace sprofil::live {
 // "1234" -> <per-user dir>/1234.sock; anything else is taken as a socket path.
 bool socket_of(const std::string& pid_or_path, std::string* socket, std::string* error);
 
-// One snapshot: the raw .sprof image, and parsed by the one reader (profile::parse_profile).
-// Bounded: at most timeout_ms for the whole exchange.
+// One snapshot: the raw .sprof image, and parsed by the one reader (profile::parse_profile),
+// a run profile of one process (`sprofil record --live`'s answer, packed) taken as that
+// process's own profile. Bounded: at most timeout_ms for the whole exchange.
 bool fetch_image(const std::string& socket, std::vector<uint8_t>* image, std::string* error,
                  int timeout_ms = 10000);
 bool fetch_profile(const std::string& socket, profile::Profile* out, std::string* error,

@@ -308,7 +308,12 @@ std::vector<sprof_run_extent> extents_of(const Map& pages) {
   return out;
 }
 
-bool write_run(const Profile& p, const std::string& path, uint32_t version, std::string* error) {
+// Where a run container goes: out(body, error) runs body on the output's fd; `seek` tells
+// that body writes at offsets (pwrite) rather than in order.
+using Body = std::function<bool(int fd, std::string*)>;
+using Output = std::function<bool(const Body& body, bool seek, std::string*)>;
+
+bool write_run(const Profile& p, const Output& output, uint32_t version, std::string* error) {
   if (p.processes.empty()) {
     *error = "a run profile needs at least one process";
     return false;
@@ -408,8 +413,7 @@ bool write_run(const Profile& p, const std::string& path, uint32_t version, std:
         if (!write_body(out, im.profile, im.planned, im.size, im.offset, err)) return false;
       return set_size(fd, total, err);
     };
-    return write_output(
-        path, [&](int out_fd, std::string* err) { return seekable(out_fd, body, err); }, error);
+    return output(body, true, error);
   }
   // Packed: written in order, one image's pages in memory at a time.
   auto body = [&](int fd, std::string* err) {
@@ -435,7 +439,7 @@ bool write_run(const Profile& p, const std::string& path, uint32_t version, std:
     }
     return true;
   };
-  return write_output(path, body, error);
+  return output(body, false, error);
 }
 
 }  // namespace
@@ -444,7 +448,14 @@ bool write_profile(const Profile& p, const std::string& path, std::string* error
                    uint32_t run_version) {
   std::string scratch;
   if (!error) error = &scratch;
-  if (p.run) return write_run(p, path, run_version, error);
+  if (p.run) {
+    const Output to_path = [&](const Body& body, bool seek, std::string* err) {
+      if (!seek) return write_output(path, body, err);
+      return write_output(
+          path, [&](int fd, std::string* e) { return seekable(fd, body, e); }, err);
+    };
+    return write_run(p, to_path, run_version, error);
+  }
   std::vector<Planned> planned;
   uint64_t total = 0;
   if (!plan(p, &planned, &total, error)) return false;
@@ -465,6 +476,10 @@ bool write_profile(const Profile& p, const std::string& path, std::string* error
 bool write_profile_fd(const Profile& p, int fd, std::string* error) {
   std::string scratch;
   if (!error) error = &scratch;
+  if (p.run)
+    return write_run(
+        p, [&](const Body& body, bool, std::string* err) { return body(fd, err); },
+        SPROF_RUN_VERSION, error);
   std::vector<Planned> planned;
   uint64_t total = 0;
   if (!plan(p, &planned, &total, error)) return false;

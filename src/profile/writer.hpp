@@ -24,8 +24,8 @@ namespace sprofil::profile {
 bool write_profile(const Profile& p, const std::string& path, std::string* error,
                    uint32_t run_version = SPROF_RUN_VERSION);
 
-// The single-process file of p (not a run profile) into `fd`, a seekable file at offset 0
-// (a memfd: `sprofil record`'s live snapshots). Fails as write_profile does.
+// The file of p into `fd`, a seekable file at offset 0 (a memfd: `sprofil record`'s live
+// snapshots): a v1 file, or with `run` set a packed run profile. Fails as write_profile does.
 bool write_profile_fd(const Profile& p, int fd, std::string* error);
 
 }  // namespace sprofil::profile

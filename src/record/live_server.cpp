@@ -24,19 +24,24 @@ namespace {
 constexpr int kSyncMs = 50;            // how often the sockets follow the processes
 constexpr int kSnapshotWaitMs = 2000;  // for the rings' thread to make an image
 
-// The live source of one process: its image as record keeps it, as a .sprof v1 file (the
-// one writer), in a malloc'd buffer the service sends and frees (live::image_free).
+// The live source of one process: its image as record keeps it, as a packed run profile of
+// that one process (the one writer), in a malloc'd buffer the service sends and frees
+// (live::image_free); the client takes it for the process's own (live::fetch_profile). Packed,
+// only the pages of counters that hold a count are sent: a v1 image is dense, cc1plus's
+// text with a counter per byte and a system array beside it, 97 MB a snapshot where 7 MB of
+// it held counts.
 bool snapshot(void* ctx, live::Image* out) {
   const auto* ask = static_cast<const LiveServer::Ask*>(ctx);
   Agentless::Image im;
   if (!ask->source->live_image(ask->pid, &im, kSnapshotWaitMs)) return false;
-  // The narrowest counters that hold each region's counts: the image is dense (v1), and 4-byte
-  // counters made a snapshot of cc1plus 190 MB.
+  // The narrowest counters that hold each region's counts (4-byte counters made a dense
+  // snapshot of cc1plus 190 MB).
   for (profile::Region& r : im.profile.regions)
     r.counter_width = profile::counter_width_for(r.max_count());
   const int fd = memfd_create("sprofil-live", MFD_CLOEXEC);
   if (fd < 0) return false;
-  bool ok = profile::write_profile_fd(im.profile, fd, nullptr);
+  bool ok = profile::write_profile_fd(profile::combine_processes({std::move(im.profile)}, {}), fd,
+                                      nullptr);
   struct stat st;
   ok = ok && fstat(fd, &st) == 0 && st.st_size > 0;
   uint8_t* data = ok ? static_cast<uint8_t*>(malloc(static_cast<size_t>(st.st_size))) : nullptr;

@@ -33,6 +33,7 @@
 #include "live/client.hpp"
 #include "live/live.hpp"
 #include "profile/reader.hpp"
+#include "profile/writer.hpp"
 #include "sprofil/ultra64.h"
 
 namespace sprofil::live_test {
@@ -264,6 +265,28 @@ void Live::counts_grow_under_record(const std::vector<std::string>& mode) {
   EXPECT_NE(l.stdout_text.find(std::to_string(pid) + "  " + kProg + " plain 8"), std::string::npos)
       << l.stdout_text;
   grows(p, pid, sock(pid), t0, dir_ / "s2.sprof");
+  if (mode.empty()) {
+    // Sampled from outside, record answers with a packed run profile of the process (the pages
+    // that hold counts), fewer bytes than its dense v1 image; the client takes it for the
+    // process's own profile.
+    std::vector<uint8_t> raw;
+    profile::Profile one;
+    std::string e;
+    ASSERT_TRUE(live::fetch_image(sock(pid), &raw, &e)) << e;
+    ASSERT_GE(raw.size(), sizeof SPROF_RUN_MAGIC);
+    EXPECT_EQ(std::memcmp(raw.data(), SPROF_RUN_MAGIC, sizeof SPROF_RUN_MAGIC), 0);
+    ASSERT_TRUE(live::fetch_profile(sock(pid), &one, &e)) << e;
+    EXPECT_FALSE(one.run);
+    EXPECT_EQ(one.pid, pid);
+    EXPECT_EQ(one.processes.size(), 1u);
+    const int fd = memfd_create("dense", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(profile::write_profile_fd(one, fd, &e)) << e;
+    struct stat dense;
+    ASSERT_EQ(fstat(fd, &dense), 0);
+    close(fd);
+    EXPECT_LT(static_cast<off_t>(raw.size()), dense.st_size / 4);
+  }
   // `sprofil gperf PID` prints the report of `sprofil report`, burn() on top.
   const Proc g = run({kTool, "gperf", std::to_string(pid), "--limit", "1"}, env_);
   EXPECT_EQ(g.status, 0) << g.stderr_text;
