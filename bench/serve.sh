@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `sprofil serve` on a large program: server start-up (exec to its "listening on" line) and the
 # wall time of a 2 s scrape (curl, /pid/PID/debug/pprof/profile?seconds=2: two and more live
-# snapshots of cc1plus's 27 MB agent file, the delta, symbolization of cc1plus, encoding), over
-# N repetitions (default 5), each with a fresh cc1plus compiling tools/sprofil/gperf.cpp
-# (preprocessed once; CLI11 headers, ~12 s of CPU at -O2) under `sprofil record --live`.
+# snapshots of cc1plus, record's packed run profiles of it, the delta, symbolization of
+# cc1plus, encoding), over N repetitions (default 5), each with a fresh cc1plus compiling
+# tools/sprofil/gperf.cpp (preprocessed once; CLI11 headers, about 4 s of CPU at -O2) under
+# `sprofil record --live`.
 # Prints each repetition and the medians. Not a test: CI never runs it.
 # Usage: bench/serve.sh [BUILD_DIR] [N]      (defaults: build, 5)
 set -euo pipefail
