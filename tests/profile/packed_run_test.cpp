@@ -1,6 +1,7 @@
 // Run profiles of version 2: each process's image stored packed (only its pages that hold data,
 // after a table of extents), version 1 (each image in full) still read, and the reader's
 // answers to packed images that lie about their extents or their size.
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <functional>
@@ -222,6 +223,70 @@ TEST(PackedRun, ImageClaimingAHugeSizeCostsWhatItStores) {
 // A process image without samples and without CPU time (one that record, sampling from
 // outside, kept with no sample: a shell that forked and exec'd within a period) leaves both
 // known; one with samples but no CPU time (unknown) makes the run's CPU unknown (0).
+// The bytes of p as write_profile_fd writes them into a memfd.
+std::vector<uint8_t> fd_bytes(const Profile& p) {
+  const int fd = memfd_create("sprofil-test", MFD_CLOEXEC);
+  std::string error;
+  EXPECT_TRUE(write_profile_fd(p, fd, &error)) << error;
+  struct stat st {};
+  ::fstat(fd, &st);
+  std::vector<uint8_t> out(static_cast<size_t>(st.st_size));
+  EXPECT_EQ(::pread(fd, out.data(), out.size(), 0), st.st_size);
+  ::close(fd);
+  return out;
+}
+
+// `sprofil record --live` answers with a packed run profile of the one process, which the client
+// takes for that process's own profile (process_image): every header field and every bin, the
+// system parts with them, come back as a v1 image of it would give them, in fewer bytes where
+// most counters are zero.
+TEST(PackedRun, OneProcessRunWrittenToAnFdIsThatProcesssProfile) {
+  Profile p = large_run();
+  p = process_image(p, 1);
+  p.flags = SPROF_F_FINISHED | SPROF_F_CHILD;
+  p.regions[1].flags |= SPROF_R_SYSTEM;
+  p.regions[1].bins.front().system = 1;
+  const std::vector<uint8_t> packed = fd_bytes(combine_processes({p}, {}));
+  const std::vector<uint8_t> dense = fd_bytes(p);
+  Profile run, v1;
+  std::string error;
+  ASSERT_TRUE(parse_profile(packed.data(), packed.size(), &run, &error)) << error;
+  ASSERT_TRUE(parse_profile(dense.data(), dense.size(), &v1, &error)) << error;
+  EXPECT_TRUE(run.run);
+  EXPECT_FALSE(v1.run);
+  ASSERT_EQ(run.processes.size(), 1u);
+  const Profile got = process_image(run, 0);
+  EXPECT_EQ(got.flags, v1.flags);
+  EXPECT_EQ(got.clock, v1.clock);
+  EXPECT_EQ(got.requested_hz, v1.requested_hz);
+  EXPECT_EQ(got.tick_ns, v1.tick_ns);
+  EXPECT_DOUBLE_EQ(got.effective_hz, v1.effective_hz);
+  EXPECT_EQ(got.start_ns, v1.start_ns);
+  EXPECT_EQ(got.end_ns, v1.end_ns);
+  EXPECT_EQ(got.cpu_ns, v1.cpu_ns);
+  EXPECT_EQ(got.pid, v1.pid);
+  EXPECT_EQ(got.ppid, v1.ppid);
+  EXPECT_EQ(got.argv, v1.argv);
+  EXPECT_EQ(got.overflow, v1.overflow);
+  EXPECT_EQ(got.delivered, v1.delivered);
+  EXPECT_EQ(got.lost, v1.lost);
+  ASSERT_EQ(got.regions.size(), v1.regions.size());
+  for (size_t k = 0; k < v1.regions.size(); ++k) {
+    const Region &a = got.regions[k], &b = v1.regions[k];
+    EXPECT_EQ(a.path, b.path);
+    EXPECT_EQ(a.flags, b.flags) << b.path;
+    EXPECT_EQ(a.build_id, b.build_id) << b.path;
+    EXPECT_EQ(a.start, b.start) << b.path;
+    EXPECT_EQ(a.load_bias, b.load_bias) << b.path;
+    EXPECT_EQ(a.bins, b.bins) << b.path;
+  }
+  EXPECT_EQ(v1.pid, p.pid);
+  EXPECT_EQ(v1.flags, p.flags);
+  // The dense image holds every counter of the 64 MiB region; the packed one, its 3 pages.
+  EXPECT_GT(dense.size(), size_t{256} << 20);
+  EXPECT_LT(packed.size(), size_t{1} << 20);
+}
+
 TEST(RunSum, AnEmptyImageLeavesTheRunsCpuAndRateKnown) {
   Profile empty = sample_profile();
   empty.regions.clear();
