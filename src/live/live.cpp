@@ -344,6 +344,11 @@ void sweep_stale() {
 
 // pause(): the I/O thread closes the listening fd and says it ended.
 std::atomic<bool> g_pausing{false}, g_io_ended{false};
+// The connection the I/O thread serves (-1: none), which pause() shuts down so that the thread
+// ends at once. Under g_client_mu: the thread clears it before it closes the fd, so a shutdown
+// never reaches a number the program has reused since.
+pthread_mutex_t g_client_mu = PTHREAD_MUTEX_INITIALIZER;
+int g_client = -1;
 
 void* io_thread(void* arg) {
   const int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
@@ -365,7 +370,15 @@ void* io_thread(void* arg) {
       }
       return nullptr;
     }
-    serve_client(c);
+    {
+      util::MutexGuard lock(&g_client_mu);
+      g_client = c;
+    }
+    if (!g_pausing.load(std::memory_order_acquire)) serve_client(c);
+    {
+      util::MutexGuard lock(&g_client_mu);
+      g_client = -1;
+    }
     close(c);
   }
 }
@@ -440,6 +453,11 @@ bool g_retired = false;  // retire(): nothing more in this process or its childr
 
 void atfork_child() {
   ForkSafe::child();
+  // The client the parent's thread was serving: its fd is not the child's to keep (no thread
+  // here serves it), and the lock may have been held by that thread.
+  pthread_mutex_init(&g_client_mu, nullptr);
+  if (g_client >= 0) close(g_client);
+  g_client = -1;
   if (g_retired) return;
   // The parent's socket and thread are not ours: close the fd, keep the parent's file.
   if (g_listen >= 0) close(g_listen);
@@ -497,10 +515,21 @@ bool pause() {
     g_listen = -1;
     g_started = false;
   }
-  // Its end, bounded (without the mutex, which a source it is serving takes): a client holds
-  // it up to kClientBudgetMs, and the caller's retries then see its call fail as with a
-  // thread of the program's.
-  for (int i = 0; i < 200 && !g_io_ended.load(std::memory_order_acquire); ++i) {
+  // The client it serves is cut off: its exchange fails at once (the tools say the snapshot
+  // failed), where it held the thread up to kClientBudgetMs.
+  {
+    util::MutexGuard lock(&g_client_mu);
+    if (g_client >= 0) shutdown(g_client, SHUT_RDWR);
+  }
+  // Its end (without g_mu, which a source it is serving takes). The wait is bounded by a
+  // client's budget and a second for the thread to be scheduled. It was 20 ms, and a thread
+  // that lived on through the caller's call broke it: a credential change that glibc applies
+  // to every thread (setresgid after setpriv's capset, which gave back the capabilities to the
+  // calling thread alone) failed in that thread and glibc aborted the program (a CI run under
+  // load; a client connected: tests/harm `NoHarm.PrivilegeDropWhileALiveClientIsServedAs
+  // Natively`).
+  const uint64_t until = util::clock_ns(CLOCK_MONOTONIC) + (kClientBudgetMs + 1000) * 1000000ull;
+  while (!g_io_ended.load(std::memory_order_acquire) && util::clock_ns(CLOCK_MONOTONIC) < until) {
     const timespec tick{0, 100 * 1000};
     nanosleep(&tick, nullptr);
   }
