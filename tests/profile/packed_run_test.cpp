@@ -255,31 +255,7 @@ TEST(PackedRun, OneProcessRunWrittenToAnFdIsThatProcesssProfile) {
   EXPECT_TRUE(run.run);
   EXPECT_FALSE(v1.run);
   ASSERT_EQ(run.processes.size(), 1u);
-  const Profile got = process_image(run, 0);
-  EXPECT_EQ(got.flags, v1.flags);
-  EXPECT_EQ(got.clock, v1.clock);
-  EXPECT_EQ(got.requested_hz, v1.requested_hz);
-  EXPECT_EQ(got.tick_ns, v1.tick_ns);
-  EXPECT_DOUBLE_EQ(got.effective_hz, v1.effective_hz);
-  EXPECT_EQ(got.start_ns, v1.start_ns);
-  EXPECT_EQ(got.end_ns, v1.end_ns);
-  EXPECT_EQ(got.cpu_ns, v1.cpu_ns);
-  EXPECT_EQ(got.pid, v1.pid);
-  EXPECT_EQ(got.ppid, v1.ppid);
-  EXPECT_EQ(got.argv, v1.argv);
-  EXPECT_EQ(got.overflow, v1.overflow);
-  EXPECT_EQ(got.delivered, v1.delivered);
-  EXPECT_EQ(got.lost, v1.lost);
-  ASSERT_EQ(got.regions.size(), v1.regions.size());
-  for (size_t k = 0; k < v1.regions.size(); ++k) {
-    const Region &a = got.regions[k], &b = v1.regions[k];
-    EXPECT_EQ(a.path, b.path);
-    EXPECT_EQ(a.flags, b.flags) << b.path;
-    EXPECT_EQ(a.build_id, b.build_id) << b.path;
-    EXPECT_EQ(a.start, b.start) << b.path;
-    EXPECT_EQ(a.load_bias, b.load_bias) << b.path;
-    EXPECT_EQ(a.bins, b.bins) << b.path;
-  }
+  expect_same_profile(process_image(run, 0), v1);
   EXPECT_EQ(v1.pid, p.pid);
   EXPECT_EQ(v1.flags, p.flags);
   // The dense image holds every counter of the 64 MiB region; the packed one, its 3 pages.

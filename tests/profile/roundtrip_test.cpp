@@ -6,42 +6,6 @@
 namespace sprofil::profile_test {
 namespace {
 
-void expect_same(const Profile& a, const Profile& b) {
-  EXPECT_EQ(a.version, b.version);
-  EXPECT_EQ(a.flags, b.flags);
-  EXPECT_EQ(a.clock, b.clock);
-  EXPECT_EQ(a.requested_hz, b.requested_hz);
-  EXPECT_EQ(a.tick_ns, b.tick_ns);
-  EXPECT_DOUBLE_EQ(a.effective_hz, b.effective_hz);
-  EXPECT_EQ(a.start_ns, b.start_ns);
-  EXPECT_EQ(a.end_ns, b.end_ns);
-  EXPECT_EQ(a.cpu_ns, b.cpu_ns);
-  EXPECT_EQ(a.pid, b.pid);
-  EXPECT_EQ(a.ppid, b.ppid);
-  EXPECT_EQ(a.argv, b.argv);
-  EXPECT_EQ(a.overflow, b.overflow);
-  EXPECT_EQ(a.delivered, b.delivered);
-  EXPECT_EQ(a.lost, b.lost);
-  ASSERT_EQ(a.regions.size(), b.regions.size());
-  for (size_t i = 0; i < a.regions.size(); ++i) {
-    const Region& x = a.regions[i];
-    const Region& y = b.regions[i];
-    SCOPED_TRACE("region " + std::to_string(i) + " " + x.path);
-    EXPECT_EQ(x.path, y.path);
-    EXPECT_EQ(x.build_id, y.build_id);
-    EXPECT_EQ(x.flags, y.flags);
-    EXPECT_EQ(x.start, y.start);
-    EXPECT_EQ(x.end, y.end);
-    EXPECT_EQ(x.load_bias, y.load_bias);
-    EXPECT_EQ(x.file_offset, y.file_offset);
-    EXPECT_EQ(x.bin_size, y.bin_size);
-    EXPECT_EQ(x.counter_width, y.counter_width);
-    EXPECT_EQ(x.load_ns, y.load_ns);
-    EXPECT_EQ(x.unload_ns, y.unload_ns);
-    EXPECT_EQ(x.bins, y.bins);
-  }
-}
-
 TEST(ProfileModel, ClockNames) {
   EXPECT_STREQ(clock_name(Clock::kCpu), "cpu");
   EXPECT_STREQ(clock_name(Clock::kItimer), "itimer");
@@ -79,7 +43,7 @@ TEST(ProfileRoundTrip, AllCounterWidths) {
   ASSERT_TRUE(write_profile(p, dir.file("a.sprof"), &error)) << error;
   Profile q;
   ASSERT_TRUE(read_profile(dir.file("a.sprof"), &q, &error)) << error;
-  expect_same(p, q);
+  expect_same_profile(p, q);
   check_invariants(q);
   // Exact byte size: header + each record page + counters padded to pages.
   uint64_t want = SPROF_PAGE;
@@ -91,7 +55,7 @@ TEST(ProfileRoundTrip, AllCounterWidths) {
   // The same bytes parse from memory.
   Profile m;
   ASSERT_TRUE(parse_profile(img.data(), img.size(), &m, &error)) << error;
-  expect_same(p, m);
+  expect_same_profile(p, m);
 }
 
 TEST(ProfileRoundTrip, ExactBytesOfHeaderAndRecord) {

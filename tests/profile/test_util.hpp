@@ -106,6 +106,43 @@ inline Profile sample_profile() {
   return p;
 }
 
+// Every header field and every region of a and b, bin by bin (system parts too), alike.
+inline void expect_same_profile(const Profile& a, const Profile& b) {
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.flags, b.flags);
+  EXPECT_EQ(a.clock, b.clock);
+  EXPECT_EQ(a.requested_hz, b.requested_hz);
+  EXPECT_EQ(a.tick_ns, b.tick_ns);
+  EXPECT_DOUBLE_EQ(a.effective_hz, b.effective_hz);
+  EXPECT_EQ(a.start_ns, b.start_ns);
+  EXPECT_EQ(a.end_ns, b.end_ns);
+  EXPECT_EQ(a.cpu_ns, b.cpu_ns);
+  EXPECT_EQ(a.pid, b.pid);
+  EXPECT_EQ(a.ppid, b.ppid);
+  EXPECT_EQ(a.argv, b.argv);
+  EXPECT_EQ(a.overflow, b.overflow);
+  EXPECT_EQ(a.delivered, b.delivered);
+  EXPECT_EQ(a.lost, b.lost);
+  ASSERT_EQ(a.regions.size(), b.regions.size());
+  for (size_t i = 0; i < a.regions.size(); ++i) {
+    const Region& x = a.regions[i];
+    const Region& y = b.regions[i];
+    SCOPED_TRACE("region " + std::to_string(i) + " " + x.path);
+    EXPECT_EQ(x.path, y.path);
+    EXPECT_EQ(x.build_id, y.build_id);
+    EXPECT_EQ(x.flags, y.flags);
+    EXPECT_EQ(x.start, y.start);
+    EXPECT_EQ(x.end, y.end);
+    EXPECT_EQ(x.load_bias, y.load_bias);
+    EXPECT_EQ(x.file_offset, y.file_offset);
+    EXPECT_EQ(x.bin_size, y.bin_size);
+    EXPECT_EQ(x.counter_width, y.counter_width);
+    EXPECT_EQ(x.load_ns, y.load_ns);
+    EXPECT_EQ(x.unload_ns, y.unload_ns);
+    EXPECT_EQ(x.bins, y.bins);
+  }
+}
+
 inline std::vector<uint8_t> slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
