@@ -45,8 +45,10 @@ namespace sprofil::rt {
 namespace {
 
 // A thread's join returns when the kernel clears its tid, a moment before the thread leaves
-// its thread group: an unshare or setns that fails with EINVAL is tried again, at most this
-// many times, 100 us apart (a program with threads of its own gets its EINVAL 5 ms later than
+// its thread group: the runtime's threads are awaited until they have left it
+// (util/thread_gone.hpp, from stop_runtime_thread and live::pause). Where that could not be
+// seen (no /proc), an unshare or setns that fails with EINVAL is tried again, at most this many
+// times, 100 us apart (a program with threads of its own gets its EINVAL 5 ms later than
 // natively). glibc's set*id broadcast counts the threads it knows, which a join has removed.
 constexpr int kRetries = 50;
 

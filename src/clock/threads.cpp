@@ -21,6 +21,7 @@
 #include "clock/perf.hpp"
 #include "util/export.hpp"
 #include "util/grow.hpp"
+#include "util/thread_gone.hpp"
 
 namespace sprofil::rt {
 
@@ -176,6 +177,8 @@ void check_masks() {
 
 namespace {
 int g_runtime_threads = 0;  // running RuntimeThreads (g_mu)
+// How long a joined thread may take to leave the thread group (util/thread_gone.hpp).
+constexpr uint64_t kThreadGoneNs = 1000000000;
 }  // namespace
 
 int start_runtime_thread(RuntimeThread* t, void* (*fn)(void*)) {
@@ -210,7 +213,10 @@ void stop_runtime_thread(RuntimeThread* t) {
   t->stop.store(true, std::memory_order_release);
   using join_fn = int (*)(pthread_t, void**);
   static std::atomic<join_fn> join{nullptr};
+  const pid_t tid = t->tid.load(std::memory_order_acquire);
   real_fn(join, "pthread_join")(t->thread, nullptr);
+  // Gone from the process too: the call that stopped it may need a process of one thread.
+  util::wait_thread_gone(tid, util::clock_ns(CLOCK_MONOTONIC) + kThreadGoneNs);
   forget_runtime_thread(t);
 }
 

@@ -27,6 +27,7 @@
 #include "util/loaded_object.hpp"
 #include "util/mutex.hpp"
 #include "util/self_exe.hpp"
+#include "util/thread_gone.hpp"
 
 namespace sprofil::live {
 namespace {
@@ -344,6 +345,7 @@ void sweep_stale() {
 
 // pause(): the I/O thread closes the listening fd and says it ended.
 std::atomic<bool> g_pausing{false}, g_io_ended{false};
+std::atomic<pid_t> g_io_tid{0};  // the I/O thread's (0: none started)
 // The connection the I/O thread serves (-1: none), which pause() shuts down so that the thread
 // ends at once. Under g_client_mu: the thread clears it before it closes the fd, so a shutdown
 // never reaches a number the program has reused since.
@@ -351,6 +353,7 @@ pthread_mutex_t g_client_mu = PTHREAD_MUTEX_INITIALIZER;
 int g_client = -1;
 
 void* io_thread(void* arg) {
+  g_io_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
   const int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
   sweep_stale();
   for (;;) {
@@ -533,6 +536,10 @@ bool pause() {
     const timespec tick{0, 100 * 1000};
     nanosleep(&tick, nullptr);
   }
+  // It said it ended a moment before it leaves the process: gone from it too (the caller's
+  // call may need a process of one thread).
+  if (g_io_ended.load(std::memory_order_acquire))
+    util::wait_thread_gone(g_io_tid.exchange(0), until);
   return true;
 }
 
