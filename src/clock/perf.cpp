@@ -20,6 +20,7 @@
 
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
+#include "clock/perf_ring.hpp"
 #include "clock/runtime.hpp"
 #include "engine/engine.hpp"
 #include "util/clock_ns.hpp"
@@ -72,46 +73,38 @@ RuntimeThread g_drainer{};
 
 // Counts the records in one ring buffer. With g_ring_mu held.
 void drain(Event* e) {
-  auto* meta = static_cast<perf_event_mmap_page*>(e->ring);
-  const uint64_t size = meta->data_size ? meta->data_size : kRingDataPages * kPage;
-  const uint64_t off = meta->data_offset ? meta->data_offset : kPage;
-  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-  uint64_t tail = meta->data_tail;
-  auto* data = static_cast<unsigned char*>(e->ring) + off;
   engine::Engine& eng = engine::global();
-  while (tail < head) {
-    perf_event_header h;
-    memcpy(&h, data + tail % size, sizeof h);  // a record may wrap: copy piecewise
-    if (h.size < sizeof h) break;
-    uint64_t body[2] = {0, 0};  // SAMPLE: ip, value; LOST: id, count
-    for (size_t i = 0; i < sizeof body && sizeof h + i < h.size; ++i)
-      reinterpret_cast<unsigned char*>(body)[i] = data[(tail + sizeof h + i) % size];
-    if (h.type == PERF_RECORD_SAMPLE) {
-      if (!e->period_set) {  // the random first period is over: back to P
-        ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &e->period);
-        e->period_set = true;
-        e->credits.next_ns = first_user_ns(e->period, e->phase);
-      }
-      uint64_t system_w = 0;
-      // The thread's CPU clock through its clock id, which any thread of the process may read.
-      const uint64_t v = steal_free(body[1] + e->phase, e->period, e->period, &e->credits,
-                                    [e] { return util::clock_ns(thread_cpu_clock(e->tid)); });
-      if (e->unthrottled) {
-        e->unthrottled = false;
-        if (const uint64_t n = drop_throttled(v, e->period, e->period, &e->credits)) eng.lost(n);
-      }
-      const uint64_t w = credit(v, e->period, &e->credits, &system_w);
-      e->credits.next_ns = 0;
-      if (w) eng.sample(static_cast<uintptr_t>(body[0]), w, system_w);
-    } else if (h.type == PERF_RECORD_LOST) {
-      drop_lost(body[1], e->period, &e->credits);
-      eng.lost(body[1]);
-    } else if (h.type == PERF_RECORD_UNTHROTTLE) {
-      e->unthrottled = true;
-    }
-    tail += h.size;
-  }
-  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  read_records(e->ring, kRingDataPages * kPage,
+               [&](const perf_event_header& h, const RingData& d, uint64_t at) {
+                 uint64_t body[2];  // SAMPLE: ip, value; LOST: id, count
+                 d.body(at, h, body, sizeof body);
+                 if (h.type == PERF_RECORD_SAMPLE) {
+                   if (!e->period_set) {  // the random first period is over: back to P
+                     ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &e->period);
+                     e->period_set = true;
+                     e->credits.next_ns = first_user_ns(e->period, e->phase);
+                   }
+                   uint64_t system_w = 0;
+                   // The thread's CPU clock through its clock id, which any thread of the process
+                   // may read.
+                   const uint64_t v =
+                       steal_free(body[1] + e->phase, e->period, e->period, &e->credits,
+                                  [e] { return util::clock_ns(thread_cpu_clock(e->tid)); });
+                   if (e->unthrottled) {
+                     e->unthrottled = false;
+                     if (const uint64_t n = drop_throttled(v, e->period, e->period, &e->credits))
+                       eng.lost(n);
+                   }
+                   const uint64_t w = credit(v, e->period, &e->credits, &system_w);
+                   e->credits.next_ns = 0;
+                   if (w) eng.sample(static_cast<uintptr_t>(body[0]), w, system_w);
+                 } else if (h.type == PERF_RECORD_LOST) {
+                   drop_lost(body[1], e->period, &e->credits);
+                   eng.lost(body[1]);
+                 } else if (h.type == PERF_RECORD_UNTHROTTLE) {
+                   e->unthrottled = true;
+                 }
+               });
 }
 
 std::atomic<bool> g_jitter{true};

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <utility>
 
+#include "clock/perf_ring.hpp"
 #include "format/layout.hpp"
 #include "format/profile_file.hpp"
 #include "format/sprof_format.h"
@@ -188,55 +189,45 @@ bool Drainer::State::stale(const File* f) {
 
 // Reads every complete record of e's ring.
 void Drainer::State::drain(Event* e) {
-  auto* meta = reinterpret_cast<perf_event_mmap_page*>(e->ring);
-  const uint64_t size = meta->data_size ? meta->data_size : e->ring_bytes - kPage;
-  const uint64_t off = meta->data_offset ? meta->data_offset : kPage;
-  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-  uint64_t tail = meta->data_tail;
-  const unsigned char* data = reinterpret_cast<unsigned char*>(e->ring) + off;
   uint64_t samples = 0, lost = 0, throttles = 0;
-  while (tail < head) {
-    perf_event_header h;
-    for (size_t i = 0; i < sizeof h; ++i)  // a record may wrap: copy piecewise
-      reinterpret_cast<unsigned char*>(&h)[i] = data[(tail + i) % size];
-    if (h.size < sizeof h) break;
-    uint64_t body[2] = {0, 0};  // SAMPLE: ip, value; LOST: id, count
-    for (size_t i = 0; i < sizeof body && sizeof h + i < h.size; ++i)
-      reinterpret_cast<unsigned char*>(body)[i] = data[(tail + sizeof h + i) % size];
-    if (h.type == PERF_RECORD_SAMPLE) {
-      ++samples;
-      ++e->records;
-      const uint64_t value = body[1] + e->phase;
-      const bool before_restart = e->restart_pending && tail < e->restart_mark;
-      if (e->restart_pending && !before_restart) restarted(e, value);
-      const uint64_t v = steal_free(e, value);
-      if (e->unthrottled) {  // the periods counted while throttled: lost samples
-        e->unthrottled = false;
-        if (const uint64_t n = rt::perf::drop_throttled(v, e->period, e->cur_period, &e->credit)) {
-          note_credit(e, n);
-          add_lost(e, n);
+  rt::perf::read_records(
+      e->ring, e->ring_bytes - kPage,
+      [&](const perf_event_header& h, const rt::perf::RingData& d, uint64_t at) {
+        uint64_t body[2];  // SAMPLE: ip, value; LOST: id, count
+        d.body(at, h, body, sizeof body);
+        if (h.type == PERF_RECORD_SAMPLE) {
+          ++samples;
+          ++e->records;
+          const uint64_t value = body[1] + e->phase;
+          const bool before_restart = e->restart_pending && at < e->restart_mark;
+          if (e->restart_pending && !before_restart) restarted(e, value);
+          const uint64_t v = steal_free(e, value);
+          if (e->unthrottled) {  // the periods counted while throttled: lost samples
+            e->unthrottled = false;
+            if (const uint64_t n =
+                    rt::perf::drop_throttled(v, e->period, e->cur_period, &e->credit)) {
+              note_credit(e, n);
+              add_lost(e, n);
+            }
+          }
+          // Credited with the length of the period that just ended.
+          e->credit.next_ns = before_restart ? e->old_period : e->cur_period;
+          uint64_t system_w = 0;
+          const uint64_t w = rt::perf::credit(v, e->period, &e->credit, &system_w);
+          note_credit(e, w);
+          e->boundary = value;
+          e->last_pc = static_cast<uintptr_t>(body[0]);
+          if (w) add_sample(e, e->last_pc, w, system_w);
+        } else if (h.type == PERF_RECORD_LOST) {
+          lost += body[1];
+          rt::perf::drop_lost(body[1], e->cur_period, &e->credit);
+          note_credit(e, body[1]);
+          add_lost(e, body[1]);
+        } else if (h.type == PERF_RECORD_UNTHROTTLE) {  // the kernel let the event sample again
+          ++throttles;
+          e->unthrottled = true;
         }
-      }
-      // Credited with the length of the period that just ended.
-      e->credit.next_ns = before_restart ? e->old_period : e->cur_period;
-      uint64_t system_w = 0;
-      const uint64_t w = rt::perf::credit(v, e->period, &e->credit, &system_w);
-      note_credit(e, w);
-      e->boundary = value;
-      e->last_pc = static_cast<uintptr_t>(body[0]);
-      if (w) add_sample(e, e->last_pc, w, system_w);
-    } else if (h.type == PERF_RECORD_LOST) {
-      lost += body[1];
-      rt::perf::drop_lost(body[1], e->cur_period, &e->credit);
-      note_credit(e, body[1]);
-      add_lost(e, body[1]);
-    } else if (h.type == PERF_RECORD_UNTHROTTLE) {  // the kernel let the event sample again
-      ++throttles;
-      e->unthrottled = true;
-    }
-    tail += h.size;
-  }
-  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+      });
   if (samples || lost || throttles) {
     std::lock_guard<std::mutex> l(stats_mu);
     stats.samples += samples;
@@ -300,9 +291,8 @@ void Drainer::State::restarted(Event* e, uint64_t value) {
 // that ends meanwhile never writes.
 bool Drainer::State::ring_full(const Event* e) {
   auto* meta = reinterpret_cast<const perf_event_mmap_page*>(e->ring);
-  const uint64_t size = meta->data_size ? meta->data_size : e->ring_bytes - kPage;
   const uint64_t used = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
-  return used + kMaxRecord > size;
+  return used + kMaxRecord > rt::perf::ring_data(e->ring, e->ring_bytes - kPage).size;
 }
 
 // Disables e and counts all it has: its records, and the periods since the last one. Its

@@ -1,0 +1,66 @@
+// Reading a perf ring buffer (the meta page, then 2^n data pages that the kernel fills with
+// records): one loop for the agent's ring mode (perf.cpp, in the profiled program: header
+// only, no allocation, libc only), record's drain mode (record/drain_rings.cpp) and record's
+// default (record/agentless.cpp).
+#pragma once
+
+#include <linux/perf_event.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace sprofil::rt::perf {
+
+constexpr size_t kRingPage = 4096;
+
+// The data pages of a mapped ring, read at offsets that grow without wrapping (data_head's and
+// data_tail's): a record may wrap at the end of the pages.
+struct RingData {
+  const unsigned char* data = nullptr;
+  uint64_t size = 0;
+
+  // Copies n bytes at ring offset `at`.
+  void copy(uint64_t at, void* dst, size_t n) const {
+    const size_t o = static_cast<size_t>(at % size);
+    const size_t first = n < size - o ? n : static_cast<size_t>(size - o);
+    memcpy(dst, data + o, first);
+    if (first < n) memcpy(static_cast<unsigned char*>(dst) + first, data, n - first);
+  }
+  // The first n bytes of the body of the record at `at` whose header is h, zero past its end.
+  void body(uint64_t at, const perf_event_header& h, void* dst, size_t n) const {
+    const size_t have = h.size > sizeof h ? h.size - sizeof h : 0;
+    memset(dst, 0, n);
+    copy(at + sizeof h, dst, n < have ? n : have);
+  }
+};
+
+// The data pages of the ring mapped at `base` with `data_bytes` bytes of them (kernels before
+// 4.1 leave the meta page's data_offset and data_size 0).
+inline RingData ring_data(void* base, uint64_t data_bytes) {
+  const auto* meta = static_cast<const perf_event_mmap_page*>(base);
+  const uint64_t off = meta->data_offset ? meta->data_offset : kRingPage;
+  return RingData{static_cast<const unsigned char*>(base) + off,
+                  meta->data_size ? meta->data_size : data_bytes};
+}
+
+// Calls f(header, ring data, the record's offset) for each complete record from the ring's
+// tail to its head, then frees them (the tail moves past them). A header that cannot be one
+// (shorter than itself, or past the head) ends the reading there.
+template <class F>
+void read_records(void* base, uint64_t data_bytes, F&& f) {
+  auto* meta = static_cast<perf_event_mmap_page*>(base);
+  const RingData d = ring_data(base, data_bytes);
+  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = meta->data_tail;
+  while (tail < head) {
+    perf_event_header h;
+    d.copy(tail, &h, sizeof h);
+    if (h.size < sizeof h || tail + h.size > head) break;
+    f(static_cast<const perf_event_header&>(h), d, tail);
+    tail += h.size;
+  }
+  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+}  // namespace sprofil::rt::perf
