@@ -14,7 +14,7 @@
 //   with inherit): the kernel then switches between the command's threads the slow way
 //   (agentless.cpp, attach). At the run's end, the periods of the events' counters that no
 //   sample credited (the copies' time since their last samples) are shared among the threads'
-//   ends (agentless.cpp, thread_end).
+//   ends (agentless_ends.cpp, thread_end).
 // - Against aliasing: the root thread's events are its CPU's events, whose period record
 //   re-draws in blocks as drain mode's (clock/perf.hpp); a copy keeps the period it was cloned
 //   with, which record re-draws for the clones to come at every pass that saw a new process.

@@ -1,0 +1,387 @@
+// Record's default (agentless_state.hpp): each pass's records, from every CPU's ring in time
+// order, into the process images: samples counted at their pc in the mappings of their
+// moment, a fork's child, an exec's new image, a thread's end, and the periods re-drawn.
+#include "record/agentless_state.hpp"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "clock/perf.hpp"
+#include "format/sprof_format.h"
+#include "record/process_end.hpp"
+#include "util/clock_ns.hpp"
+
+namespace sprofil::record {
+
+using namespace agentless_impl;
+
+// A copy is first seen at its first sample or its end: it counted from its thread's clone,
+// in the image the thread was cloned in.
+Copy& Agentless::State::copy_of(uint64_t id, pid_t tid) {
+  auto [it, fresh] = copies.try_emplace(id);
+  if (fresh) {
+    ids_of[tid].push_back(id);
+    ++stats.copies;
+  }
+  return it->second;
+}
+
+Img& Agentless::State::new_img(pid_t pid, pid_t ppid, uint64_t time) {
+  imgs.emplace_back();
+  Img& m = imgs.back();
+  m.pid = pid;
+  m.ppid = ppid;
+  m.start = time;
+  ++stats.images;
+  return m;
+}
+
+Img* Agentless::State::img_of(pid_t pid) {
+  const size_t i = img_index(pid);
+  return i == ~size_t{0} ? nullptr : &imgs[i];
+}
+
+size_t Agentless::State::img_index(pid_t pid) const {
+  if (const auto p = procs.find(pid); p != procs.end()) return p->second.img;
+  if (const auto g = gone_procs.find(pid); g != gone_procs.end()) return g->second.first;
+  return ~size_t{0};
+}
+
+void Agentless::State::end_img(Img* m, uint64_t time, bool finished) {
+  settle_argv(m, true);
+  m->ended = true;
+  m->finished = finished;
+  m->end = time;
+}
+
+// The process's command line now: empty where it is gone, or while an exec has not put the
+// new image's arguments in place (the kernel's comm record comes before that).
+std::vector<std::string> Agentless::State::cmdline(pid_t pid) {
+  std::vector<std::string> argv;
+  const std::string path = "/proc/" + std::to_string(pid) + "/cmdline";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    std::string all;
+    char buf[4096];
+    ssize_t n;
+    while (all.size() < SPROF_CMDLINE_MAX && (n = read(fd, buf, sizeof buf)) > 0)
+      all.append(buf, static_cast<size_t>(n));
+    close(fd);
+    for (size_t at = 0; at < all.size();) {
+      const size_t z = all.find('\0', at);
+      argv.push_back(all.substr(at, z == std::string::npos ? std::string::npos : z - at));
+      if (z == std::string::npos) break;
+      at = z + 1;
+    }
+  }
+  return argv;
+}
+
+// An exec's image takes its arguments as soon as they are there; its name if it ends first.
+void Agentless::State::settle_argv(Img* m, bool ending) {
+  if (!m->argv_pending) return;
+  m->argv = cmdline(m->pid);
+  if (m->argv.empty() && !ending) return;
+  if (m->argv.empty()) m->argv.push_back(m->comm);
+  m->argv_pending = false;
+}
+
+// Every record of every ring, in time order; then the periods re-drawn where due.
+void Agentless::State::pass() {
+  std::vector<Rec> recs;
+  for (uint32_t k = 0; k < rings.size(); ++k) {
+    rings[k].read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
+      if (b.size() < kSampleIdBytes) return;
+      Rec r;
+      r.type = h.type;
+      r.misc = h.misc;
+      r.ring = k;
+      // A sample's time is its third field; a side-band record's is in its sample_id.
+      r.time = field<uint64_t>(b, h.type == PERF_RECORD_SAMPLE ? 16 : b.size() - 16);
+      r.body = b;
+      recs.push_back(std::move(r));
+    });
+  }
+  std::stable_sort(recs.begin(), recs.end(),
+                   [](const Rec& a, const Rec& b) { return a.time < b.time; });
+  forked = false;
+  for (const Rec& r : recs) {
+    const auto& b = r.body;
+    switch (r.type) {
+      case PERF_RECORD_SAMPLE:
+        if (!throttled_at.empty()) ran_on(r.ring, field<uint64_t>(b, 24), r.time);
+        sample(r);
+        break;
+      case PERF_RECORD_LOST:  // which thread's samples the full ring dropped is not known
+        stats.lost += field<uint64_t>(b, 8);
+        if (!imgs.empty()) {
+          imgs.front().lost += field<uint64_t>(b, 8);
+          imgs.front().delivered += field<uint64_t>(b, 8);
+        }
+        break;
+      case PERF_RECORD_FORK:
+        fork(r);
+        break;
+      case PERF_RECORD_EXIT:
+        exit(r);
+        break;
+      case PERF_RECORD_COMM:
+        comm(r);
+        break;
+      case PERF_RECORD_MMAP2:
+        mmap2(r);
+        break;
+      case PERF_RECORD_THROTTLE:  // the kernel stopped an event's samples till its next tick
+        throttled(r);
+        break;
+      case PERF_RECORD_UNTHROTTLE:
+        unthrottled(r);
+        break;
+    }
+  }
+  for (auto it = gone_tids.begin(); it != gone_tids.end();) {
+    if (--it->second.passes > 0) {
+      ++it;
+      continue;
+    }
+    thread_end(it->first, it->second);
+    it = gone_tids.erase(it);
+  }
+  for (auto it = gone_procs.begin(); it != gone_procs.end();)
+    it = --it->second.second > 0 ? std::next(it) : gone_procs.erase(it);
+  argv_pending = false;
+  for (auto& [pid, p] : procs) {
+    settle_argv(&imgs[p.img], false);
+    argv_pending |= imgs[p.img].argv_pending;
+  }
+  // A new period for the clones to come where some were made (each process of a build
+  // starts at a period of its own), and for the root thread at the end of its block.
+  if (jitter && (forked || root_records >= jitter_after)) redraw(forked);
+}
+
+// A sample record: in the kernel (where sampled), at the user pc the thread returns to.
+void Agentless::State::sample(const Rec& r) {
+  const auto& b = r.body;
+  uint64_t ip = field<uint64_t>(b, 0);
+  const bool in_kernel = (r.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+  if (in_kernel) {
+    if (!kernel || field<uint64_t>(b, 40) == PERF_SAMPLE_REGS_ABI_NONE) return;
+    ip = field<uint64_t>(b, 48);
+  }
+  count(field<uint32_t>(b, 8), field<uint32_t>(b, 12), field<uint64_t>(b, 24), ip, r.time,
+        field<uint64_t>(b, 32), in_kernel);
+}
+
+// A sample of thread tid on cpu at pc ip, `len` ns after its copy's sample before (the
+// period that ended here): in user space, or (`in_kernel`) in the kernel, counted as kernel time
+// at the pc the thread returns to, as drain mode counts it. Each image's samples are those
+// of its time (the records are in time order): a forked child's work before its exec is its
+// own.
+void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uint64_t time,
+                             uint64_t len, bool in_kernel) {
+  ++stats.samples;
+  const size_t at = img_index(pid);
+  Img* m = at == ~size_t{0} ? nullptr : &imgs[at];
+  Copy& c = copy_of(id, tid);
+  // The samples of the CPUs' own events (the root thread's; or another's where the kernel
+  // swapped the thread's cloned context for the root's at a switch on one CPU) are at the
+  // period last set (the kernel's period field keeps a task clock's first); a copy made at
+  // a clone keeps the period it was cloned with, which the sample tells.
+  // (By the event's id, not the sample's cpu: the rings are the online CPUs', in order, and
+  // a CPU that was offline has none.)
+  const size_t k = static_cast<size_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
+  const bool own = k < ids.size();
+  if (own) {
+    ++root_records;
+    root_ring = k;
+    len = periods[k];
+  }
+  c.acc += len;
+  const uint64_t w = c.acc / period;
+  c.acc -= w * period;
+  if (own) root_periods += w;
+  c.last_ns = time;
+  last_pc[tid] = ip;
+  last_ns[tid] = time;
+  if (w && m) add(m, ip, w, in_kernel ? w : 0);
+}
+
+void Agentless::State::add(Img* m, uint64_t ip, uint64_t w, uint64_t system_w) {
+  m->delivered += w;
+  m->periods += w;
+  auto it = m->live.upper_bound(ip);
+  if (it != m->live.begin()) {
+    Reg& g = m->regs[std::prev(it)->second];
+    if (ip < g.r.end) {
+      auto& b = g.bins[(ip - g.r.start) / g.r.bin_size];
+      b.first += w;
+      b.second += system_w;
+      return;
+    }
+  }
+  m->overflow += w;
+}
+
+void Agentless::State::mmap2(const Rec& r) {
+  const auto& b = r.body;
+  const pid_t pid = field<uint32_t>(b, 0);
+  Img* m = img_of(pid);
+  if (!m || b.size() < 64 + 8 + kSampleIdBytes) return;
+  const uint64_t addr = field<uint64_t>(b, 8), len = field<uint64_t>(b, 16),
+                 pgoff = field<uint64_t>(b, 24);
+  const uint32_t prot = field<uint32_t>(b, 56);
+  const size_t name_end = b.size() - kSampleIdBytes;
+  std::string path(reinterpret_cast<const char*>(b.data()) + 64,
+                   strnlen(reinterpret_cast<const char*>(b.data()) + 64, name_end - 64));
+  // The mappings it replaces (a dlclose, then a dlopen over the same addresses).
+  for (auto it = m->live.lower_bound(addr > (1ull << 32) ? addr - (1ull << 32) : 0);
+       it != m->live.end() && it->first < addr + len;) {
+    Reg& g = m->regs[it->second];
+    if (g.r.end > addr) {
+      g.r.unload_ns = r.time + real_minus_mono;
+      g.r.flags |= SPROF_R_UNLOADED;
+      it = m->live.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!(prot & PROT_EXEC) || path.empty()) return;
+  const bool vdso = path == "[vdso]";
+  if (path[0] == '[' && !vdso) return;            // [vsyscall], [uprobes]
+  if (path.compare(0, 7, "//anon") == 0) return;  // JIT code: its samples count as overflow
+  Reg g;
+  g.r.path = path;
+  g.r.bin_size = bin_bytes;
+  g.r.load_ns = r.time + real_minus_mono;
+  g.r.flags = vdso ? SPROF_R_VDSO : 0;
+  if (m->regs.empty() && !vdso) g.r.flags |= SPROF_R_MAIN;  // an exec maps its program first
+  const ElfFile* f = nullptr;
+  if (vdso) {
+    g.r.build_id = vdso_id;
+  } else {
+    const uint64_t ino = field<uint64_t>(b, 40);
+    auto c = files.find({path, ino});
+    if (c == files.end()) c = files.emplace(std::make_pair(path, ino), read_elf(path, ino)).first;
+    f = &c->second;
+    g.r.build_id = f->build_id;
+  }
+  if (const Segment* seg = f ? f->holding(pgoff, len) : nullptr) {
+    // As the agent's regions: the segment of the program headers.
+    const uint64_t bias = addr + (seg->offset - pgoff) - seg->vaddr;
+    g.r.load_bias = bias;
+    g.r.start = bias + seg->vaddr;
+    g.r.end = g.r.start + seg->memsz;
+    g.r.file_offset = seg->offset;
+  } else {  // the mapping as it is (the vDSO: its addresses are its ELF image's)
+    g.r.start = addr;
+    g.r.end = addr + len;
+    g.r.file_offset = pgoff;
+    g.r.load_bias = vdso ? addr : addr - pgoff;
+  }
+  if ((g.r.flags & SPROF_R_MAIN) && f && f->read && f->entry)
+    m->entry_pc = g.r.load_bias + f->entry;
+  m->live[g.r.start] = m->regs.size();
+  m->regs.push_back(std::move(g));
+}
+
+void Agentless::State::fork(const Rec& r) {
+  const pid_t pid = field<uint32_t>(r.body, 0), ppid = field<uint32_t>(r.body, 4),
+              tid = field<uint32_t>(r.body, 8), ptid = field<uint32_t>(r.body, 12);
+  // A new thread goes on from its parent's clone call: until its first sample, its time
+  // (the kernel's, mostly: a forked child's work before its exec) is at the pc where the
+  // parent's last was.
+  if (const auto pc = last_pc.find(ptid); pc != last_pc.end()) last_pc[tid] = pc->second;
+  last_ns[tid] = r.time;
+  if (pid == tid) {                    // a new process: its parent's mappings
+    const Img* parent = img_of(ppid);  // (stays: imgs is a deque)
+    Img& m = new_img(pid, ppid, r.time);
+    m.child = true;
+    if (parent) {
+      m.argv = parent->argv;
+      m.entry_pc = parent->entry_pc;
+      for (const auto& [start, i] : parent->live) {
+        Reg g;
+        g.r = parent->regs[i].r;
+        m.live[start] = m.regs.size();
+        m.regs.push_back(std::move(g));
+      }
+    }
+    // (Its pid, read when record hears of it, a pass later: a pid reused since would have to
+    // be that of a process that started and ended within that time.)
+    procs[pid] = Proc{imgs.size() - 1, 0, static_cast<int>(syscall(SYS_pidfd_open, pid, 0))};
+    forked = true;
+  }
+  if (auto p = procs.find(pid); p != procs.end()) {
+    ++p->second.threads;
+    born_in[tid] = p->second.img;
+    gone_tids.erase(tid);
+  }
+}
+
+void Agentless::State::exit(const Rec& r) {
+  const pid_t pid = field<uint32_t>(r.body, 0), tid = field<uint32_t>(r.body, 8);
+  gone_tids[tid] = Gone{2, img_index(pid), r.time};
+  if (!throttled_at.empty()) ended_throttled(tid, r.time);
+  auto p = procs.find(pid);
+  if (p == procs.end()) return;
+  if (--p->second.threads <= 0) {
+    // Finished unless known to be killed (before Linux 6.15 a process reaped before record
+    // looks leaves no exit code: taken as exited).
+    const End how = p->second.pidfd >= 0 ? how_it_ended(pid, p->second.pidfd) : End{};
+    end_img(&imgs[p->second.img], r.time, !how.known || how.exited);
+    if (p->second.pidfd >= 0) close(p->second.pidfd);
+    gone_procs[pid] = {p->second.img, 2};
+    procs.erase(p);
+  }
+}
+
+void Agentless::State::comm(const Rec& r) {
+  if (!(r.misc & PERF_RECORD_MISC_COMM_EXEC)) return;
+  const pid_t pid = field<uint32_t>(r.body, 0);
+  auto p = procs.find(pid);
+  if (p == procs.end()) return;
+  const char* name = reinterpret_cast<const char*>(r.body.data()) + 8;
+  Img* m = &imgs[p->second.img];
+  if (m->root && m->regs.empty() && m->delivered == 0) return;  // the command's own exec
+  end_img(m, r.time, true);
+  Img& n = new_img(pid, m->ppid, r.time);
+  n.comm = std::string(name, strnlen(name, r.body.size() - 8));
+  n.argv_pending = true;
+  settle_argv(&n, false);
+  p->second.img = imgs.size() - 1;
+}
+
+// A new period for the events, which the threads cloned from now on inherit (an inherited
+// copy's period is its own, fixed at its clone), and the root thread's own events take at
+// once (a re-draw of its block, as drain mode's). Every CPU's event where clones are being
+// made (`all`); at the end of the root thread's block only that of the CPU it last ran on:
+// a re-draw of an event of a thread that is running interrupts its CPU (the ioctl runs
+// there by IPI, bench/redraw_ipi.sh: 46 us of the thread's time each on the AMD EPYC VM of
+// docs/benchmarks.md), whichever CPU the event counts on, and at the end of a block the one
+// that counts now is the one whose samples the block's period set. An event of another CPU
+// keeps its own drawn period until the thread runs there at a block's end.
+void Agentless::State::redraw(bool all) {
+  for (size_t k = 0; k < rings.size(); ++k) {
+    if (!all && root_ring < rings.size() && k != root_ring) continue;
+    const uint64_t next = rt::perf::jittered_period(period, &rng);
+    const uint64_t now = util::clock_ns(CLOCK_MONOTONIC);
+    if (ioctl(rings[k].fd, PERF_EVENT_IOC_PERIOD, &next) != 0) continue;
+    // The re-draw restarts the period: the part of the old one that had run ends no period.
+    // The root thread's event on the CPU it last ran on was running since its last sample
+    // (a block ends while it takes samples): that part is the time since then, modulo the
+    // old period (a sample record may be in flight), credited with its next sample.
+    if (const auto c = copies.find(ids[k]); c != copies.end() && k == root_ring)
+      if (now > c->second.last_ns) c->second.acc += (now - c->second.last_ns) % periods[k];
+    periods[k] = next;
+    ++stats.redraws;
+  }
+  root_records = 0;
+  jitter_after = rt::perf::jitter_block(&rng, period, root_periods);
+}
+
+}  // namespace sprofil::record

@@ -1,0 +1,290 @@
+// Internal to record's default, sampling from outside (agentless.hpp is its interface): the
+// state of the thread that reads the rings, Agentless::State, and what it is made of. Its work
+// is split by job:
+// - agentless.cpp: the events opened on the command and their rings (attach), the thread's
+//   loop, and the process images handed out (at the end, at checkpoints, live);
+// - agentless_records.cpp: each pass's records, in time order, into the process images;
+// - agentless_ends.cpp: the time that no sample stands for: throttled events, threads' ends;
+// - elf_file.cpp: what is read of a mapped file (its text segments and build-id).
+// Only the rings' thread touches this state, but for the live requests' (live_mu).
+#pragma once
+
+#include <asm/perf_regs.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "clock/perf_ring.hpp"
+#include "profile/profile.hpp"
+#include "record/agentless.hpp"
+#include "record/elf_file.hpp"
+
+namespace sprofil::record {
+namespace agentless_impl {
+
+constexpr size_t kPage = 4096;
+// A CPU's ring at most: 512 KiB, perf record's (6,500 samples, 0.65 s at 10 kHz). The kernel
+// wakes record each time half a ring's size has been written (wakeup_watermark), from the
+// program's CPU (an irq_work): rings of 128 KiB woke it 12 times a second at 10 kHz, 3 now.
+constexpr size_t kMaxDataPages = 128;
+constexpr int kPassMs = 16;  // a pass over every ring at least this often
+// The samples' fields, in this order (perf_event_open(2)): ip, pid and tid, time, the id of
+// the event (each copy's own), the period, and where kernel time is sampled the user
+// registers' ABI and pc (the pc the thread returns to from the kernel). The side-band records
+// end with pid and tid, time and the event's id (sample_id_all). No cpu: a ring is one CPU's.
+constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                 PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_PERIOD;
+constexpr size_t kSampleIdBytes = 24;
+#if defined(__x86_64__)
+constexpr uint64_t kUserPc = 1ull << PERF_REG_X86_IP;
+#elif defined(__aarch64__)
+constexpr uint64_t kUserPc = 1ull << PERF_REG_ARM64_PC;
+#else
+constexpr uint64_t kUserPc = 0;  // no kernel time: user time only
+#endif
+
+// A perf ring: the meta page and 2^n data pages, mapped read-write (record moves the tail).
+struct Ring {
+  int fd = -1;
+  char* base = nullptr;
+  size_t data = 0;  // bytes of data pages
+
+  // Maps fd's ring with up to `pages` data pages, fewer where the locked-memory allowance
+  // refuses them. False if not even one page could be mapped.
+  bool map(int event_fd, size_t pages) {
+    for (; pages >= 1; pages /= 2) {
+      void* p = mmap(nullptr, (pages + 1) * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, event_fd, 0);
+      if (p != MAP_FAILED) {
+        fd = event_fd;
+        base = static_cast<char*>(p);
+        data = pages * kPage;
+        return true;
+      }
+    }
+    return false;
+  }
+  void close_all() {
+    if (base) munmap(base, data + kPage);
+    if (fd >= 0) close(fd);
+    base = nullptr;
+    fd = -1;
+  }
+  // Calls f(header, body bytes) for every complete record, then frees them.
+  template <class F>
+  void read(F&& f) {
+    if (!base) return;
+    std::vector<unsigned char> body;
+    rt::perf::read_records(
+        base, data, [&](const perf_event_header& h, const rt::perf::RingData& d, uint64_t at) {
+          body.resize(h.size - sizeof h);
+          d.copy(at + sizeof h, body.data(), body.size());
+          f(h, body);
+        });
+  }
+};
+
+template <class T>
+T field(const std::vector<unsigned char>& b, size_t off) {
+  T v{};
+  if (off + sizeof v <= b.size()) memcpy(&v, b.data() + off, sizeof v);
+  return v;
+}
+
+// A sample or side-band record, in a pass's list sorted by time.
+struct Rec {
+  uint64_t time = 0;
+  uint32_t type = 0;  // PERF_RECORD_*
+  uint16_t misc = 0;
+  uint32_t ring = 0;  // the ring (a CPU's) it came from
+  std::vector<unsigned char> body;
+};
+
+// One CPU's copy of one thread's event (an inherited event counts a thread on one CPU: its
+// time there): each of its samples ends a period.
+struct Copy {
+  uint64_t last_ns = 0;  // CLOCK_MONOTONIC of its last sample
+  uint64_t acc = 0;      // ns of its periods not credited yet (the periods vary: re-draws)
+};
+
+// An executable mapping's samples.
+struct Reg {
+  profile::Region r;
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> bins;  // index -> count, system
+};
+
+struct Img {
+  pid_t pid = 0, ppid = 0;
+  bool root = false, child = false, ended = false;
+  bool finished = false;  // ended by an exec or an exit, not by a signal
+  std::vector<std::string> argv;
+  bool argv_pending = false;    // an exec's image whose arguments are not in place yet
+  std::string comm;             // its name, for want of them
+  uint64_t start = 0, end = 0;  // CLOCK_MONOTONIC
+  std::vector<Reg> regs;
+  std::map<uint64_t, size_t> live;  // start -> index in regs, the mappings of now
+  uint64_t overflow = 0, delivered = 0, lost = 0, periods = 0;
+  uint64_t entry_pc = 0;  // its program's entry point (_start), where a thread with no pc of
+                          // its own is credited
+};
+
+struct Proc {
+  size_t img = 0;
+  int threads = 0;
+  int pidfd = -1;  // how it ended (process_end.hpp)
+};
+
+}  // namespace agentless_impl
+
+struct Agentless::State {
+  using Copy = agentless_impl::Copy;
+  using Img = agentless_impl::Img;
+  using Proc = agentless_impl::Proc;
+  using Rec = agentless_impl::Rec;
+  using Ring = agentless_impl::Ring;
+
+  uint64_t period = 0;
+  unsigned hz = 0;
+  uint64_t real_minus_mono = 0;
+  bool kernel = false;  // kernel time is sampled too (at the user pc: PERF_SAMPLE_REGS_USER)
+  // The agent's settings, from the same variables (docs/agent.md, "Environment"): bytes of text
+  // per counter (exact: the regions' counts are kept sparse in record's memory), and whether
+  // each region gets its system-time array.
+  uint32_t bin_bytes = 1;
+  bool system = true;
+  std::vector<Ring> rings;                      // one a CPU: the events that the command inherits
+  std::vector<uint64_t> periods;                // per ring: the event's period now
+  std::unordered_map<uint64_t, Copy> copies;    // by the copy's event id
+  std::unordered_map<pid_t, uint64_t> last_pc;  // by tid: the pc of its last sample
+  std::unordered_map<pid_t, uint64_t> last_ns;  // by tid: the time of its last sample or clone
+  std::unordered_map<pid_t, std::vector<uint64_t>> ids_of;  // by tid: its copies' event ids
+  std::unordered_map<pid_t, size_t> born_in;                // by tid: the image it was cloned in
+  std::unordered_map<pid_t, Proc> procs;                    // by pid: the image running now
+  // Threads and processes that ended, kept for two passes more: a sample on another CPU from
+  // before a thread's EXIT record may be read a pass after it.
+  struct Gone {
+    int passes = 2;
+    size_t img = ~size_t{0};  // the image it ended in
+    uint64_t time = 0;        // its EXIT record's
+  };
+  std::unordered_map<pid_t, Gone> gone_tids;
+  // The threads' ends, to take their share of the periods that no sample credited (run_end):
+  // by (image, the thread's last pc), the sum of their weights, and of those of threads that
+  // had no sample of their own (their pc is their creator's).
+  struct Tail {
+    uint64_t w = 0, unsampled_w = 0;
+  };
+  std::map<std::pair<size_t, uint64_t>, Tail> ends;
+  std::unordered_map<pid_t, std::pair<size_t, int>> gone_procs;  // pid -> image, passes left
+  std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
+  pid_t root = 0;
+  uint64_t root_records = 0, jitter_after = 0;  // the root thread's block (re-draw)
+  uint64_t root_periods = 0;      // credited to the root thread (its age, for jitter_block)
+  size_t root_ring = ~size_t{0};  // the ring of the root thread's last sample: its event that runs
+  bool jitter = true;             // re-draw the periods (SPROFIL_JITTER=0: not, as the agent's)
+  std::map<std::pair<std::string, uint64_t>, ElfFile> files;  // by (path, inode)
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  std::vector<uint8_t> vdso_id = vdso_build_id();
+  int stop_pipe[2] = {-1, -1};
+  std::thread loop;
+  std::atomic<bool> stopping{false};
+  bool argv_pending = false;  // an exec's image waits for its arguments: the next pass is soon
+  Stats stats;
+  // The kernel throttles a copy's event (PERF_RECORD_THROTTLE: it took more than
+  // perf_event_max_sample_rate / HZ samples since the CPU's last tick) till that CPU's next
+  // tick, or till the thread is next switched in where it left the CPU before (each writes
+  // PERF_RECORD_UNTHROTTLE). Its thread's CPU time meanwhile, taken as sampled time that no
+  // sample stands for, is lost samples of its image, at no pc (as a full ring's): the time from
+  // the throttle to the earliest of the resume, the CPU's next tick (at most a tick: the
+  // resolution of CLOCK_MONOTONIC_COARSE), and another thread of the command sampled or
+  // throttled on that CPU (it was switched out by then). Three threads on two CPUs throttled at
+  // 4 kHz counted 155% of their CPU as delivered with the whole time to the resume, which takes
+  // their time switched out too. A thread that ends while throttled gets no resume: its end
+  // (its EXIT record) ends the time, and what is still throttled when the run ends, its end.
+  struct Throttle {
+    uint64_t at = 0;    // when it was throttled
+    uint32_t ring = 0;  // the CPU's ring its records go to
+    size_t img = ~size_t{0};
+    pid_t tid = 0;
+  };
+  std::unordered_map<uint64_t, Throttle> throttled_at;  // a copy's id -> its throttle
+  const uint64_t tick_ns = [] {
+    timespec ts{};
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0 || (ts.tv_sec == 0 && ts.tv_nsec == 0))
+      return uint64_t{10000000};  // HZ 100, the longest tick
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  }();
+  // Live snapshots (record --live): the processes running now, and one request at a time for
+  // a process's image, answered by the rings' thread after its next pass (a consistent image,
+  // no lock held while the rings are read).
+  std::mutex live_mu;
+  std::condition_variable live_cv;
+  std::vector<pid_t> live_pids;  // the processes running now (after each pass)
+  pid_t live_want = 0;           // the process whose image is asked for; 0: none
+  bool live_done = false;        // the answer is in live_answer (found: live_found)
+  bool live_found = false;
+  Agentless::Image live_answer;
+  bool live_on = false;
+  // Agentless::checkpoint's: the images to checkpoint_fn every checkpoint_ns.
+  std::function<void(std::vector<Agentless::Image>)> checkpoint_fn;
+  uint64_t checkpoint_ns = 0, checkpoint_at = 0, checkpoint_samples = 0;
+  bool forked = false;        // a pass saw a new process
+  std::vector<uint64_t> ids;  // per ring: the id of its event (the root thread's copy)
+
+  // The life cycle and the images handed out (agentless.cpp).
+  ~State();
+  void run();
+  Agentless::Image image(Img& m, bool final);
+  std::vector<Agentless::Image> images(bool final);
+  void serve_live();
+  void checkpoint();
+
+  // Each pass's records into the process images (agentless_records.cpp).
+  Copy& copy_of(uint64_t id, pid_t tid);
+  Img& new_img(pid_t pid, pid_t ppid, uint64_t time);
+  Img* img_of(pid_t pid);
+  size_t img_index(pid_t pid) const;
+  void end_img(Img* m, uint64_t time, bool finished);
+  static std::vector<std::string> cmdline(pid_t pid);
+  void settle_argv(Img* m, bool ending);
+  void pass();
+  void sample(const Rec& r);
+  void count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uint64_t time, uint64_t len,
+             bool in_kernel);
+  void add(Img* m, uint64_t ip, uint64_t w, uint64_t system_w);
+  void mmap2(const Rec& r);
+  void fork(const Rec& r);
+  void exit(const Rec& r);
+  void comm(const Rec& r);
+  void redraw(bool all);
+
+  // The time that no sample stands for: throttled events, the threads' ends
+  // (agentless_ends.cpp).
+  void credit_at_end(Img* m, uint64_t pc, uint64_t w);
+  void throttled(const Rec& r);
+  void ended_throttled(pid_t tid, uint64_t time);
+  void unthrottled(const Rec& r);
+  void ran_on(uint32_t ring, uint64_t id, uint64_t time);
+  template <class Stop>
+  void resume_if(Stop stop, uint64_t time);
+  void resumed(const Throttle& t, uint64_t time);
+  void thread_end(pid_t tid, const Gone& g);
+  void run_end();
+};
+
+}  // namespace sprofil::record
