@@ -46,7 +46,9 @@ bool perf_events_allowed() {
 
 // Samples of func_a and func_b in a profile of the workload.
 std::map<std::string, double> shares(const std::string& half_us, const std::string& env) {
-  const std::string file = ::testing::TempDir() + "alias_" + half_us + ".sprof";
+  // A name of this test process's own: ctest runs the tests in parallel.
+  const std::string file =
+      ::testing::TempDir() + "alias_" + half_us + "." + std::to_string(getpid()) + ".sprof";
   run(env + " " SPROFIL_TOOL " record --clock perf -F 1000 -o " + file + " -- " ALIAS_WORKLOAD " " +
       half_us + " 2 2>/dev/null");
   const auto j = nlohmann::json::parse(run(SPROFIL_TOOL " report --format json " + file));
@@ -81,7 +83,10 @@ INSTANTIATE_TEST_SUITE_P(HalfPeriods, Alias, ::testing::Values("500", "250"));
 std::pair<double, double> record_twice(const char* half, const std::string& args) {
   double a = 0, b = 0;
   for (int run_no = 0; run_no < 2; ++run_no) {
-    const std::string file = ::testing::TempDir() + "alias_record_" + half + ".sprof";
+    // A name of this test process's own: AliasDefault and AliasAgent of the same half period
+    // ran at once under ctest -j and each removed, or had refused to it, the other's profile.
+    const std::string file =
+        ::testing::TempDir() + "alias_record_" + half + "." + std::to_string(getpid()) + ".sprof";
     run("env -u SPROFIL_PERF_MODE -u SPROFIL_JITTER " SPROFIL_TOOL " record -F 1000 " + args +
         " -o " + file + " -- " ALIAS_WORKLOAD " " + half + " 2 2>/dev/null");
     const auto j = nlohmann::json::parse(run(SPROFIL_TOOL " report --format json " + file));
