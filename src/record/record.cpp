@@ -1,6 +1,6 @@
 // The record workflow (record.hpp): the command's checks (check_command, is_static_elf), the
 // private run directory, fork / exec with the agent preloaded and its SPROFIL_* environment,
-// collecting the processes' files into one run profile, and the summary line on the log.
+// collecting the processes' files into one run profile; what it says at the end is summary.cpp's.
 #include "record/record.hpp"
 
 #include <dirent.h>
@@ -33,6 +33,7 @@
 #include "record/drain.hpp"
 #include "record/live_server.hpp"
 #include "record/relay.hpp"
+#include "record/summary.hpp"
 #include "util/clock_ns.hpp"
 #include "util/count_of.hpp"
 
@@ -749,90 +750,17 @@ int record(const Options& o, FILE* log, int* killed_by) {
     fprintf(log, "sprofil record: warning: could not remove %s: %s\n", rundir.path.c_str(),
             strerror(errno));
 
-  // "1 process (without samples)", "3 processes (1 without samples)": the root is stored even
-  // when it took no sample, and a bare "1 process, 0 samples" read as if it had.
-  std::string processes = util::count_of(run.processes.size(), "process", "processes");
-  if (c.kept_empty != 0)
-    processes += c.kept_empty == run.processes.size()
-                     ? (run.processes.size() == 1 ? " (without samples)" : " (all without samples)")
-                     : " (" + std::to_string(c.kept_empty) + " without samples)";
-  std::string summary = "sprofil record: wrote " + out + ": " + processes + ", " +
-                        util::count_of(run.total_samples(), "sample", "samples") + " (" +
-                        profile::clock_name(run.clock) + " clock, " +
-                        std::to_string(run.requested_hz) + " Hz requested)";
-  if (c.dropped != 0)
-    summary +=
-        "; " + util::count_of(c.dropped, "process", "processes") + " without samples not stored";
-  if (run_cpu_ns != 0) {
-    char b[512];
-    const uint64_t unsampled = profile::unsampled_cpu_ns(run);
-    if (run.clock == profile::Clock::kWall) {
-      snprintf(b, sizeof b, "; %.3f s of the run's %.3f s CPU is in no process's profile",
-               double(unsampled) / 1e9, double(run_cpu_ns) / 1e9);
-    } else {
-      // Sampled from outside, a thread is counted from its clone on and its time after its last
-      // sample is credited at the run's end: what has no sample is the CPU the task clock does
-      // not count (the command's start before its exec, each thread's exit after its events
-      // end: 50-80 us a thread on the VM of docs/benchmarks.md), the last partial periods, and the
-      // processes without samples; where kernel time is not sampled (perf_event_paranoid 2,
-      // unprivileged) that and the threads' time after their last samples too.
-      // The time the task clock counted where its timer took no sample (it fired late, as when
-      // the VM did not run: the periods it missed are skipped) is named on its own.
-      char late[192] = "";
-      const double late_s =
-          run.requested_hz > 0 ? double(agentless.stats().unplaced) / double(run.requested_hz) : 0;
-      if (outside && agentless.stats().throttled == 0 && late_s * 1e9 >= 0.01 * double(run_cpu_ns))
-        snprintf(late, sizeof late,
-                 "; %.3f s the task clock counted with no sample (its timer fired late, or a "
-                 "re-drawn period's cut part)",
-                 late_s);
-      // Lost samples (a full ring; sampled from outside, the time the kernel throttled the
-      // sampling too) are CPU with no sample: named where they are.
-      char lost[160] = "";
-      const uint64_t lost_ns = run.lost * run.tick_ns;
-      if (lost_ns != 0)
-        snprintf(lost, sizeof lost, "%.3f s of it lost samples (%s), ",
-                 double(std::min(lost_ns, unsampled)) / 1e9,
-                 run.throttled ? "the kernel throttled the sampling" : "full rings");
-      snprintf(b, sizeof b,
-               "; %.3f s of the run's %.3f s CPU has no sample (%s%.3f s of it in the processes "
-               "without samples; the rest is %s%s)",
-               double(unsampled) / 1e9, double(run_cpu_ns) / 1e9, lost,
-               double(std::min(c.dropped_cpu_ns, unsampled)) / 1e9,
-               !outside ? "start-up before sampling: the loader, the agent"
-               : agentless.stats().kernel
-                   ? "the time the task clock does not count: the start before the exec, the "
-                     "threads' exits"
-                   : "kernel time, not sampled at this perf_event_paranoid (the agent's "
-                     "`--agent` counts it), and each thread's time after its last sample",
-               late);
-    }
-    summary += b;
+  Summary said;
+  said.out = out;
+  said.kept_empty = c.kept_empty;
+  said.dropped = c.dropped;
+  said.dropped_cpu_ns = c.dropped_cpu_ns;
+  said.outside = outside;
+  if (outside) {
+    said.kernel = agentless.stats().kernel;
+    said.unplaced = agentless.stats().unplaced;
   }
-  if (!o.quiet) fprintf(log, "%s\n", summary.c_str());
-  // Sampled from outside, a thread's inherited event starts with a whole period: a thread that
-  // ends before its first sample has none of its own, and its time is credited at its
-  // creator's last pc, as kernel time (agentless.hpp). Where that is a tenth of the samples or
-  // more (a thread per small task), say so, and what samples such threads where they run.
-  if (const std::string note = profile::unsampled_threads_note(run); !note.empty())
-    fprintf(log, "sprofil record: warning: %s\n", note.c_str());
-  if (const uint64_t throttled = outside ? agentless.stats().throttled : ds.throttled) {
-    // Each throttled event took no samples till the next tick while its counter ran on: the
-    // profile misses them (the agent's drain counts them as lost; perf report warns too).
-    char rate[32] = "unknown";
-    if (FILE* f = fopen("/proc/sys/kernel/perf_event_max_sample_rate", "re")) {
-      unsigned long r = 0;
-      if (fscanf(f, "%lu", &r) == 1) snprintf(rate, sizeof rate, "%lu", r);
-      fclose(f);
-    }
-    fprintf(log,
-            "sprofil record: warning: the kernel throttled the sampling %llu times "
-            "(kernel.perf_event_max_sample_rate is %s; the kernel lowers it when its perf "
-            "interrupts take long): the profile misses those samples (counted as lost); record "
-            "with a lower -F, or "
-            "raise the limit\n",
-            static_cast<unsigned long long>(throttled), rate);
-  }
+  say_summary(run, said, o.quiet, log);
   return code;
 }
 

@@ -1,0 +1,30 @@
+// What `sprofil record` says when its run ends (record.cpp): the closing line ("sprofil record:
+// wrote FILE: ...": processes, samples, clock and rate, and the run's CPU that no sample
+// stands for, by cause) and the warnings about what the profile misses (threads credited at
+// their creator's pc, throttled sampling).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "profile/profile.hpp"
+
+namespace sprofil::record {
+
+// What the run profile does not tell of the run.
+struct Summary {
+  std::string out;              // the profile written
+  uint64_t kept_empty = 0;      // processes stored without a sample (the root always is)
+  uint64_t dropped = 0;         // processes without samples, not stored
+  uint64_t dropped_cpu_ns = 0;  // their CPU
+  bool outside = false;         // sampled from outside (agentless.hpp), not by the agent
+  bool kernel = false;          // outside: kernel time sampled (at the user pc)
+  uint64_t unplaced = 0;        // outside: periods the task clock counted with no sample
+};
+
+// The closing line on `log` (unless quiet), then the warnings (always), of `run`: the run
+// profile as written, its run totals (run_cpu_ns, throttled) set.
+void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE* log);
+
+}  // namespace sprofil::record
