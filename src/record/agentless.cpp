@@ -299,6 +299,10 @@ void Agentless::finish() {
   s.loop.join();
 }
 
+void Agentless::bound_throttled(uint64_t run_cpu_ns) {
+  s_->bound_throttled(run_cpu_ns);
+}
+
 std::vector<Agentless::Image> Agentless::take_images() {
   return s_->images(true);
 }

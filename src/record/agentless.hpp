@@ -54,8 +54,9 @@ class Agentless {
     uint64_t unplaced = 0;            // periods counted beyond the threads' ends' tails: no sample
     uint64_t throttled = 0;           // times the kernel throttled an event (PERF_RECORD_THROTTLE)
     uint64_t throttled_lost = 0;      // periods of the throttled time: lost samples
-    uint64_t images = 0;              // process images seen
-    bool kernel = false;              // kernel time is sampled (at the user pc it returns to)
+    uint64_t throttled_taken_back = 0;  // of those, past the run's CPU (bound_throttled)
+    uint64_t images = 0;                // process images seen
+    bool kernel = false;                // kernel time is sampled (at the user pc it returns to)
   };
   struct Image {
     profile::Profile profile;  // a single-process profile
@@ -92,6 +93,10 @@ class Agentless {
   void start();
   // After the command's end: its last records read, every event closed.
   void finish();
+  // After finish(): the periods the images stand for, sampled and lost, are at most the run's
+  // CPU, every process's (wait4's rusage): the throttled time counted as lost gives back what
+  // passes it (agentless_ends.cpp).
+  void bound_throttled(uint64_t run_cpu_ns);
   // The process images seen, the command's first image first, then by start time.
   std::vector<Image> take_images();
   Stats stats() const;

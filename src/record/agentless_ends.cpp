@@ -71,7 +71,50 @@ void Agentless::State::resumed(const Throttle& t, uint64_t time) {
   if (n == 0 || t.img >= imgs.size()) return;
   imgs[t.img].lost += n;
   imgs[t.img].delivered += n;
+  imgs[t.img].throttled_lost += n;
   stats.throttled_lost += n;
+}
+
+// The throttled time taken for lost samples (resumed()) ends at the first sign that its thread
+// left the CPU: where other programs took the CPU from it, their time until the next tick is
+// in it too. Four threads throttled on two CPUs beside another program's busy loops counted
+// 132% of their CPU as delivered. The periods the images stand for, sampled and lost, are at
+// most the run's CPU (`run_cpu_ns`, every process's): what passes it is taken back from the
+// images' throttled time, in proportion to it (largest remainders).
+void Agentless::State::bound_throttled(uint64_t run_cpu_ns) {
+  uint64_t total = 0, throttled = 0;
+  for (const Img& m : imgs) {
+    total += m.periods + m.lost;
+    throttled += m.throttled_lost;
+  }
+  const uint64_t cap = run_cpu_ns / period;
+  if (total <= cap || throttled == 0) return;
+  const uint64_t excess = std::min(total - cap, throttled);
+  std::vector<std::pair<uint64_t, size_t>> rest;  // remainder, image
+  uint64_t taken = 0;
+  for (size_t i = 0; i < imgs.size(); ++i) {
+    Img& m = imgs[i];
+    if (m.throttled_lost == 0) continue;
+    const unsigned __int128 share = static_cast<unsigned __int128>(excess) * m.throttled_lost;
+    const uint64_t cut = static_cast<uint64_t>(share / throttled);
+    rest.emplace_back(static_cast<uint64_t>(share % throttled), i);
+    m.throttled_lost -= cut;
+    m.lost -= cut;
+    m.delivered -= cut;
+    taken += cut;
+  }
+  std::sort(rest.begin(), rest.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t k = 0; taken < excess && k < rest.size(); ++k) {
+    Img& m = imgs[rest[k].second];
+    if (m.throttled_lost == 0) continue;
+    --m.throttled_lost;
+    --m.lost;
+    --m.delivered;
+    ++taken;
+  }
+  stats.throttled_lost -= taken;
+  stats.throttled_taken_back = taken;
 }
 
 // A thread's end, two passes after its EXIT record: its weight for the periods that no

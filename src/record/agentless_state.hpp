@@ -139,8 +139,9 @@ struct Img {
   std::vector<Reg> regs;
   std::map<uint64_t, size_t> live;  // start -> index in regs, the mappings of now
   uint64_t overflow = 0, delivered = 0, lost = 0, periods = 0;
-  uint64_t entry_pc = 0;  // its program's entry point (_start), where a thread with no pc of
-                          // its own is credited
+  uint64_t throttled_lost = 0;  // of lost, the throttled time's (resumed())
+  uint64_t entry_pc = 0;        // its program's entry point (_start), where a thread with no pc of
+                                // its own is credited
 };
 
 struct Proc {
@@ -283,6 +284,7 @@ struct Agentless::State {
   template <class Stop>
   void resume_if(Stop stop, uint64_t time);
   void resumed(const Throttle& t, uint64_t time);
+  void bound_throttled(uint64_t run_cpu_ns);
   void thread_end(pid_t tid, const Gone& g);
   void run_end();
 };

@@ -681,6 +681,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
           1000u;
 
   // 4. One run, one profile.
+  if (outside) agentless.bound_throttled(run_cpu_ns);
   Collected c = outside ? collect_images(agentless.take_images()) : collect(rundir.path);
   if (outside && getenv("SPROFIL_DRAIN_STATS")) {
     const Agentless::Stats as = agentless.stats();

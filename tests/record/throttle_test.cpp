@@ -5,6 +5,8 @@
 // 20 s for a 0.6 s run once throttled: record must not take those periods for anyone's. The
 // test lowers the limit to 1000 and records at 4000 Hz; it restores the limit when it ends.
 // Needs root and perf events; its own test program, RUN_SERIAL: the limit is the machine's.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -151,6 +153,40 @@ TEST_F(Throttled, ThreadsSharingTheCpusLoseOnlyTheirTimeOnThem) {
   // The image's CPU is its periods, sampled or lost: the rate is the one asked.
   EXPECT_NEAR(p.processes[0].effective_hz, 4000, 40);
   expect_consistent(p, "throttled threads");
+}
+
+// Two busy loops of another program beside the four threads on two CPUs: a thread throttled
+// and then switched out for them is seen to leave the CPU only at the next tick (no thread of
+// the command took the CPU), so its lost time took theirs too: delivered x tick was 132% of
+// the process's CPU. The periods the image stands for, sampled and lost, are at most the run's
+// CPU now (Agentless::bound_throttled): 80-100% of it (100% plus a period of rounding).
+TEST_F(Throttled, ThreadsBesideAnotherProgramLoseNoMoreThanTheirCpu) {
+  // The loops: children of this test spinning until killed, or at most 20 s.
+  pid_t loops[2] = {-1, -1};
+  for (pid_t& l : loops) {
+    l = fork();
+    ASSERT_GE(l, 0);
+    if (l == 0) {
+      alarm(20);
+      volatile unsigned long n = 0;
+      for (;;) n = n + 1;
+    }
+  }
+  record_throttled("--agentless", {kProg, "--truth", truth_file, "threads", "4", "0.15"});
+  for (pid_t l : loops) {
+    kill(l, SIGKILL);
+    waitpid(l, nullptr, 0);
+  }
+  if (HasFatalFailure()) return;
+  const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
+  const double cpu = static_cast<double>(p.run_cpu_ns) * 1e-9;
+  const double delivered_s =
+      static_cast<double>(p.processes[0].delivered) * static_cast<double>(p.tick_ns) * 1e-9;
+  EXPECT_GE(delivered_s, 0.8 * cpu) << p.processes[0].lost << " lost";
+  EXPECT_LE(delivered_s, cpu + static_cast<double>(p.tick_ns) * 1e-9)
+      << p.processes[0].lost << " lost";
+  expect_consistent(p, "throttled threads beside busy loops");
 }
 
 // `record --agent` (drain mode: each thread's own event, its counter in every record), throttled
