@@ -572,9 +572,13 @@ TEST(Agentless, RecordKilledKeepsItsLastCheckpoint) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
-  if (child > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Until the program has run 1.2 s of CPU (at most 10 s: a loaded machine gives it less than
+  // its wall time; a fixed 1.5 s gave it 0.77 s beside two busy loops), then the kill.
   double cpu = 0;  // the program's CPU at the kill, from its schedstat (ns)
-  if (child > 0) std::ifstream("/proc/" + std::to_string(child) + "/schedstat") >> cpu;
+  for (int i = 0; i < 200 && child > 0 && cpu < 1.2e9; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream("/proc/" + std::to_string(child) + "/schedstat") >> cpu;
+  }
   kill(s.pid, SIGKILL);
   if (child > 0) kill(child, SIGKILL);  // record's end left it running, unsampled
   const Result r = finish(std::move(s));
