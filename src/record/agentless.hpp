@@ -54,9 +54,8 @@ class Agentless {
     uint64_t unplaced = 0;            // periods counted beyond the threads' ends' tails: no sample
     uint64_t throttled = 0;           // times the kernel throttled an event (PERF_RECORD_THROTTLE)
     uint64_t throttled_lost = 0;      // periods of the throttled time: lost samples
-    uint64_t throttled_taken_back = 0;  // of those, past the run's CPU (bound_throttled)
-    uint64_t images = 0;                // process images seen
-    bool kernel = false;                // kernel time is sampled (at the user pc it returns to)
+    uint64_t images = 0;              // process images seen
+    bool kernel = false;              // kernel time is sampled (at the user pc it returns to)
   };
   struct Image {
     profile::Profile profile;  // a single-process profile

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
+
+#include "util/apportion.hpp"
 
 namespace sprofil::record {
 
@@ -78,9 +81,9 @@ void Agentless::State::resumed(const Throttle& t, uint64_t time) {
 // The throttled time taken for lost samples (resumed()) ends at the first sign that its thread
 // left the CPU: where other programs took the CPU from it, their time until the next tick is
 // in it too. Four threads throttled on two CPUs beside another program's busy loops counted
-// 132% of their CPU as delivered. The periods the images stand for, sampled and lost, are at
-// most the run's CPU (`run_cpu_ns`, every process's): what passes it is taken back from the
-// images' throttled time, in proportion to it (largest remainders).
+// 113-167% of their CPU as delivered. The periods the images stand for, sampled and lost, are
+// at most the run's CPU (`run_cpu_ns`, every process's): what passes it is taken back from the
+// images' throttled time, in proportion to it (util::apportion).
 void Agentless::State::bound_throttled(uint64_t run_cpu_ns) {
   uint64_t total = 0, throttled = 0;
   for (const Img& m : imgs) {
@@ -90,31 +93,15 @@ void Agentless::State::bound_throttled(uint64_t run_cpu_ns) {
   const uint64_t cap = run_cpu_ns / period;
   if (total <= cap || throttled == 0) return;
   const uint64_t excess = std::min(total - cap, throttled);
-  std::vector<std::pair<uint64_t, size_t>> rest;  // remainder, image
-  uint64_t taken = 0;
+  std::vector<uint64_t> w;
+  for (const Img& m : imgs) w.push_back(m.throttled_lost);
+  const std::vector<uint64_t> cut = util::apportion(excess, w);
   for (size_t i = 0; i < imgs.size(); ++i) {
-    Img& m = imgs[i];
-    if (m.throttled_lost == 0) continue;
-    const unsigned __int128 share = static_cast<unsigned __int128>(excess) * m.throttled_lost;
-    const uint64_t cut = static_cast<uint64_t>(share / throttled);
-    rest.emplace_back(static_cast<uint64_t>(share % throttled), i);
-    m.throttled_lost -= cut;
-    m.lost -= cut;
-    m.delivered -= cut;
-    taken += cut;
+    imgs[i].throttled_lost -= cut[i];
+    imgs[i].lost -= cut[i];
+    imgs[i].delivered -= cut[i];
   }
-  std::sort(rest.begin(), rest.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t k = 0; taken < excess && k < rest.size(); ++k) {
-    Img& m = imgs[rest[k].second];
-    if (m.throttled_lost == 0) continue;
-    --m.throttled_lost;
-    --m.lost;
-    --m.delivered;
-    ++taken;
-  }
-  stats.throttled_lost -= taken;
-  stats.throttled_taken_back = taken;
+  stats.throttled_lost -= excess;
 }
 
 // A thread's end, two passes after its EXIT record: its weight for the periods that no
@@ -185,23 +172,18 @@ void Agentless::State::run_end() {
   const uint64_t missing = std::min(target - credited, (weight + period - 1) / period);
   stats.unplaced = target - credited - missing;
   if (missing == 0) return;
-  std::vector<std::pair<uint64_t, std::pair<size_t, uint64_t>>> rest;  // remainder, end
-  uint64_t given = 0;
+  std::vector<uint64_t> w;
   for (const auto& [at, e] : ends) {
-    const unsigned __int128 share = static_cast<unsigned __int128>(missing) * e.w;
-    const uint64_t n = static_cast<uint64_t>(share / weight);
+    w.push_back(e.w);
     // The part of threads with no sample of their own, at their creator's pc (the summary
     // says how much: agentless.hpp).
     stats.unsampled_credited +=
         static_cast<uint64_t>(static_cast<unsigned __int128>(missing) * e.unsampled_w / weight);
-    if (n) credit_at_end(&imgs[at.first], at.second, n);
-    given += n;
-    rest.push_back({static_cast<uint64_t>(share % weight), at});
   }
-  std::sort(rest.begin(), rest.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = 0; given < missing && i < rest.size(); ++i, ++given)
-    credit_at_end(&imgs[rest[i].second.first], rest[i].second.second, 1);
+  const std::vector<uint64_t> n = util::apportion(missing, w);
+  size_t i = 0;
+  for (const auto& [at, e] : ends)
+    if (const uint64_t k = n[i++]) credit_at_end(&imgs[at.first], at.second, k);
 }
 
 }  // namespace sprofil::record
