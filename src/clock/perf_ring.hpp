@@ -5,6 +5,7 @@
 #pragma once
 
 #include <linux/perf_event.h>
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,20 @@
 namespace sprofil::rt::perf {
 
 constexpr size_t kRingPage = 4096;
+
+// Maps event fd's ring read-write (the reader moves the tail): the meta page and up to
+// `data_pages` data pages (a power of two), half as many each time the locked-memory allowance
+// (perf_event_mlock_kb per user, RLIMIT_MEMLOCK) refuses them, down to one. Its size in *bytes;
+// MAP_FAILED where not even one data page could be mapped.
+inline void* map_ring(int fd, size_t data_pages, size_t* bytes) {
+  for (; data_pages >= 1; data_pages /= 2) {
+    *bytes = (data_pages + 1) * kRingPage;
+    void* p = mmap(nullptr, *bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) return p;
+  }
+  *bytes = 0;
+  return MAP_FAILED;
+}
 
 // The data pages of a mapped ring, read at offsets that grow without wrapping (data_head's and
 // data_tail's): a record may wrap at the end of the pages.

@@ -38,7 +38,7 @@
 namespace sprofil::record {
 namespace agentless_impl {
 
-constexpr size_t kPage = 4096;
+constexpr size_t kPage = rt::perf::kRingPage;
 // A CPU's ring at most: 512 KiB, perf record's (6,500 samples, 0.65 s at 10 kHz). The kernel
 // wakes record each time half a ring's size has been written (wakeup_watermark), from the
 // program's CPU (an irq_work): rings of 128 KiB woke it 12 times a second at 10 kHz, 3 now.
@@ -68,16 +68,13 @@ struct Ring {
   // Maps fd's ring with up to `pages` data pages, fewer where the locked-memory allowance
   // refuses them. False if not even one page could be mapped.
   bool map(int event_fd, size_t pages) {
-    for (; pages >= 1; pages /= 2) {
-      void* p = mmap(nullptr, (pages + 1) * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, event_fd, 0);
-      if (p != MAP_FAILED) {
-        fd = event_fd;
-        base = static_cast<char*>(p);
-        data = pages * kPage;
-        return true;
-      }
-    }
-    return false;
+    size_t bytes = 0;
+    void* p = rt::perf::map_ring(event_fd, pages, &bytes);
+    if (p == MAP_FAILED) return false;
+    fd = event_fd;
+    base = static_cast<char*>(p);
+    data = bytes - kPage;
+    return true;
   }
   void close_all() {
     if (base) munmap(base, data + kPage);

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "clock/perf_ring.hpp"
 #include "format/layout.hpp"
 #include "format/profile_file.hpp"
 #include "format/sprof_format.h"
@@ -137,12 +138,9 @@ char Drainer::State::add(const drain::DrainMsg& m, int fd, int file_fd, int dirf
   // thread waits for the answer, so no record of its is lost for want of a ring. Halved
   // down to one data page when the locked-memory allowance (perf_event_mlock_kb per user,
   // RLIMIT_MEMLOCK) refuses the size asked.
-  size_t bytes = m.ring_bytes;
-  void* r = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  while (r == MAP_FAILED && bytes > 2 * kPage) {
-    bytes = kPage + (bytes - kPage) / 2;
-    r = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  }
+  size_t bytes = 0;
+  void* r =
+      rt::perf::map_ring(fd, m.ring_bytes > kPage ? (m.ring_bytes - kPage) / kPage : 0, &bytes);
   File* f = nullptr;
   if (r != MAP_FAILED && pending) {
     // Its process's first pending event keeps the fds to make the file with.
