@@ -754,7 +754,6 @@ int record(const Options& o, FILE* log, int* killed_by) {
   Summary said;
   said.out = out;
   said.kept_empty = c.kept_empty;
-  said.dropped = c.dropped;
   said.dropped_cpu_ns = c.dropped_cpu_ns;
   said.outside = outside;
   if (outside) {

@@ -22,9 +22,9 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
                         util::count_of(run.total_samples(), "sample", "samples") + " (" +
                         profile::clock_name(run.clock) + " clock, " +
                         std::to_string(run.requested_hz) + " Hz requested)";
-  if (s.dropped != 0)
-    summary +=
-        "; " + util::count_of(s.dropped, "process", "processes") + " without samples not stored";
+  if (run.dropped_processes != 0)
+    summary += "; " + util::count_of(run.dropped_processes, "process", "processes") +
+               " without samples not stored";
   if (run.run_cpu_ns != 0) {
     char b[512];
     const uint64_t unsampled = profile::unsampled_cpu_ns(run);

@@ -16,8 +16,7 @@ namespace sprofil::record {
 struct Summary {
   std::string out;              // the profile written
   uint64_t kept_empty = 0;      // processes stored without a sample (the root always is)
-  uint64_t dropped = 0;         // processes without samples, not stored
-  uint64_t dropped_cpu_ns = 0;  // their CPU
+  uint64_t dropped_cpu_ns = 0;  // the CPU of the processes not stored (no samples)
   bool outside = false;         // sampled from outside (agentless.hpp), not by the agent
   bool kernel = false;          // outside: kernel time sampled (at the user pc)
   uint64_t unplaced = 0;        // outside: periods the task clock counted with no sample
