@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # What profiling costs each of many short processes, with no interpreter in the loop:
 # cmp-burn4 --iters 1000 started N times by bench/spawn_cpu.c (posix_spawn), its own CPU
-# (wait4's user + system), natively, under `perf record -e task-clock --all-user` and under
-# `sprofil record` (drain mode), ROUNDS rounds in turn; with BASE_BUILD=DIR also that build's
+# (wait4's user + system), natively, under `perf record -e task-clock --all-user`, under
+# `sprofil record` ("outside": record's default, nothing loaded into the processes), the same
+# with SPROFIL_JITTER=0 ("nojitter": no period re-drawn) and under `sprofil record
+# --agent` ("drain"), ROUNDS rounds in turn; CONFIGS (env) picks configurations, in the order
+# given (default: native perf outside drain). With BASE_BUILD=DIR also that build's
 # `sprofil record` ("base"), the two builds in alternating order. Then the medians and the per-round differences with their 95%
 # intervals (bench/paired.py), and the interrupts each configuration's N processes drew, from
 # /proc/interrupts summed over the CPUs (the disk's, the function-call IPIs, the TLB
@@ -18,7 +21,7 @@ source "$here/common.sh"
 compare_build "$BUILD"
 cc -O2 -Wall "$here/spawn_cpu.c" -o "$dir/spawn_cpu"
 run=("$dir/spawn_cpu")
-configs=(native perf drain)
+read -r -a configs <<<"${CONFIGS:-native perf outside drain}"
 [ -n "${BASE_BUILD:-}" ] && configs+=(base)
 # The interrupts of the lines named, summed over the CPUs: "disk N ipi N tlb N".
 interrupts() {
@@ -30,13 +33,19 @@ interrupts() {
 for ((r = 0; r < ROUNDS; r++)); do
   # The two builds of the tool in alternating order (as in start_cost.sh).
   order=("${configs[@]}")
-  [ -n "${BASE_BUILD:-}" ] && ((r % 2)) && order=(native perf base drain)
+  if [ -n "${BASE_BUILD:-}" ] && ((r % 2)); then
+    n=${#configs[@]}
+    order=("${configs[@]:0:n-2}" base "${configs[n-2]}")
+  fi
   for c in "${order[@]}"; do
     before=$(interrupts)
     case $c in
       native) "${run[@]}" native "$N" "$PROG" --iters 1000 ;;
       perf) perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
         "${run[@]}" perf "$N" "$PROG" --iters 1000 ;;
+      outside) "$TOOL" record -F 1000 -o "$dir/p.sprof" -- "${run[@]}" outside "$N" "$PROG" --iters 1000 ;;
+      nojitter) SPROFIL_JITTER=0 "$TOOL" record -F 1000 -o "$dir/p.sprof" -- \
+        "${run[@]}" nojitter "$N" "$PROG" --iters 1000 ;;
       drain) "$TOOL" record --agent -F 1000 -o "$dir/p.sprof" -- "${run[@]}" drain "$N" "$PROG" --iters 1000 ;;
       base) "$BASE_BUILD/bin/sprofil" record -F 1000 -o "$dir/p.sprof" -- \
         "${run[@]}" base "$N" "$PROG" --iters 1000 ;;
@@ -48,7 +57,8 @@ for ((r = 0; r < ROUNDS; r++)); do
       echo "interrupts of $c's $N processes: disk $((d1 - d0)), function-call IPIs $((c1 - c0)), TLB shootdowns $((t1 - t0))" >>"$dir/irq"
     fi
   done
-done 2>&1 | grep -E '^(native|perf|drain|base) ' >"$dir/rows"
+done 2>&1 | grep -E '^(native|perf|outside|nojitter|drain|base) ' >"$dir/rows"
 echo "cmp-burn4 --iters 1000 spawned $N times, the program's own CPU, $ROUNDS rounds in turn"
-python3 "$here/paired.py" "$dir/rows" 3 ms drain-perf drain-base perf-native drain-native
+python3 "$here/paired.py" "$dir/rows" 3 ms outside-perf nojitter-perf \
+  outside-nojitter drain-perf drain-base perf-native outside-native drain-native
 cat "$dir/irq"
