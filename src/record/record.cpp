@@ -360,6 +360,142 @@ bool names_this_program(const char* path) {
   (void)ignored;
   _exit(err == ENOENT ? 127 : 126);
 }
+
+// What natively the command would have had from its caller and record's fork takes from it,
+// read in record before the fork (capture) and given back in the child (apply).
+// - A parent-death signal (prctl PR_SET_PDEATHSIG, kept across exec: a supervisor's or test
+//   harness's way to have its children die with it) is record's; fork clears it in the
+//   command. Natively the command had it, and died with the caller; under record it outlived
+//   both (SIGKILL ended record and left the command running). The command gets the same signal
+//   at record's death, so that a chain of deaths ends it as natively.
+// - A real-time policy with SCHED_RESET_ON_FORK (`chrt -R`) holds across exec but not fork:
+//   natively the command ran with it, under record its fork reset it to SCHED_OTHER (and a
+//   negative nice to 0). The command gets the policy, priority and nice value record has.
+struct ForkResets {
+  int pdeath = 0;
+  pid_t record_pid = 0;
+  int policy = -1;
+  sched_param sched{};
+  bool reset_on_fork = false;
+  int niceness = 0;
+  bool nice_known = false;
+
+  static ForkResets capture() {
+    ForkResets r;
+    if (prctl(PR_GET_PDEATHSIG, &r.pdeath) != 0) r.pdeath = 0;
+    r.record_pid = getpid();
+    r.policy = sched_getscheduler(0);
+    r.reset_on_fork =
+        r.policy >= 0 && (r.policy & SCHED_RESET_ON_FORK) && sched_getparam(0, &r.sched) == 0;
+    errno = 0;
+    r.niceness = getpriority(PRIO_PROCESS, 0);
+    r.nice_known = errno == 0;
+    return r;
+  }
+
+  void apply() const {
+    // (Record may have died before the prctl: then the signal is raised here.)
+    if (pdeath != 0 && (prctl(PR_SET_PDEATHSIG, pdeath) != 0 || getppid() != record_pid))
+      kill(getpid(), pdeath);
+    if (reset_on_fork) {  // (where the caller's privilege allows, as it did the caller's)
+      sched_setscheduler(0, policy, &sched);
+      if (nice_known) setpriority(PRIO_PROCESS, 0, niceness);
+    }
+  }
+};
+
+// In the child, for a command run with the agent: LD_PRELOAD (the agent before the caller's
+// own preloads) and the agent's SPROFIL_* settings; `drain`: the drainer's socket, null for
+// a signal per sample.
+void set_agent_environment(const Options& o, const std::string& preload, const std::string& file,
+                           const Drainer* drain) {
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  setenv("SPROFIL_OUTPUT", file.c_str(), 1);
+  setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
+  setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
+  setenv("SPROFIL_RECORD", "1", 1);            // the run's directory goes when the run ends
+  if (o.live) setenv("SPROFIL_LIVE", "1", 1);  // the agent serves live snapshots
+  if (o.quiet) setenv("SPROFIL_QUIET", "1", 1);
+  if (drain)
+    setenv("SPROFIL_DRAIN", drain->path().c_str(), 1);
+  else
+    unsetenv("SPROFIL_DRAIN");
+  unsetenv("SPROFIL_STARTED");
+}
+// The output (`-o`): never touched until the run profile replaces it; its directory (or
+// --scratch) must take record's private run directory, checked before the command runs rather
+// than after. On success *out is the output's absolute path, *made the run directory made
+// (beside the output, or in --scratch), and 0 is returned; else record's exit status (2),
+// said on log.
+int make_run_dir(const Options& o, FILE* log, std::string* out_path, std::string* made) {
+  const std::string out = absolute(o.output);
+  struct stat st;
+  if (out.back() == '/' || (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+    fprintf(log, "sprofil record: %s: is a directory; -o names the profile file to write\n",
+            out.c_str());
+    return 2;
+  }
+  const size_t slash = out.rfind('/');
+  const std::string dir = slash == 0 ? "/" : out.substr(0, slash);
+  std::string base = out.substr(slash + 1);
+  if (base.size() > 100) base.resize(100);
+  // The run directory goes beside the output, or into --scratch: then the output's directory
+  // is only checked now (the profile replaces the output at the end, through a file of its own).
+  const auto output_dir_refused = [&] {
+    fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
+            out.c_str(), dir.c_str(), strerror(errno));
+    return 2;
+  };
+  std::string scratch = o.scratch.empty() ? dir : absolute(o.scratch);
+  while (scratch.size() > 1 && scratch.back() == '/') scratch.pop_back();
+  if (!o.scratch.empty() && access(dir.c_str(), W_OK | X_OK) != 0) return output_dir_refused();
+  std::string templ = (scratch == "/" ? "" : scratch) + "/." + base + ".sprofil-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) {
+    if (o.scratch.empty()) return output_dir_refused();
+    fprintf(log, "sprofil record: --scratch %s: cannot make the run directory in it: %s\n",
+            o.scratch.c_str(), strerror(errno));
+    return 2;
+  }
+  *out_path = out;
+  *made = buf.data();
+  return 0;
+}
+
+// Record's default, sampling from outside: the events opened on the child `pid` (which waits
+// before its exec for a byte on go_fd), the checkpoints and live snapshots set up, the rings'
+// thread started, and the child let go to its exec. False, with *why, if the events could not
+// be opened (the child then reads no byte, and exits).
+bool start_outside(const Options& o, const std::string& out, uint64_t start_ns, pid_t pid,
+                   int go_fd, Agentless* agentless, LiveServer* live, FILE* log, std::string* why) {
+  if (!agentless->attach(pid, o.hz, o.command, why)) return false;
+  // The run profile as it stands, every --checkpoint seconds into OUT (a new file renamed
+  // over the last): a record killed by SIGKILL keeps it, its images unfinished (as a killed
+  // command's), its end time 0. Not where OUT is standard output, a pipe or a device.
+  struct stat out_st;
+  if (o.checkpoint_s > 0 && out != "-" &&
+      (lstat(out.c_str(), &out_st) != 0 || S_ISREG(out_st.st_mode)))
+    agentless->checkpoint(
+        static_cast<uint64_t>(o.checkpoint_s * 1e9),
+        [out, start_ns, agentless](std::vector<Agentless::Image> images) {
+          Collected c = collect_images(std::move(images));
+          if (c.kept.empty()) return;
+          profile::Profile run = run_profile(c);
+          run.run_start_ns = start_ns;
+          run.throttled = agentless->stats().throttled;  // (its thread's)
+          profile::write_profile(run, out,
+                                 nullptr);  // the end's write says why, if it fails
+        });
+  std::string live_why;
+  if (o.live && !live->start(&live_why))
+    fprintf(log, "sprofil record: warning: no live snapshots: %s\n", live_why.c_str());
+  agentless->start();
+  const char go = 1;
+  ssize_t ignored = write(go_fd, &go, 1);
+  (void)ignored;
+  return true;
+}
 }  // namespace
 
 int record(const Options& o, FILE* log, int* killed_by) {
@@ -415,40 +551,10 @@ int record(const Options& o, FILE* log, int* killed_by) {
     }
   }
 
-  // 2. The output: never touched until the run profile replaces it; its directory (or
-  // --scratch) must take our private run directory, checked now rather than after the command
-  // ran.
-  const std::string out = absolute(o.output);
-  struct stat st;
-  if (out.back() == '/' || (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
-    fprintf(log, "sprofil record: %s: is a directory; -o names the profile file to write\n",
-            out.c_str());
-    return 2;
-  }
-  const size_t slash = out.rfind('/');
-  const std::string dir = slash == 0 ? "/" : out.substr(0, slash);
-  std::string base = out.substr(slash + 1);
-  if (base.size() > 100) base.resize(100);
-  // The run directory goes beside the output, or into --scratch: then the output's directory
-  // is only checked now (the profile replaces the output at the end, through a file of its own).
-  const auto output_dir_refused = [&] {
-    fprintf(log, "sprofil record: cannot write the profile %s: cannot create a file in %s: %s\n",
-            out.c_str(), dir.c_str(), strerror(errno));
-    return 2;
-  };
-  std::string scratch = o.scratch.empty() ? dir : absolute(o.scratch);
-  while (scratch.size() > 1 && scratch.back() == '/') scratch.pop_back();
-  if (!o.scratch.empty() && access(dir.c_str(), W_OK | X_OK) != 0) return output_dir_refused();
-  std::string templ = (scratch == "/" ? "" : scratch) + "/." + base + ".sprofil-XXXXXX";
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data())) {
-    if (o.scratch.empty()) return output_dir_refused();
-    fprintf(log, "sprofil record: --scratch %s: cannot make the run directory in it: %s\n",
-            o.scratch.c_str(), strerror(errno));
-    return 2;
-  }
-  RunDir rundir{buf.data()};
+  // 2. The output, and the run directory.
+  std::string out, made;
+  if (const int refused = make_run_dir(o, log, &out, &made)) return refused;
+  RunDir rundir{made};
 
   std::string preload = o.runtime;
   if (const char* cur = getenv("LD_PRELOAD"); cur && *cur) preload += std::string(":") + cur;
@@ -478,24 +584,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
             drain_why.c_str());
   fflush(log);
   const uint64_t start_ns = now_ns();
-  // A parent-death signal (prctl PR_SET_PDEATHSIG, kept across exec: a supervisor's or test
-  // harness's way to have its children die with it) is record's; fork clears it in the
-  // command. Natively the command had it, and died with the caller; under record it outlived
-  // both (SIGKILL ended record and left the command running). The command gets the same signal
-  // at record's death, so that a chain of deaths ends it as natively.
-  int pdeath = 0;
-  if (prctl(PR_GET_PDEATHSIG, &pdeath) != 0) pdeath = 0;
-  const pid_t record_pid = getpid();
-  // A real-time policy with SCHED_RESET_ON_FORK (`chrt -R`) holds across exec but not fork:
-  // natively the command ran with it, under record its fork reset it to SCHED_OTHER (and a
-  // negative nice to 0). The command gets the policy, priority and nice value record has.
-  sched_param sched{};
-  const int policy = sched_getscheduler(0);
-  const bool reset_on_fork =
-      policy >= 0 && (policy & SCHED_RESET_ON_FORK) && sched_getparam(0, &sched) == 0;
-  errno = 0;
-  const int niceness = getpriority(PRIO_PROCESS, 0);
-  const bool nice_known = errno == 0;
+  const ForkResets resets = ForkResets::capture();
   // --agentless: the child waits before its exec until record has opened its events.
   int go_pipe[2] = {-1, -1};
   if (outside && pipe2(go_pipe, O_CLOEXEC) != 0) {
@@ -513,13 +602,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
     return 2;
   }
   if (pid == 0) {
-    // (Record may have died before the prctl: then the signal is raised here.)
-    if (pdeath != 0 && (prctl(PR_SET_PDEATHSIG, pdeath) != 0 || getppid() != record_pid))
-      kill(getpid(), pdeath);
-    if (reset_on_fork) {  // (where the caller's privilege allows, as it did the caller's)
-      sched_setscheduler(0, policy, &sched);
-      if (nice_known) setpriority(PRIO_PROCESS, 0, niceness);
-    }
+    resets.apply();
     relay.restore();
     close(exec_pipe[0]);
     // A shell sets `_` to the path of the program it runs: record's. Natively it names the
@@ -534,50 +617,15 @@ int record(const Options& o, FILE* log, int* killed_by) {
       if (n != 1) _exit(126);  // record could not open the events: it has said why
       exec_command(check.path, o.command, exec_pipe[1]);
     }
-    setenv("LD_PRELOAD", preload.c_str(), 1);
-    setenv("SPROFIL_OUTPUT", (rundir.path + "/" + kFileName).c_str(), 1);
-    setenv("SPROFIL_HZ", std::to_string(o.hz).c_str(), 1);
-    setenv("SPROFIL_CLOCK", o.clock.c_str(), 1);
-    setenv("SPROFIL_RECORD", "1", 1);            // the run's directory goes when the run ends
-    if (o.live) setenv("SPROFIL_LIVE", "1", 1);  // the agent serves live snapshots
-    if (o.quiet) setenv("SPROFIL_QUIET", "1", 1);
+    set_agent_environment(o, preload, rundir.path + "/" + kFileName, drain ? &drainer : nullptr);
     drainer.restore_limits_in_child();
-    if (drain)
-      setenv("SPROFIL_DRAIN", drainer.path().c_str(), 1);
-    else
-      unsetenv("SPROFIL_DRAIN");
-    unsetenv("SPROFIL_STARTED");
     exec_command(check.path, o.command, exec_pipe[1]);
   }
   if (outside) {
     close(go_pipe[0]);
     std::string why;
-    const bool attached = agentless.attach(pid, o.hz, o.command, &why);
-    if (attached) {
-      // The run profile as it stands, every --checkpoint seconds into OUT (a new file renamed
-      // over the last): a record killed by SIGKILL keeps it, its images unfinished (as a killed
-      // command's), its end time 0. Not where OUT is standard output, a pipe or a device.
-      struct stat out_st;
-      if (o.checkpoint_s > 0 && out != "-" &&
-          (lstat(out.c_str(), &out_st) != 0 || S_ISREG(out_st.st_mode)))
-        agentless.checkpoint(static_cast<uint64_t>(o.checkpoint_s * 1e9),
-                             [out, start_ns, &agentless](std::vector<Agentless::Image> images) {
-                               Collected c = collect_images(std::move(images));
-                               if (c.kept.empty()) return;
-                               profile::Profile run = run_profile(c);
-                               run.run_start_ns = start_ns;
-                               run.throttled = agentless.stats().throttled;  // (its thread's)
-                               profile::write_profile(
-                                   run, out, nullptr);  // the end's write says why, if it fails
-                             });
-      std::string live_why;
-      if (o.live && !live.start(&live_why))
-        fprintf(log, "sprofil record: warning: no live snapshots: %s\n", live_why.c_str());
-      agentless.start();
-      const char go = 1;
-      ssize_t ignored = write(go_pipe[1], &go, 1);
-      (void)ignored;
-    }
+    const bool attached =
+        start_outside(o, out, start_ns, pid, go_pipe[1], &agentless, &live, log, &why);
     close(go_pipe[1]);
     if (!attached) {
       fprintf(log, "sprofil record: cannot sample from outside: %s\n", why.c_str());
@@ -612,51 +660,8 @@ int record(const Options& o, FILE* log, int* killed_by) {
   }
   const Drainer::Stats ds = drainer.stats();  // after finish(): all of the run
   // Samples the kernel took that record could not count: said whatever SPROFIL_DRAIN_STATS.
-  if (drain && ds.unplaced > 0) {
-    rlimit as;
-    const bool as_limited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
-    fprintf(log,
-            "sprofil record: %llu samples were taken but not counted: the profile file of their "
-            "process could not be mapped%s%s%s\n",
-            static_cast<unsigned long long>(ds.unplaced), ds.unplaced_errno ? " (" : "",
-            ds.unplaced_errno ? strerror(ds.unplaced_errno) : "",
-            ds.unplaced_errno == ENOMEM && as_limited
-                ? "): sprofil record runs under the same address-space limit (ulimit -v) as "
-                  "the program; raise it, or set it inside the recorded command"
-            : ds.unplaced_errno ? ")"
-                                : "");
-  }
-  if (drain && getenv("SPROFIL_DRAIN_STATS")) {
-    fprintf(
-        log,
-        "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
-        "the kernel, %llu samples unplaced, %llu lost for want of disk space, %llu periods "
-        "credited at an event's end, %llu "
-        "not (no pc), %llu periods re-drawn, %llu process images' files made, %llu refused, "
-        "%llu main threads' events opened for them, %llu could not be (opened by the agent), "
-        "%llu forked children's files made, %llu refused, %llu forked children's events taken "
-        "without their files, %llu processes' exits seen without a flush, %llu exits the "
-        "agent did not see (files completed here), %llu flushes, %llu "
-        "forked children's files completed at their events' end, %llu empty files removed at "
-        "their process's exit (%.3f s of CPU)\n",
-        static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
-        static_cast<unsigned long long>(ds.lost_records),
-        static_cast<unsigned long long>(ds.unplaced), static_cast<unsigned long long>(ds.no_space),
-        static_cast<unsigned long long>(ds.exit_credited),
-        static_cast<unsigned long long>(ds.exit_unplaced),
-        static_cast<unsigned long long>(ds.redraws), static_cast<unsigned long long>(ds.new_files),
-        static_cast<unsigned long long>(ds.new_files_refused),
-        static_cast<unsigned long long>(ds.main_events),
-        static_cast<unsigned long long>(ds.main_events_refused),
-        static_cast<unsigned long long>(ds.child_files),
-        static_cast<unsigned long long>(ds.child_files_refused),
-        static_cast<unsigned long long>(ds.pending_alone),
-        static_cast<unsigned long long>(ds.exits_seen),
-        static_cast<unsigned long long>(ds.exits_completed),
-        static_cast<unsigned long long>(ds.flushes),
-        static_cast<unsigned long long>(ds.finished_at_end),
-        static_cast<unsigned long long>(ds.dropped), double(ds.dropped_cpu_ns) / 1e9);
-  }
+  if (drain) say_not_counted(ds, log);
+  if (drain && getenv("SPROFIL_DRAIN_STATS")) say_drain_stats(ds, log);
 
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
     fprintf(log, "sprofil record: cannot run %s: %s\n", check.path.c_str(), strerror(exec_errno));
@@ -683,20 +688,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   // 4. One run, one profile.
   if (outside) agentless.bound_throttled(run_cpu_ns);
   Collected c = outside ? collect_images(agentless.take_images()) : collect(rundir.path);
-  if (outside && getenv("SPROFIL_DRAIN_STATS")) {
-    const Agentless::Stats as = agentless.stats();
-    fprintf(log,
-            "sprofil record: agentless: %llu threads' copies of the events sampled, %llu sample "
-            "records (%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu "
-            "periods credited at the threads' ends, %llu counted periods unplaced, %llu process "
-            "images\n",
-            static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
-            as.kernel ? "kernel time sampled at the user pc" : "user time only",
-            static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
-            static_cast<unsigned long long>(as.exit_credited),
-            static_cast<unsigned long long>(as.unplaced),
-            static_cast<unsigned long long>(as.images));
-  }
+  if (outside && getenv("SPROFIL_DRAIN_STATS")) say_agentless_stats(agentless.stats(), log);
   if (drain) {  // the processes whose empty files the drainer removed at their exit
     c.dropped += ds.dropped;
     c.dropped_cpu_ns += ds.dropped_cpu_ns;

@@ -1,8 +1,12 @@
 // What `sprofil record` says when its run ends (summary.hpp).
 #include "record/summary.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "profile/profile.hpp"
@@ -95,6 +99,67 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
             "raise the limit\n",
             static_cast<unsigned long long>(throttled), rate);
   }
+}
+
+void say_not_counted(const Drainer::Stats& ds, FILE* log) {
+  if (ds.unplaced == 0) return;
+  rlimit as;
+  const bool as_limited = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+  fprintf(log,
+          "sprofil record: %llu samples were taken but not counted: the profile file of their "
+          "process could not be mapped%s%s%s\n",
+          static_cast<unsigned long long>(ds.unplaced), ds.unplaced_errno ? " (" : "",
+          ds.unplaced_errno ? strerror(ds.unplaced_errno) : "",
+          ds.unplaced_errno == ENOMEM && as_limited
+              ? "): sprofil record runs under the same address-space limit (ulimit -v) as "
+                "the program; raise it, or set it inside the recorded command"
+          : ds.unplaced_errno ? ")"
+                              : "");
+}
+
+void say_drain_stats(const Drainer::Stats& ds, FILE* log) {
+  fprintf(
+      log,
+      "sprofil record: drain: %llu events, %llu sample records, %llu records dropped by "
+      "the kernel, %llu samples unplaced, %llu lost for want of disk space, %llu periods "
+      "credited at an event's end, %llu "
+      "not (no pc), %llu periods re-drawn, %llu process images' files made, %llu refused, "
+      "%llu main threads' events opened for them, %llu could not be (opened by the agent), "
+      "%llu forked children's files made, %llu refused, %llu forked children's events taken "
+      "without their files, %llu processes' exits seen without a flush, %llu exits the "
+      "agent did not see (files completed here), %llu flushes, %llu "
+      "forked children's files completed at their events' end, %llu empty files removed at "
+      "their process's exit (%.3f s of CPU)\n",
+      static_cast<unsigned long long>(ds.events), static_cast<unsigned long long>(ds.samples),
+      static_cast<unsigned long long>(ds.lost_records),
+      static_cast<unsigned long long>(ds.unplaced), static_cast<unsigned long long>(ds.no_space),
+      static_cast<unsigned long long>(ds.exit_credited),
+      static_cast<unsigned long long>(ds.exit_unplaced),
+      static_cast<unsigned long long>(ds.redraws), static_cast<unsigned long long>(ds.new_files),
+      static_cast<unsigned long long>(ds.new_files_refused),
+      static_cast<unsigned long long>(ds.main_events),
+      static_cast<unsigned long long>(ds.main_events_refused),
+      static_cast<unsigned long long>(ds.child_files),
+      static_cast<unsigned long long>(ds.child_files_refused),
+      static_cast<unsigned long long>(ds.pending_alone),
+      static_cast<unsigned long long>(ds.exits_seen),
+      static_cast<unsigned long long>(ds.exits_completed),
+      static_cast<unsigned long long>(ds.flushes),
+      static_cast<unsigned long long>(ds.finished_at_end),
+      static_cast<unsigned long long>(ds.dropped), double(ds.dropped_cpu_ns) / 1e9);
+}
+
+void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
+  fprintf(log,
+          "sprofil record: agentless: %llu threads' copies of the events sampled, %llu sample "
+          "records (%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu "
+          "periods credited at the threads' ends, %llu counted periods unplaced, %llu process "
+          "images\n",
+          static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
+          as.kernel ? "kernel time sampled at the user pc" : "user time only",
+          static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
+          static_cast<unsigned long long>(as.exit_credited),
+          static_cast<unsigned long long>(as.unplaced), static_cast<unsigned long long>(as.images));
 }
 
 }  // namespace sprofil::record

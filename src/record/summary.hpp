@@ -1,7 +1,8 @@
 // What `sprofil record` says when its run ends (record.cpp): the closing line ("sprofil record:
 // wrote FILE: ...": processes, samples, clock and rate, and the run's CPU that no sample
-// stands for, by cause) and the warnings about what the profile misses (threads credited at
-// their creator's pc, throttled sampling).
+// stands for, by cause), the warnings about what the profile misses (threads credited at
+// their creator's pc, throttled sampling, samples drain mode could not count), and with
+// SPROFIL_DRAIN_STATS set the counts of the sampling's own work.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <string>
 
 #include "profile/profile.hpp"
+#include "record/agentless.hpp"
+#include "record/drain.hpp"
 
 namespace sprofil::record {
 
@@ -25,5 +28,13 @@ struct Summary {
 // The closing line on `log` (unless quiet), then the warnings (always), of `run`: the run
 // profile as written, its run totals (run_cpu_ns, throttled) set.
 void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE* log);
+
+// Drain mode's samples that the kernel took and record could not count (their process's file
+// could not be mapped), and why; nothing if there were none.
+void say_not_counted(const Drainer::Stats& ds, FILE* log);
+
+// SPROFIL_DRAIN_STATS: the counts of drain mode's work, and of sampling from outside.
+void say_drain_stats(const Drainer::Stats& ds, FILE* log);
+void say_agentless_stats(const Agentless::Stats& as, FILE* log);
 
 }  // namespace sprofil::record
