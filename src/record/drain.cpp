@@ -200,21 +200,22 @@ char Drainer::State::add(const drain::DrainMsg& m, int fd, int file_fd, int dirf
       w->second.base_ns = m.process_cpu_ns;
   }
   // An event opened here (new_file) started with its drawn period: no restart to make. The
-  // other, the agent's, gets its first period drawn now, while the thread waits for the
-  // answer: the ioctl then interrupts the CPU the thread last ran on (an operation on another
-  // task's event does, from any other CPU: docs/benchmarks.md "At 82e2841") but not the thread
-  // (from the loop, right after the answer, it was an IPI of the running thread's CPU, about 70 us
-  // of its time, once per thread), and the first block is as jittered as the others. The restart
-  // also throws away the agent's random first period: the first overflow comes one drawn
-  // period (4P/5 to 4P/3) after the hand-over, and the CPU time of what runs in between (the
-  // rest of the agent's start, main's first instructions) is charged to the function that runs
-  // then (tests/record's Coverage measures it: 0.2 to 0.35 of a period per process on the AMD
-  // EPYC VM).
+  // other, the agent's, keeps the random first period the agent opened it with, so that the
+  // thread's first sample falls anywhere in its first period, and its later ones anywhere in
+  // its work: restarted here with a drawn whole period (4P/5 to 4P/3, while the thread waits
+  // for the answer: no interrupt of the thread), no thread was sampled in the first 4/5 of a
+  // period after its hand-over, and threads that all run the same work put their samples at
+  // the same points of it (bench/thread_phase.sh: 400 threads of fa, fb, fc, fd, a quarter
+  // each, gave 27-31%, 18-19%, 19-22% and 30-34%). The first period repeats until the period
+  // is re-drawn, so its block is one record: the pass after that record re-draws it, an IPI of
+  // the thread's CPU while it runs (about 46 us of its time on the AMD EPYC VM, once per
+  // thread that takes a sample; redraw_due looks every period for it). A thread that takes no
+  // sample for kFirstWaitNs (it waits, say) is re-drawn then, not interrupted.
   if (drawn) {
     redraws.fetch_add(1, std::memory_order_relaxed);  // (its draw, made at the open)
     start_block(e);
   } else {
-    redraw(e);
+    start_first_block(e);
   }
   e->cut_in_exchange = e->restart_pending;
   events.push_back(e);
@@ -399,8 +400,11 @@ void Drainer::State::loop() {
       if (const auto w = watched.find(pid); pid != 0 && w != watched.end() && w->second.fd == fd)
         gone(pid);
     if (stopping) break;
+    const uint64_t drained_at = mono_ns();
     for (Event* e : events)
-      if (e->records >= e->jitter_after) redraw(e);
+      if (e->records >= e->jitter_after ||
+          (e->first_pending && drained_at - e->drawn_ns >= kFirstWaitNs))
+        redraw(e);
     const uint64_t t = mono_ns(), tick = tick_ms() * 1000000ull;
     if (t >= next_tick || next_tick - t > tick) next_tick = t + tick;  // or a new event's
     wake_at = next_tick;

@@ -331,6 +331,15 @@ uint64_t Drainer::State::finalize(Event* e) {
 void Drainer::State::redraw(Event* e) {
   jitter(e);
   start_block(e);
+  e->first_pending = false;
+}
+
+// The block of the agent's random first period (add()): one record long.
+void Drainer::State::start_first_block(Event* e) {
+  e->records = 0;
+  e->drawn_ns = mono_ns();
+  e->jitter_after = 1;
+  e->first_pending = true;
 }
 
 // The block that starts now, at e's period: its length drawn, its records counted from 0.
@@ -347,6 +356,11 @@ void Drainer::State::start_block(Event* e) {
 // from now. ~0 for a thread that has had no record since and is past that time: it waits,
 // and the tick will do.
 uint64_t Drainer::State::redraw_due(const Event* e, uint64_t now) {
+  // At the agent's first period: a look every period (at least kMinTickMs) until its first
+  // record, or until kFirstWaitNs have passed.
+  if (e->first_pending && !e->records)
+    return std::max(std::min(now + e->period, e->drawn_ns + kFirstWaitNs),
+                    now + kMinTickMs * 1000000);
   if (e->records >= e->jitter_after || now <= e->drawn_ns) return ~0ull;
   const double per_record =
       e->records ? double(now - e->drawn_ns) / double(e->records) : double(e->ns_per_record);

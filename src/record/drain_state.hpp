@@ -54,6 +54,10 @@ constexpr uint64_t kMaxRecord = 48;
 // docs/benchmarks.md); the program's own CPU did not measurably change.
 constexpr uint64_t kMinTickMs = 4;
 constexpr uint64_t kMaxTickMs = 200;
+// How long a thread at the agent's random first period may go without a sample before its
+// period is re-drawn all the same (Event::first_pending): at most this long a thread that
+// waits right after its start keeps the parent looking every period.
+constexpr uint64_t kFirstWaitNs = 50000000;
 constexpr uint64_t kSampleBytes = 24;  // a sample record: header, ip, value
 
 // The tick for a ring of `data` bytes at period `period` ns: a quarter of its time.
@@ -160,9 +164,12 @@ struct Event {
   uint64_t jitter_after = 0;   // records before the next re-draw
   uint64_t drawn_ns = 0;       // monotonic time of the last re-draw
   uint64_t ns_per_record = 1;  // of wall time, in the last block (P before one)
-  bool unthrottled = false;    // the kernel resumed it after a throttle: no sample since
-  uintptr_t last_pc = 0;       // of the last sample record; before the first, the thread's start
-                               // routine (0 if unknown)
+  // At the agent's random first period (add()): re-drawn at the pass after its first record,
+  // or after kFirstWaitNs without one.
+  bool first_pending = false;
+  bool unthrottled = false;  // the kernel resumed it after a throttle: no sample since
+  uintptr_t last_pc = 0;     // of the last sample record; before the first, the thread's start
+                             // routine (0 if unknown)
   rt::perf::Credit credit;
   int sched_fd = -1;  // /proc/PID/task/TID/schedstat, opened at the first look (cpu_ns)
 };
@@ -298,6 +305,7 @@ struct Drainer::State {
   uint64_t finalize(Event* e);
   void redraw(Event* e);
   void start_block(Event* e);
+  void start_first_block(Event* e);
   static uint64_t redraw_due(const Event* e, uint64_t now);
 };
 
