@@ -107,9 +107,11 @@ class Throttled : public ::testing::Test {
 // the limit at 1000 (4 samples a 4 ms tick at HZ 250). Status 0, a warning that names the
 // throttling, each burn's share within 3 points of its share of the process's CPU (the throttled
 // time is in neither: where the kernel resumes is at the next tick, not at either burn's), and
-// no more than 3% of the samples outside the two burns (the start in ld.so and agent_prog's
-// clock reads, 1.2-1.7%): the periods the broken counter adds are not credited at the thread's
-// end (that put 20 s at the program's exit, 97% of the samples). The throttled time is lost
+// no more than 5% of the samples outside the two burns (the start in ld.so and agent_prog's
+// clock reads, 1.2-1.7%; 3.3% in a CI run, 13 of its 662 samples in the vDSO's clock_gettime,
+// where the kernel resumed sampling just after a tick): the periods the broken counter adds
+// are not credited at the thread's end (that put 20 s at the program's exit, 97% of the
+// samples). The throttled time is lost
 // samples of the process (its copy's THROTTLE to UNTHROTTLE): delivered x tick 80-110% of its CPU.
 TEST_F(Throttled, RecordWarnsAndCreditsNoPeriodItDidNotSample) {
   ASSERT_NO_FATAL_FAILURE(record_split("--agentless"));
@@ -121,7 +123,7 @@ TEST_F(Throttled, RecordWarnsAndCreditsNoPeriodItDidNotSample) {
     EXPECT_NEAR(percent_of(j, fn), 100.0 * truth.at(fn) / cpu, 3.0) << fn << "\n" << j.dump(1);
   }
   for (const Json& row : j["rows"]) total += row.value("samples", 0.0);
-  EXPECT_LE(total - burns, 0.03 * total) << j["rows"].dump(1);
+  EXPECT_LE(total - burns, 0.05 * total) << j["rows"].dump(1);
   const profile::Profile p = read(out);
   ASSERT_EQ(p.processes.size(), 1u);
   // The throttled time as lost samples: with them, delivered x tick is the process's CPU
