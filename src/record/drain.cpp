@@ -217,7 +217,6 @@ char Drainer::State::add(const drain::DrainMsg& m, int fd, int file_fd, int dirf
   } else {
     start_first_block(e);
   }
-  e->cut_in_exchange = e->restart_pending;
   events.push_back(e);
   std::lock_guard<std::mutex> l(stats_mu);
   ++stats.events;
@@ -400,12 +399,10 @@ void Drainer::State::loop() {
       if (const auto w = watched.find(pid); pid != 0 && w != watched.end() && w->second.fd == fd)
         gone(pid);
     if (stopping) break;
-    const uint64_t drained_at = mono_ns();
-    for (Event* e : events)
-      if (e->records >= e->jitter_after ||
-          (e->first_pending && drained_at - e->drawn_ns >= kFirstWaitNs))
-        redraw(e);
     const uint64_t t = mono_ns(), tick = tick_ms() * 1000000ull;
+    for (Event* e : events)
+      if (e->records >= e->jitter_after || (e->first_pending && t - e->drawn_ns >= kFirstWaitNs))
+        redraw(e);
     if (t >= next_tick || next_tick - t > tick) next_tick = t + tick;  // or a new event's
     wake_at = next_tick;
     for (const Event* e : events) wake_at = std::min(wake_at, redraw_due(e, t));

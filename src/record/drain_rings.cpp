@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 
 #include "clock/perf_ring.hpp"
 #include "format/layout.hpp"
@@ -268,14 +267,7 @@ void Drainer::State::restarted(Event* e, uint64_t value) {
   uint64_t at = value > e->cur_period ? value - e->cur_period : 0;
   if (at < e->boundary) at = e->boundary;  // not before the last overflow seen
   const uint64_t partial = rt::perf::into_period(at, e->boundary, e->old_period);
-  // The hand-over's restart (cut_in_exchange): the period ran from the event's opening
-  // through the agent's exchange (clock reads, then socket, connect, the pin, sendmsg) and
-  // was cut while the thread waited in recvmsg; it is the kernel's, left out of the user
-  // periods. Credited as user time, as the proportion of an event that has had no overflow
-  // yet made it, it went to the user samples at the first sample's pc: 0.3 to 0.45 of a
-  // period per process on the AMD EPYC VM of docs/benchmarks.md (tests/record's Coverage).
-  const bool in_exchange = std::exchange(e->cut_in_exchange, false);
-  if (partial && !in_exchange) {
+  if (partial) {
     // Split in the proportion seen so far: the partial period's end is a moment whose
     // state (user or kernel) nobody saw.
     const rt::perf::Credit& c = e->credit;

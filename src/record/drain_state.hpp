@@ -155,9 +155,6 @@ struct Event {
   bool restart_pending = false;
   uint64_t restart_mark = 0;
   uint64_t old_period = 1;
-  // That restart came while the thread waited in the kernel for the parent's answer (the
-  // hand-over's, add()): the part of the period it cut is kernel time (restarted()).
-  bool cut_in_exchange = false;
   bool jitter = true;
   uint64_t rng = 1;
   uint64_t records = 0;        // drained since the last re-draw
