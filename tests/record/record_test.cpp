@@ -216,18 +216,19 @@ TEST(Run, DrainModeRemovesEmptyFilesAtTheirExitAndCountsThem) {
   EXPECT_GE(p.dropped_processes + p.processes.size(), 32u);  // bash, 30 /bin/true, the burner
 }
 
-// Drain mode re-draws a young thread's period every 16 to 48 of its samples at 1 kHz
-// (perf::jitter_block), when each block is due, not at the parent's tick (about 170 ms at
+// Drain mode (`--agent`) re-draws a young thread's period every 16 to 48 of its samples at
+// 1 kHz (perf::jitter_block), when each block is due, not at the parent's tick (about 170 ms at
 // 1 kHz): a short run of periodic code is then many blocks, each at its own period, so one
 // block whose period falls in step with the code cannot move its shares by much. 0.4 s of CPU
 // is about 400 samples: 8 to 25 blocks plus the first draw (3 when the tick set the pace).
+// (Record's default cannot re-draw a running thread's period: agentless.hpp.)
 TEST(Run, DrainModeReDrawsAShortRunInManyBlocks) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
   const std::string out = dir / "run.sprof";
-  Result r =
-      run({kTool, "record", "--clock", "perf", "-F", "1000", "-o", out, kProg, "burn", "0.4"},
-          {{"SPROFIL_DRAIN_STATS", "1"}});
+  Result r = run({kTool, "record", "--agent", "--clock", "perf", "-F", "1000", "-o", out, kProg,
+                  "burn", "0.4"},
+                 {{"SPROFIL_DRAIN_STATS", "1"}});
   ASSERT_EQ(r.status, 0) << describe(r);
   const std::regex redrawn("([0-9]+) periods re-drawn");
   std::smatch m;
