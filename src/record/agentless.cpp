@@ -29,6 +29,7 @@ Agentless::State::~State() {
   for (auto& [pid, p] : procs)
     if (p.pidfd >= 0) close(p.pidfd);
   for (Ring& r : rings) r.close_all();
+  if (unshared >= 0) close(unshared);
   for (int fd : stop_pipe)
     if (fd >= 0) close(fd);
 }
@@ -38,7 +39,7 @@ void Agentless::State::run() {
   std::vector<pollfd> fds{{stop_pipe[0], POLLIN, 0}};
   for (const Ring& r : rings) fds.push_back(pollfd{r.fd, POLLIN, 0});
   while (!stopping.load(std::memory_order_acquire)) {
-    poll(fds.data(), fds.size(), argv_pending ? 1 : kPassMs);
+    poll(fds.data(), fds.size(), argv_pending ? 1 : forked ? kClonePassMs : kPassMs);
     pass();
     checkpoint();
     serve_live();
@@ -197,8 +198,7 @@ bool Agentless::allowed(std::string* why) {
   return true;
 }
 
-bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& argv,
-                       std::string* why) {
+bool Agentless::attach(unsigned hz, std::string* why) {
   State& s = *s_;
   if (const char* v = getenv("SPROFIL_BIN_BYTES");
       v && *v && !util::parse_bin_bytes(v, &s.bin_bytes)) {
@@ -216,9 +216,8 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
   s.hz = hz;
   s.period = 1000000000ull / (hz ? hz : 1);
   if (s.period == 0) s.period = 1;
-  s.root = pid;
   s.real_minus_mono = util::clock_ns(CLOCK_REALTIME) - util::clock_ns(CLOCK_MONOTONIC);
-  s.rng ^= util::clock_ns(CLOCK_MONOTONIC) ^ (static_cast<uint64_t>(pid) << 32);
+  s.rng ^= util::clock_ns(CLOCK_MONOTONIC) ^ (static_cast<uint64_t>(getpid()) << 32);
   util::xorshift(&s.rng);
   const long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   const size_t pages = ring_pages();
@@ -226,13 +225,14 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
     *why = what + ": " + strerror(errno);
     for (Ring& r : s.rings) r.close_all();
     s.rings.clear();
-    s.ids.clear();
-    s.periods.clear();
+    if (s.unshared >= 0) close(s.unshared);
+    s.unshared = -1;
     return false;
   };
-  // perf record's model: on each CPU an event on the command that its threads and children
-  // inherit at their clone (no event to open, no gap), enabled by its exec, with the task,
-  // comm and mmap records. Its samples in the kernel too, where perf_event_paranoid (at most
+  // perf record's model: on each CPU an event that the command's threads and children inherit
+  // at their clone (no event to open, no gap), enabled by its exec, with the task, comm and
+  // mmap records; opened on this thread, which forks the command (agentless.hpp, "Against
+  // aliasing"). Its samples in the kernel too, where perf_event_paranoid (at most
   // 1) or the capabilities allow it; else user time only, as `perf record --all-user`.
   // Not the thread's own counter in each sample (PERF_SAMPLE_READ with inherit, Linux 6.12),
   // which drain mode's weights use: the kernel then switches between the command's threads
@@ -243,13 +243,11 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
     for (int cpu = 0; cpu < ncpu; ++cpu) {
       perf_event_attr a = event_attr(
           s.jitter ? rt::perf::jittered_period(s.period, &s.rng) : s.period, with_kernel, pages);
-      const int fd = perf_open(&a, pid, cpu);
+      const int fd = perf_open(&a, 0, cpu);
       if (fd < 0 && errno == ENODEV) continue;  // an offline CPU
       if (fd < 0 && with_kernel && (errno == EACCES || errno == EPERM || errno == EINVAL)) {
         for (Ring& r : s.rings) r.close_all();
         s.rings.clear();
-        s.ids.clear();
-        s.periods.clear();
         break;  // perf_event_paranoid 2: user space only
       }
       if (fd < 0) return fail("perf_event_open");
@@ -258,14 +256,7 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
         close(fd);
         return fail("mmap (perf ring)");
       }
-      uint64_t id = 0;
-      if (ioctl(fd, PERF_EVENT_IOC_ID, &id) != 0) {
-        r.close_all();
-        return fail("PERF_EVENT_IOC_ID");
-      }
       s.rings.push_back(r);
-      s.ids.push_back(id);
-      s.periods.push_back(a.sample_period);
     }
     s.kernel = with_kernel && !s.rings.empty();
   }
@@ -273,14 +264,36 @@ bool Agentless::attach(pid_t pid, unsigned hz, const std::vector<std::string>& a
     errno = ENODEV;
     return fail("perf_event_open");
   }
-  Img& m = s.new_img(pid, getpid(), util::clock_ns(CLOCK_MONOTONIC));
+  // And an event the command does not inherit (a dummy, which counts nothing): a context of
+  // events not all inherited makes the clone's context no copy of it, which the kernel never
+  // swaps with it. Without it, where this thread and the command's, before its exec, switched
+  // on one CPU, the command took this thread's context, the originals with it (one run in
+  // three of bench/thread_phase.sh: one function 50-67% of the four). Closed once the command
+  // is forked (root()).
+  perf_event_attr d;
+  memset(&d, 0, sizeof d);
+  d.type = PERF_TYPE_SOFTWARE;
+  d.size = sizeof d;
+  d.config = PERF_COUNT_SW_DUMMY;
+  d.disabled = 1;
+  d.exclude_kernel = 1;
+  d.exclude_hv = 1;
+  s.unshared = perf_open(&d, 0, -1);
+  if (s.unshared < 0) return fail("perf_event_open (dummy)");
+  s.attached_ns = util::clock_ns(CLOCK_MONOTONIC);
+  if (pipe2(s.stop_pipe, O_CLOEXEC) != 0) return fail("pipe");
+  return true;
+}
+
+void Agentless::root(pid_t pid, const std::vector<std::string>& argv) {
+  State& s = *s_;
+  if (s.unshared >= 0) close(s.unshared);
+  s.unshared = -1;
+  Img& m = s.new_img(pid, getpid(), s.attached_ns);
   m.root = true;
   m.argv = argv;
   s.procs[pid] = Proc{0, 1, static_cast<int>(syscall(SYS_pidfd_open, pid, 0))};
   s.born_in[pid] = 0;
-  s.jitter_after = rt::perf::jitter_block(&s.rng, s.period, 0);
-  if (pipe2(s.stop_pipe, O_CLOEXEC) != 0) return fail("pipe");
-  return true;
 }
 
 void Agentless::start() {

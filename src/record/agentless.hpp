@@ -1,7 +1,7 @@
 // `sprofil record`'s default where perf events are allowed (and `--agentless`): the command's
 // processes sampled from outside, nothing loaded into them (docs/agent.md, "Sampling from
 // outside"; measured in docs/benchmarks.md, "At c3f4e30"). perf record's model: record opens,
-// on each CPU, a user-space task-clock event on the command before its exec, which every
+// on each CPU, a task-clock event on its own thread before it forks the command, which every
 // thread and process of the command inherits at its clone (the kernel clones the event: no
 // event to open, no gap, no wake-up of record), enabled by the exec, with the task, comm and
 // mmap records, into one ring a CPU that record holds and reads at each pass (every 16 ms, or
@@ -15,9 +15,20 @@
 //   (agentless.cpp, attach). At the run's end, the periods of the events' counters that no
 //   sample credited (the copies' time since their last samples) are shared among the threads'
 //   ends (agentless_ends.cpp, thread_end).
-// - Against aliasing: the root thread's events are its CPU's events, whose period record
-//   re-draws in blocks as drain mode's (clock/perf.hpp); a copy keeps the period it was cloned
-//   with, which record re-draws for the clones to come at every pass that saw a new process.
+// - Against aliasing: a copy keeps the period it was cloned with, the original event's then,
+//   which record re-draws for the clones to come at every pass that saw a clone: each thread and
+//   process starts at a period of its own. The originals stay record's: opened on the command's
+//   first thread (as perf record opens them), they did not. At a switch between that thread and
+//   one of its clones on a CPU the kernel swaps the two threads' event contexts (its fast
+//   switch between clones), and once the thread holding the originals ended, they were dead to
+//   PERF_EVENT_IOC_PERIOD: every later thread was cloned with the same period (400 threads
+//   running the same work from their start took 3 distinct periods though record re-drew 53
+//   times, and their samples fell on the same points of the work: bench/thread_phase.sh, one
+//   function 0.5-54% of the four where each has 25%). On record's thread, disabled (it never
+//   execs: only the command's copies are enabled, by its exec), with an event beside them that
+//   the fork does not copy (so the command's context is no clone of record's, and the kernel
+//   never swaps the two), they stay where record re-draws them, and a re-draw stops and starts
+//   no event that counts.
 // - Each pass handles the records of every ring in time order, so that a sample counts into
 //   the process image and the mappings of its moment: an exec (COMM_EXEC) ends an image and
 //   starts the next (the time before it, where a period or more, is the image before's), a
@@ -72,10 +83,13 @@ class Agentless {
   Agentless(const Agentless&) = delete;
   Agentless& operator=(const Agentless&) = delete;
 
-  // Before the command's exec: opens the trackers and the first thread's sampling event on
-  // `pid`, a child of record that waits to exec `argv`, all enabled by its exec. False, with
-  // *why, where perf events are refused (nothing is left open).
-  bool attach(pid_t pid, unsigned hz, const std::vector<std::string>& argv, std::string* why);
+  // Before record forks the command: opens the events on the calling thread, which the
+  // command's first process inherits at the fork, enabled by its exec. False, with *why, where
+  // perf events are refused (nothing is left open).
+  bool attach(unsigned hz, std::string* why);
+  // After attach() and the fork, before start(): the command's first process, `pid`, running
+  // `argv`.
+  void root(pid_t pid, const std::vector<std::string>& argv);
   // Before start(): every `every_ns` while the command runs, where samples came since the last
   // time, `fn` gets the images as they stand (as take_images() would give them), on the thread
   // that reads the rings: a record killed by SIGKILL keeps its profile as of then.

@@ -159,9 +159,8 @@ void Agentless::State::pass() {
     settle_argv(&imgs[p.img], false);
     argv_pending |= imgs[p.img].argv_pending;
   }
-  // A new period for the clones to come where some were made (each process of a build
-  // starts at a period of its own), and for the root thread at the end of its block.
-  if (jitter && (forked || root_records >= jitter_after)) redraw(forked);
+  // A new period for the clones to come where some were made.
+  if (jitter && forked) redraw();
 }
 
 // A sample record: in the kernel (where sampled), at the user pc the thread returns to.
@@ -188,23 +187,11 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   const size_t at = img_index(pid);
   Img* m = at == ~size_t{0} ? nullptr : &imgs[at];
   Copy& c = copy_of(id, tid);
-  // The samples of the CPUs' own events (the root thread's; or another's where the kernel
-  // swapped the thread's cloned context for the root's at a switch on one CPU) are at the
-  // period last set (the kernel's period field keeps a task clock's first); a copy made at
-  // a clone keeps the period it was cloned with, which the sample tells.
-  // (By the event's id, not the sample's cpu: the rings are the online CPUs', in order, and
-  // a CPU that was offline has none.)
-  const size_t k = static_cast<size_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
-  const bool own = k < ids.size();
-  if (own) {
-    ++root_records;
-    root_ring = k;
-    len = periods[k];
-  }
+  // Every sample is a copy's, made at a clone (the original events are record's, never
+  // enabled: agentless.hpp), whose period, fixed at its clone, the sample tells.
   c.acc += len;
   const uint64_t w = c.acc / period;
   c.acc -= w * period;
-  if (own) root_periods += w;
   c.last_ns = time;
   last_pc[tid] = ip;
   last_ns[tid] = time;
@@ -314,8 +301,8 @@ void Agentless::State::fork(const Rec& r) {
     // (Its pid, read when record hears of it, a pass later: a pid reused since would have to
     // be that of a process that started and ended within that time.)
     procs[pid] = Proc{imgs.size() - 1, 0, static_cast<int>(syscall(SYS_pidfd_open, pid, 0))};
-    forked = true;
   }
+  forked = true;
   if (auto p = procs.find(pid); p != procs.end()) {
     ++p->second.threads;
     born_in[tid] = p->second.img;
@@ -356,32 +343,15 @@ void Agentless::State::comm(const Rec& r) {
   p->second.img = imgs.size() - 1;
 }
 
-// A new period for the events, which the threads cloned from now on inherit (an inherited
-// copy's period is its own, fixed at its clone), and the root thread's own events take at
-// once (a re-draw of its block, as drain mode's). Every CPU's event where clones are being
-// made (`all`); at the end of the root thread's block only that of the CPU it last ran on:
-// a re-draw of an event of a thread that is running interrupts its CPU (the ioctl runs
-// there by IPI, bench/redraw_ipi.sh: 46 us of the thread's time each on the AMD EPYC VM of
-// docs/benchmarks.md), whichever CPU the event counts on, and at the end of a block the one
-// that counts now is the one whose samples the block's period set. An event of another CPU
-// keeps its own drawn period until the thread runs there at a block's end.
-void Agentless::State::redraw(bool all) {
-  for (size_t k = 0; k < rings.size(); ++k) {
-    if (!all && root_ring < rings.size() && k != root_ring) continue;
-    const uint64_t next = rt::perf::jittered_period(period, &rng);
-    const uint64_t now = util::clock_ns(CLOCK_MONOTONIC);
-    if (ioctl(rings[k].fd, PERF_EVENT_IOC_PERIOD, &next) != 0) continue;
-    // The re-draw restarts the period: the part of the old one that had run ends no period.
-    // The root thread's event on the CPU it last ran on was running since its last sample
-    // (a block ends while it takes samples): that part is the time since then, modulo the
-    // old period (a sample record may be in flight), credited with its next sample.
-    if (const auto c = copies.find(ids[k]); c != copies.end() && k == root_ring)
-      if (now > c->second.last_ns) c->second.acc += (now - c->second.last_ns) % periods[k];
-    periods[k] = next;
-    ++stats.redraws;
+// A new period for the threads and processes cloned from now on, each CPU's its own: the
+// original events' (a copy keeps the period it was cloned with). They are record's own, never
+// enabled (agentless.hpp): the re-draw stops and starts no event that counts, and ends no
+// period.
+void Agentless::State::redraw() {
+  for (Ring& r : rings) {
+    uint64_t next = rt::perf::jittered_period(period, &rng);
+    if (ioctl(r.fd, PERF_EVENT_IOC_PERIOD, &next) == 0) ++stats.redraws;
   }
-  root_records = 0;
-  jitter_after = rt::perf::jitter_block(&rng, period, root_periods);
 }
 
 }  // namespace sprofil::record

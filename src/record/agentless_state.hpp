@@ -44,6 +44,9 @@ constexpr size_t kPage = rt::perf::kRingPage;
 // program's CPU (an irq_work): rings of 128 KiB woke it 12 times a second at 10 kHz, 3 now.
 constexpr size_t kMaxDataPages = 128;
 constexpr int kPassMs = 16;  // a pass over every ring at least this often
+// After a pass that saw clones, the next this soon: the threads cloned meanwhile share the
+// period that pass re-drew (Agentless::State::redraw).
+constexpr int kClonePassMs = 4;
 // The samples' fields, in this order (perf_event_open(2)): ip, pid and tid, time, the id of
 // the event (each copy's own), the period, and where kernel time is sampled the user
 // registers' ABI and pc (the pc the thread returns to from the kernel). The side-band records
@@ -165,8 +168,7 @@ struct Agentless::State {
   // each region gets its system-time array.
   uint32_t bin_bytes = 1;
   bool system = true;
-  std::vector<Ring> rings;                      // one a CPU: the events that the command inherits
-  std::vector<uint64_t> periods;                // per ring: the event's period now
+  std::vector<Ring> rings;  // one a CPU: the events (record's) that the command inherits
   std::unordered_map<uint64_t, Copy> copies;    // by the copy's event id
   std::unordered_map<pid_t, uint64_t> last_pc;  // by tid: the pc of its last sample
   std::unordered_map<pid_t, uint64_t> last_ns;  // by tid: the time of its last sample or clone
@@ -189,12 +191,10 @@ struct Agentless::State {
   };
   std::map<std::pair<size_t, uint64_t>, Tail> ends;
   std::unordered_map<pid_t, std::pair<size_t, int>> gone_procs;  // pid -> image, passes left
-  std::deque<Img> imgs;  // (a deque: an image's address stays while others are added)
-  pid_t root = 0;
-  uint64_t root_records = 0, jitter_after = 0;  // the root thread's block (re-draw)
-  uint64_t root_periods = 0;      // credited to the root thread (its age, for jitter_block)
-  size_t root_ring = ~size_t{0};  // the ring of the root thread's last sample: its event that runs
-  bool jitter = true;             // re-draw the periods (SPROFIL_JITTER=0: not, as the agent's)
+  std::deque<Img> imgs;      // (a deque: an image's address stays while others are added)
+  int unshared = -1;         // record's event the fork does not copy, till root() (attach)
+  uint64_t attached_ns = 0;  // CLOCK_MONOTONIC of attach(): the command's first image's start
+  bool jitter = true;        // re-draw the periods (SPROFIL_JITTER=0: not, as the agent's)
   std::map<std::pair<std::string, uint64_t>, ElfFile> files;  // by (path, inode)
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   std::vector<uint8_t> vdso_id = vdso_build_id();
@@ -241,8 +241,7 @@ struct Agentless::State {
   // Agentless::checkpoint's: the images to checkpoint_fn every checkpoint_ns.
   std::function<void(std::vector<Agentless::Image>)> checkpoint_fn;
   uint64_t checkpoint_ns = 0, checkpoint_at = 0, checkpoint_samples = 0;
-  bool forked = false;        // a pass saw a new process
-  std::vector<uint64_t> ids;  // per ring: the id of its event (the root thread's copy)
+  bool forked = false;  // a pass saw a clone (a thread or process)
 
   // The life cycle and the images handed out (agentless.cpp).
   ~State();
@@ -269,7 +268,7 @@ struct Agentless::State {
   void fork(const Rec& r);
   void exit(const Rec& r);
   void comm(const Rec& r);
-  void redraw(bool all);
+  void redraw();
 
   // The time that no sample stands for: throttled events, the threads' ends
   // (agentless_ends.cpp).

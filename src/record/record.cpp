@@ -463,13 +463,12 @@ int make_run_dir(const Options& o, FILE* log, std::string* out_path, std::string
   return 0;
 }
 
-// Record's default, sampling from outside: the events opened on the child `pid` (which waits
-// before its exec for a byte on go_fd), the checkpoints and live snapshots set up, the rings'
-// thread started, and the child let go to its exec. False, with *why, if the events could not
-// be opened (the child then reads no byte, and exits).
-bool start_outside(const Options& o, const std::string& out, uint64_t start_ns, pid_t pid,
-                   int go_fd, Agentless* agentless, LiveServer* live, FILE* log, std::string* why) {
-  if (!agentless->attach(pid, o.hz, o.command, why)) return false;
+// Record's default, sampling from outside, after the fork of the command `pid` (the events it
+// inherited were opened before: Agentless::attach): its first image, the checkpoints and live
+// snapshots set up, and the rings' thread started.
+void start_outside(const Options& o, const std::string& out, uint64_t start_ns, pid_t pid,
+                   Agentless* agentless, LiveServer* live, FILE* log) {
+  agentless->root(pid, o.command);
   // The run profile as it stands, every --checkpoint seconds into OUT (a new file renamed
   // over the last): a record killed by SIGKILL keeps it, its images unfinished (as a killed
   // command's), its end time 0. Not where OUT is standard output, a pipe or a device.
@@ -491,10 +490,6 @@ bool start_outside(const Options& o, const std::string& out, uint64_t start_ns, 
   if (o.live && !live->start(&live_why))
     fprintf(log, "sprofil record: warning: no live snapshots: %s\n", live_why.c_str());
   agentless->start();
-  const char go = 1;
-  ssize_t ignored = write(go_fd, &go, 1);
-  (void)ignored;
-  return true;
 }
 }  // namespace
 
@@ -585,15 +580,20 @@ int record(const Options& o, FILE* log, int* killed_by) {
   fflush(log);
   const uint64_t start_ns = now_ns();
   const ForkResets resets = ForkResets::capture();
-  // --agentless: the child waits before its exec until record has opened its events.
-  int go_pipe[2] = {-1, -1};
-  if (outside && pipe2(go_pipe, O_CLOEXEC) != 0) {
-    fprintf(log, "sprofil record: pipe: %s\n", strerror(errno));
-    rundir.remove();
-    return 2;
-  }
   Agentless agentless;
   LiveServer live(&agentless);  // with --live, sampled from outside
+  // Sampled from outside: the events that the command inherits are opened on record before its
+  // fork (agentless.hpp).
+  if (outside) {
+    std::string why;
+    if (!agentless.attach(o.hz, &why)) {
+      fprintf(log, "sprofil record: cannot sample from outside: %s\n", why.c_str());
+      close(exec_pipe[0]);
+      close(exec_pipe[1]);
+      rundir.remove();
+      return 2;
+    }
+  }
   const pid_t pid = fork();
   if (pid < 0) {
     fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
@@ -608,35 +608,13 @@ int record(const Options& o, FILE* log, int* killed_by) {
     // A shell sets `_` to the path of the program it runs: record's. Natively it names the
     // command, where the PATH search found it, and bash scripts read it ($_ at their start).
     if (const char* u = getenv("_"); u && names_this_program(u)) setenv("_", check.path.c_str(), 1);
-    if (outside) {  // the environment is otherwise the caller's, untouched
-      close(go_pipe[1]);
-      char go = 0;
-      ssize_t n;
-      while ((n = read(go_pipe[0], &go, 1)) < 0 && errno == EINTR) {
-      }
-      if (n != 1) _exit(126);  // record could not open the events: it has said why
-      exec_command(check.path, o.command, exec_pipe[1]);
-    }
+    // Sampled from outside, the environment is otherwise the caller's, untouched.
+    if (outside) exec_command(check.path, o.command, exec_pipe[1]);
     set_agent_environment(o, preload, rundir.path + "/" + kFileName, drain ? &drainer : nullptr);
     drainer.restore_limits_in_child();
     exec_command(check.path, o.command, exec_pipe[1]);
   }
-  if (outside) {
-    close(go_pipe[0]);
-    std::string why;
-    const bool attached =
-        start_outside(o, out, start_ns, pid, go_pipe[1], &agentless, &live, log, &why);
-    close(go_pipe[1]);
-    if (!attached) {
-      fprintf(log, "sprofil record: cannot sample from outside: %s\n", why.c_str());
-      close(exec_pipe[0]);
-      close(exec_pipe[1]);
-      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      rundir.remove();
-      return 2;
-    }
-  }
+  if (outside) start_outside(o, out, start_ns, pid, &agentless, &live, log);
   relay.started(pid);
   close(exec_pipe[1]);
   int exec_errno = 0;

@@ -49,9 +49,7 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
           run.requested_hz > 0 ? double(s.unplaced) / double(run.requested_hz) : 0;
       if (s.outside && run.throttled == 0 && late_s * 1e9 >= 0.01 * double(run.run_cpu_ns))
         snprintf(late, sizeof late,
-                 "; %.3f s the task clock counted with no sample (its timer fired late, or a "
-                 "re-drawn period's cut part)",
-                 late_s);
+                 "; %.3f s the task clock counted with no sample (its timer fired late)", late_s);
       // Lost samples (a full ring; sampled from outside, the time the kernel throttled the
       // sampling too) are CPU with no sample: named where they are.
       char lost[160] = "";
