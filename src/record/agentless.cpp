@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <future>
 
 #include "clock/perf.hpp"
 #include "format/sprof_format.h"
@@ -32,6 +33,13 @@ Agentless::State::~State() {
   if (unshared >= 0) close(unshared);
   for (int fd : stop_pipe)
     if (fd >= 0) close(fd);
+}
+
+void Agentless::State::close_events() {
+  for (Ring& r : rings) r.close_all();
+  rings.clear();
+  if (unshared >= 0) close(unshared);
+  unshared = -1;
 }
 
 void Agentless::State::run() {
@@ -223,16 +231,13 @@ bool Agentless::attach(unsigned hz, std::string* why) {
   const size_t pages = ring_pages();
   auto fail = [&](const std::string& what) {
     *why = what + ": " + strerror(errno);
-    for (Ring& r : s.rings) r.close_all();
-    s.rings.clear();
-    if (s.unshared >= 0) close(s.unshared);
-    s.unshared = -1;
+    s.close_events();
     return false;
   };
   // perf record's model: on each CPU an event that the command's threads and children inherit
   // at their clone (no event to open, no gap), enabled by its exec, with the task, comm and
-  // mmap records; opened on this thread, which forks the command (agentless.hpp, "Against
-  // aliasing"). Its samples in the kernel too, where perf_event_paranoid (at most
+  // mmap records; opened on this thread (the rings'), which forks the command (agentless.hpp,
+  // "Against aliasing"). Its samples in the kernel too, where perf_event_paranoid (at most
   // 1) or the capabilities allow it; else user time only, as `perf record --all-user`.
   // Not the thread's own counter in each sample (PERF_SAMPLE_READ with inherit, Linux 6.12),
   // which drain mode's weights use: the kernel then switches between the command's threads
@@ -296,8 +301,33 @@ void Agentless::root(pid_t pid, const std::vector<std::string>& argv) {
   s.born_in[pid] = 0;
 }
 
-void Agentless::start() {
-  s_->loop = std::thread([this] { s_->run(); });
+pid_t Agentless::start(unsigned hz, const std::vector<std::string>& argv,
+                       const std::function<pid_t()>& fork_command, std::string* why) {
+  std::promise<pid_t> forked;
+  std::future<pid_t> pid = forked.get_future();
+  std::string failed;
+  // (The references are the caller's, who waits for the pid: not used after it is set.)
+  s_->loop = std::thread([&, this] {
+    State& s = *s_;
+    pid_t child = -1;
+    if (attach(hz, &failed)) {
+      child = fork_command();
+      if (child > 0) {
+        root(child, argv);
+      } else {
+        failed = std::string("fork: ") + strerror(errno);
+        s.close_events();
+      }
+    }
+    forked.set_value(child);
+    if (child > 0) s.run();
+  });
+  const pid_t child = pid.get();
+  if (child < 0) {
+    s_->loop.join();
+    *why = failed;
+  }
+  return child;
 }
 
 void Agentless::finish() {

@@ -1,20 +1,20 @@
 // `sprofil record`'s default where perf events are allowed (and `--agentless`): the command's
 // processes sampled from outside, nothing loaded into them (docs/agent.md, "Sampling from
 // outside"; measured in docs/benchmarks.md, "At c3f4e30"). perf record's model: record opens,
-// on each CPU, a task-clock event on its own thread before it forks the command, which every
-// thread and process of the command inherits at its clone (the kernel clones the event: no
-// event to open, no gap, no wake-up of record), enabled by the exec, with the task, comm and
-// mmap records, into one ring a CPU that record holds and reads at each pass (every 16 ms, or
-// as a ring half fills). So a SIGKILL of the program loses nothing, and the program pays only
-// the kernel's sampling.
-// - Weights: each sample ends a period of its event's. Its samples in the kernel too where
-//   perf_event_paranoid (at most 1) or the capabilities allow it, counted as kernel time at
-//   the user pc the thread returns to (PERF_SAMPLE_REGS_USER), as drain mode counts it; else
-//   user time only, as `perf record --all-user`. Not the threads' own counters (PERF_SAMPLE_READ
-//   with inherit): the kernel then switches between the command's threads the slow way
-//   (agentless.cpp, attach). At the run's end, the periods of the events' counters that no
-//   sample credited (the copies' time since their last samples) are shared among the threads'
-//   ends (agentless_ends.cpp, thread_end).
+// on each CPU, a task-clock event on the thread that reads the rings, before that thread forks
+// the command, which every thread and process of the command inherits at its clone (the
+// kernel clones the event: no event to open, no gap, no wake-up of record), enabled by the
+// exec, with the task, comm and mmap records, into one ring a CPU that record holds and reads
+// at each pass (every 16 ms, or as a ring half fills). So a SIGKILL of the program loses
+// nothing, and the program pays only the kernel's sampling.
+// - Weights: each sample ends a period of its copy's (the period it was cloned with). Its
+//   samples in the kernel too where perf_event_paranoid (at most 1) or the capabilities allow
+//   it, counted as kernel time at the user pc the thread returns to (PERF_SAMPLE_REGS_USER), as
+//   drain mode counts it; else user time only, as `perf record --all-user`. Not the threads'
+//   own counters (PERF_SAMPLE_READ with inherit): the kernel then switches between the
+//   command's threads the slow way (agentless.cpp, attach). At the run's end, the periods of
+//   the events' counters that no sample credited (the copies' time since their last samples)
+//   are shared among the threads' ends (agentless_ends.cpp, thread_end).
 // - Against aliasing: a copy keeps the period it was cloned with, the original event's then,
 //   which record re-draws for the clones to come at every pass that saw a clone: each thread and
 //   process starts at a period of its own. The originals stay record's: opened on the command's
@@ -24,11 +24,13 @@
 //   PERF_EVENT_IOC_PERIOD: every later thread was cloned with the same period (400 threads
 //   running the same work from their start took 3 distinct periods though record re-drew 53
 //   times, and their samples fell on the same points of the work: bench/thread_phase.sh, one
-//   function 0.5-54% of the four where each has 25%). On record's thread, disabled (it never
-//   execs: only the command's copies are enabled, by its exec), with an event beside them that
-//   the fork does not copy (so the command's context is no clone of record's, and the kernel
-//   never swaps the two), they stay where record re-draws them, and a re-draw stops and starts
-//   no event that counts.
+//   function 0.5-54% of the four where each has 25%). On record's thread that reads the rings,
+//   disabled (it never execs: only the command's copies are enabled, by its exec), with an
+//   event beside them that the fork does not copy (so the command's context is no clone of
+//   record's, and the kernel never swaps the two), they stay where record re-draws them; a
+//   re-draw stops and starts no event that counts, and, made by the thread whose events they
+//   are, it runs on that thread's CPU (an ioctl on another thread's event interrupts the CPU
+//   that thread last ran on, a program's CPU as often as not).
 // - Each pass handles the records of every ring in time order, so that a sample counts into
 //   the process image and the mappings of its moment: an exec (COMM_EXEC) ends an image and
 //   starts the next (the time before it, where a period or more, is the image before's), a
@@ -83,13 +85,6 @@ class Agentless {
   Agentless(const Agentless&) = delete;
   Agentless& operator=(const Agentless&) = delete;
 
-  // Before record forks the command: opens the events on the calling thread, which the
-  // command's first process inherits at the fork, enabled by its exec. False, with *why, where
-  // perf events are refused (nothing is left open).
-  bool attach(unsigned hz, std::string* why);
-  // After attach() and the fork, before start(): the command's first process, `pid`, running
-  // `argv`.
-  void root(pid_t pid, const std::vector<std::string>& argv);
   // Before start(): every `every_ns` while the command runs, where samples came since the last
   // time, `fn` gets the images as they stand (as take_images() would give them), on the thread
   // that reads the rings: a record killed by SIGKILL keeps its profile as of then.
@@ -102,8 +97,14 @@ class Agentless {
   // if pid is not one of the command's running processes, the run ended, or timeout_ms passed.
   // For any thread (one request at a time).
   bool live_image(pid_t pid, Image* out, int timeout_ms);
-  // Starts the thread that reads the rings.
-  void start();
+  // Starts the thread that reads the rings, which opens the events on itself and forks the
+  // command with `fork_command` (the child's pid, or -1 with errno; in the child it does not
+  // return): the command inherits them, enabled by its exec, and they stay that thread's, whose
+  // re-draws of their period are then calls on its own CPU (agentless.hpp, "Against
+  // aliasing"). The command's pid; -1, with *why, where perf events are refused (nothing is
+  // forked and nothing left open) or the fork failed.
+  pid_t start(unsigned hz, const std::vector<std::string>& argv,
+              const std::function<pid_t()>& fork_command, std::string* why);
   // After the command's end: its last records read, every event closed.
   void finish();
   // After finish(): the periods the images stand for, sampled and lost, are at most the run's
@@ -115,6 +116,10 @@ class Agentless {
   Stats stats() const;
 
  private:
+  // On the rings' thread, before its fork of the command: the events opened on it.
+  bool attach(unsigned hz, std::string* why);
+  // After the fork: the command's first process, `pid`, running `argv`.
+  void root(pid_t pid, const std::vector<std::string>& argv);
   struct State;
   std::unique_ptr<State> s_;
 };

@@ -245,6 +245,7 @@ struct Agentless::State {
 
   // The life cycle and the images handed out (agentless.cpp).
   ~State();
+  void close_events();  // the rings and their events, the dummy
   void run();
   Agentless::Image image(Img& m, bool final);
   std::vector<Agentless::Image> images(bool final);

@@ -20,6 +20,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -463,12 +464,12 @@ int make_run_dir(const Options& o, FILE* log, std::string* out_path, std::string
   return 0;
 }
 
-// Record's default, sampling from outside, after the fork of the command `pid` (the events it
-// inherited were opened before: Agentless::attach): its first image, the checkpoints and live
-// snapshots set up, and the rings' thread started.
-void start_outside(const Options& o, const std::string& out, uint64_t start_ns, pid_t pid,
-                   Agentless* agentless, LiveServer* live, FILE* log) {
-  agentless->root(pid, o.command);
+// Record's default, sampling from outside: the checkpoints and live snapshots set up, and the
+// rings' thread started, which opens the events and forks the command with fork_command
+// (Agentless::start). The command's pid; -1, with *why, where it could not.
+pid_t start_outside(const Options& o, const std::string& out, uint64_t start_ns,
+                    const std::function<pid_t()>& fork_command, Agentless* agentless,
+                    LiveServer* live, FILE* log, std::string* why) {
   // The run profile as it stands, every --checkpoint seconds into OUT (a new file renamed
   // over the last): a record killed by SIGKILL keeps it, its images unfinished (as a killed
   // command's), its end time 0. Not where OUT is standard output, a pipe or a device.
@@ -489,7 +490,7 @@ void start_outside(const Options& o, const std::string& out, uint64_t start_ns, 
   std::string live_why;
   if (o.live && !live->start(&live_why))
     fprintf(log, "sprofil record: warning: no live snapshots: %s\n", live_why.c_str());
-  agentless->start();
+  return agentless->start(o.hz, o.command, fork_command, why);
 }
 }  // namespace
 
@@ -582,26 +583,10 @@ int record(const Options& o, FILE* log, int* killed_by) {
   const ForkResets resets = ForkResets::capture();
   Agentless agentless;
   LiveServer live(&agentless);  // with --live, sampled from outside
-  // Sampled from outside: the events that the command inherits are opened on record before its
-  // fork (agentless.hpp).
-  if (outside) {
-    std::string why;
-    if (!agentless.attach(o.hz, &why)) {
-      fprintf(log, "sprofil record: cannot sample from outside: %s\n", why.c_str());
-      close(exec_pipe[0]);
-      close(exec_pipe[1]);
-      rundir.remove();
-      return 2;
-    }
-  }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
-    drainer.finish();
-    rundir.remove();
-    return 2;
-  }
-  if (pid == 0) {
+  // The command's fork: in the child, the caller's state given back and the exec.
+  const auto fork_command = [&]() -> pid_t {
+    const pid_t child = fork();
+    if (child != 0) return child;
     resets.apply();
     relay.restore();
     close(exec_pipe[0]);
@@ -613,8 +598,28 @@ int record(const Options& o, FILE* log, int* killed_by) {
     set_agent_environment(o, preload, rundir.path + "/" + kFileName, drain ? &drainer : nullptr);
     drainer.restore_limits_in_child();
     exec_command(check.path, o.command, exec_pipe[1]);
+  };
+  pid_t pid;
+  if (outside) {
+    // Forked by the rings' thread, which holds the events the command inherits (agentless.hpp).
+    std::string why;
+    pid = start_outside(o, out, start_ns, fork_command, &agentless, &live, log, &why);
+    if (pid < 0) {
+      fprintf(log, "sprofil record: cannot sample from outside: %s\n", why.c_str());
+      close(exec_pipe[0]);
+      close(exec_pipe[1]);
+      rundir.remove();
+      return 2;
+    }
+  } else {
+    pid = fork_command();
+    if (pid < 0) {
+      fprintf(log, "sprofil record: fork: %s\n", strerror(errno));
+      drainer.finish();
+      rundir.remove();
+      return 2;
+    }
   }
-  if (outside) start_outside(o, out, start_ns, pid, &agentless, &live, log);
   relay.started(pid);
   close(exec_pipe[1]);
   int exec_errno = 0;
