@@ -29,8 +29,7 @@ using namespace agentless_impl;
 Agentless::State::~State() {
   for (auto& [pid, p] : procs)
     if (p.pidfd >= 0) close(p.pidfd);
-  for (Ring& r : rings) r.close_all();
-  if (unshared >= 0) close(unshared);
+  close_events();
   for (int fd : stop_pipe)
     if (fd >= 0) close(fd);
 }
@@ -251,8 +250,7 @@ bool Agentless::attach(unsigned hz, std::string* why) {
       const int fd = perf_open(&a, 0, cpu);
       if (fd < 0 && errno == ENODEV) continue;  // an offline CPU
       if (fd < 0 && with_kernel && (errno == EACCES || errno == EPERM || errno == EINVAL)) {
-        for (Ring& r : s.rings) r.close_all();
-        s.rings.clear();
+        s.close_events();
         break;  // perf_event_paranoid 2: user space only
       }
       if (fd < 0) return fail("perf_event_open");
@@ -292,7 +290,7 @@ bool Agentless::attach(unsigned hz, std::string* why) {
 
 void Agentless::root(pid_t pid, const std::vector<std::string>& argv) {
   State& s = *s_;
-  if (s.unshared >= 0) close(s.unshared);
+  if (s.unshared >= 0) close(s.unshared);  // (the fork is made: the dummy's work is done)
   s.unshared = -1;
   Img& m = s.new_img(pid, getpid(), s.attached_ns);
   m.root = true;

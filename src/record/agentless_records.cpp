@@ -192,7 +192,6 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   c.acc += len;
   const uint64_t w = c.acc / period;
   c.acc -= w * period;
-  c.last_ns = time;
   last_pc[tid] = ip;
   last_ns[tid] = time;
   if (w && m) add(m, ip, w, in_kernel ? w : 0);

@@ -118,8 +118,7 @@ struct Rec {
 // One CPU's copy of one thread's event (an inherited event counts a thread on one CPU: its
 // time there): each of its samples ends a period.
 struct Copy {
-  uint64_t last_ns = 0;  // CLOCK_MONOTONIC of its last sample
-  uint64_t acc = 0;      // ns of its periods not credited yet (the periods vary: re-draws)
+  uint64_t acc = 0;  // ns of its periods not credited yet (each copy's period is its own)
 };
 
 // An executable mapping's samples.
