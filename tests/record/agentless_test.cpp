@@ -456,8 +456,10 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
 // each pass that saw a clone; when they were the command's first thread's, the kernel's swap
 // of that thread's context with a clone's moved them into a thread whose end made them deaf to
 // the re-draws, and such threads gave one function 0.5-54% of the four in three runs of
-// bench/thread_phase.sh (25% each natively). The bound is the --agent test's (7 points, about
-// 1,500 samples of the four here); 8 runs gave 21.6-29.6% each.
+// bench/thread_phase.sh (25% each natively). The bound is 10 points, about 1,500 samples of
+// the four here: a copy's first sample comes 4/5 to 4/3 of a period into its thread's work,
+// which leans phase_a high (27-32% in runs here; a CI run had 32.1%, over the --agent test's
+// 7 points), where the fault it guards against gave 0.5% and 54%.
 TEST(Agentless, ShortThreadsOfTheSameWorkAreSampledAllThroughIt) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
@@ -469,7 +471,7 @@ TEST(Agentless, ShortThreadsOfTheSameWorkAreSampledAllThroughIt) {
   double total = 0;
   for (const char* fn : fns) total += samples_of(j, fn);
   ASSERT_GT(total, 900) << "600 threads of 3 ms at 1 kHz, about 1,500 samples of the four";
-  for (const char* fn : fns) EXPECT_NEAR(100 * samples_of(j, fn) / total, 25.0, 7.0) << fn;
+  for (const char* fn : fns) EXPECT_NEAR(100 * samples_of(j, fn) / total, 25.0, 10.0) << fn;
 }
 
 // 8. Where the user may not sample the kernel (perf_event_paranoid 2, unprivileged), record
