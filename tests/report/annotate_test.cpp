@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "../common/process.hpp"
 #include "test_util.hpp"
 
 namespace sprofil::report_test {
@@ -27,13 +28,10 @@ using Json = nlohmann::json;
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = ANNOTATE_PROG;
 
-std::string temp_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    dir = ::testing::TempDir() + "/sprofil_annotate_" + std::to_string(::getpid());
-    ::mkdir(dir.c_str(), 0755);
-  }
-  return dir;
+// A scratch directory for this test process, removed at its exit.
+const std::string& temp_dir() {
+  static const testproc::TempDir dir("sprofil_annotate");
+  return dir.path();
 }
 
 // The environment of a run under the default bins: nothing, except where the temporary

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../common/chromium.hpp"
+#include "../common/process.hpp"
 #include "test_util.hpp"
 
 namespace sprofil::report_test {
@@ -50,8 +51,9 @@ std::string pct(double p) {
 TEST(DiffHtml, ChromiumLoadsThePageAndItsTableHoldsTheDiff) {
   if (chromium() == nullptr)
     GTEST_SKIP() << "chromium is not installed (scripts/deps.sh installs Debian's chromium)";
-  const std::string dir = ::testing::TempDir() + "/sprofil_diff_html_" + std::to_string(::getpid());
-  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const testproc::TempDir scratch("sprofil_diff_html");
+  const std::string& dir = scratch.path();
+  ASSERT_FALSE(dir.empty());
   const std::string a = record(dir, "a", "1"), b = record(dir, "b", "2");
   int st = 0;
   std::string log =

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "../common/process.hpp"
 #include "report/diff.hpp"
 #include "test_util.hpp"
 
@@ -27,13 +28,10 @@ const std::string kProg = DIFF_PROG;
 // ~0.7 s and ~700 samples per run at the default 1000 Hz on this machine.
 const std::string kIterations = "80000000";
 
-std::string temp_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    dir = ::testing::TempDir() + "/sprofil_diff_" + std::to_string(::getpid());
-    ::mkdir(dir.c_str(), 0755);
-  }
-  return dir;
+// A scratch directory for this test process, removed at its exit.
+const std::string& temp_dir() {
+  static const testproc::TempDir dir("sprofil_diff");
+  return dir.path();
 }
 
 // Records `command` (words for record, after --) with record's `flags`; *status gets record's

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/process.hpp"
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
 #include "symbolize/symbolize.hpp"
@@ -42,13 +43,10 @@ std::string q(const std::string& s) {
   return out + "'";
 }
 
-std::string temp_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    dir = ::testing::TempDir() + "/sprofil_names_" + std::to_string(::getpid());
-    ::mkdir(dir.c_str(), 0755);
-  }
-  return dir;
+// A scratch directory for this test process, removed at its exit.
+const std::string& temp_dir() {
+  static const testproc::TempDir dir("sprofil_names");
+  return dir.path();
 }
 
 // `sprofil record -F HZ` of one phase of the program (bounded iterations), once per `run`; the
