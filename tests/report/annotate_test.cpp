@@ -17,7 +17,6 @@
 #include <sstream>
 #include <string>
 
-#include "../common/process.hpp"
 #include "test_util.hpp"
 
 namespace sprofil::report_test {
@@ -27,12 +26,6 @@ using Json = nlohmann::json;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = ANNOTATE_PROG;
-
-// A scratch directory for this test process, removed at its exit.
-const std::string& temp_dir() {
-  static const testproc::TempDir dir("sprofil_annotate");
-  return dir.path();
-}
 
 // The environment of a run under the default bins: nothing, except where the temporary
 // directory is a tmpfs (the agent's default there is 4 bytes: docs/agent.md), where 1 is

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/xorshift.hpp"
+
 __attribute__((noipa)) double diff_alpha(long n) {
   double x = 1.0;
   for (long i = 0; i < n; ++i) x = x * 0.9999999 + 0.5;
@@ -40,13 +42,11 @@ int main(int argc, char** argv) {
   // thread sampled at one fixed period (record's default draws one a thread: docs/agent.md,
   // "Against aliasing") aliased with it now and then, which the A/A test would take for
   // diff's false positives (bench/diff_aa.sh: 4 pairs in 40 flagged, 2 moved a share by over
-  // 12 points; in drawn orders, see docs/benchmarks.md "A/A pairs of sprofil diff").
+  // 12 points; in drawn orders, docs/benchmarks.md, "diff: A/A false-positive rate").
   constexpr long kRounds = 200;
-  unsigned long long seed = 0x9e3779b97f4a7c15ull;
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
   for (long round = 0; round < kRounds; ++round) {
-    seed ^= seed << 13;
-    seed ^= seed >> 7;
-    seed ^= seed << 17;
+    sprofil::util::xorshift(&seed);
     static constexpr int kOrders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
                                           {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     for (int f : kOrders[seed % 6]) {

@@ -14,7 +14,6 @@
 #include <sstream>
 #include <string>
 
-#include "../common/process.hpp"
 #include "report/diff.hpp"
 #include "test_util.hpp"
 
@@ -27,12 +26,6 @@ const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = DIFF_PROG;
 // ~0.7 s and ~700 samples per run at the default 1000 Hz on this machine.
 const std::string kIterations = "80000000";
-
-// A scratch directory for this test process, removed at its exit.
-const std::string& temp_dir() {
-  static const testproc::TempDir dir("sprofil_diff");
-  return dir.path();
-}
 
 // Records `command` (words for record, after --) with record's `flags`; *status gets record's
 // exit status, else it must be 0.

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "../common/process.hpp"
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
 #include "symbolize/symbolize.hpp"
@@ -41,12 +40,6 @@ std::string q(const std::string& s) {
       out += c;
   }
   return out + "'";
-}
-
-// A scratch directory for this test process, removed at its exit.
-const std::string& temp_dir() {
-  static const testproc::TempDir dir("sprofil_names");
-  return dir.path();
 }
 
 // `sprofil record -F HZ` of one phase of the program (bounded iterations), once per `run`; the

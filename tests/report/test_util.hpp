@@ -13,10 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "../common/process.hpp"
 #include "format/sprof_format.h"
 #include "profile/profile.hpp"
 
 namespace sprofil::report_test {
+
+// A scratch directory for the test process (each test is one under ctest), removed at its
+// exit: the runs a test records and what it writes.
+inline const std::string& temp_dir() {
+  static const testproc::TempDir dir("sprofil_report");
+  return dir.path();
+}
 
 inline std::string run(const std::string& cmd, int* status = nullptr) {
   std::string out;
