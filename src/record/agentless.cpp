@@ -48,6 +48,7 @@ void Agentless::State::run() {
   while (!stopping.load(std::memory_order_acquire)) {
     poll(fds.data(), fds.size(), argv_pending ? 1 : forked ? kClonePassMs : kPassMs);
     pass();
+    swap();
     checkpoint();
     serve_live();
   }
@@ -146,32 +147,35 @@ int perf_open(perf_event_attr* a, pid_t pid, int cpu) {
   return static_cast<int>(syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC));
 }
 
-// The attributes of each CPU's event (attach()): a task clock of period `period` that the
-// command's threads and processes inherit, enabled by its exec, with the task, comm and mmap
-// records; with `kernel` its samples in the kernel too, with the user pc (else user space
-// only, allowed at perf_event_paranoid 2).
-perf_event_attr event_attr(uint64_t period, bool kernel, size_t pages) {
+// The attributes of each CPU's events (attach()): a task clock of period `period` that the
+// command's threads and processes inherit; with `kernel` its samples in the kernel too, with
+// the user pc (else user space only, allowed at perf_event_paranoid 2). With `track` instead
+// an event that counts nothing (a dummy) and makes the task, comm and mmap records, which stays
+// on while the two sets of task clocks are swapped (swap()). Opened disabled: record enables
+// the tracking event and the first set once the command is forked, before its exec (start()).
+// Not enabled by the exec (enable_on_exec): every exec in the command would then enable the
+// set that is off in that process.
+perf_event_attr event_attr(uint64_t period, bool kernel, size_t pages, bool track = false) {
   perf_event_attr a;
   memset(&a, 0, sizeof a);
   a.type = PERF_TYPE_SOFTWARE;
   a.size = sizeof a;
-  a.config = PERF_COUNT_SW_TASK_CLOCK;
-  a.sample_period = period;
-  a.sample_type = kSampleType | (kernel ? PERF_SAMPLE_REGS_USER : 0);
-  a.sample_regs_user = kernel ? kUserPc : 0;
+  a.config = track ? PERF_COUNT_SW_DUMMY : PERF_COUNT_SW_TASK_CLOCK;
+  a.sample_period = track ? 0 : period;
+  a.sample_type = kSampleType | (kernel && !track ? PERF_SAMPLE_REGS_USER : 0);
+  a.sample_regs_user = kernel && !track ? kUserPc : 0;
   a.sample_id_all = 1;
   a.inherit = 1;
   a.disabled = 1;
-  a.enable_on_exec = 1;
   a.exclude_kernel = !kernel;
   a.exclude_hv = 1;
   a.use_clockid = 1;
   a.clockid = CLOCK_MONOTONIC;
-  a.task = 1;
-  a.comm = 1;
-  a.comm_exec = 1;
-  a.mmap = 1;
-  a.mmap2 = 1;
+  a.task = track;
+  a.comm = track;
+  a.comm_exec = track;
+  a.mmap = track;
+  a.mmap2 = track;
   a.watermark = 1;  // record reads the rings every pass: a wake-up as one half fills
   a.wakeup_watermark = static_cast<uint32_t>(pages * kPage / 2);
   return a;
@@ -234,15 +238,15 @@ bool Agentless::attach(unsigned hz, std::string* why) {
     return false;
   };
   // perf record's model: on each CPU an event that the command's threads and children inherit
-  // at their clone (no event to open, no gap), enabled by its exec, with the task, comm and
-  // mmap records; opened on this thread (the rings'), which forks the command (agentless.hpp,
-  // "Against aliasing"). Its samples in the kernel too, where perf_event_paranoid (at most
-  // 1) or the capabilities allow it; else user time only, as `perf record --all-user`.
-  // Not the thread's own counter in each sample (PERF_SAMPLE_READ with inherit, Linux 6.12),
-  // which drain mode's weights use: the kernel then switches between the command's threads
-  // the slow way (each switch stops and starts their events: the fast swap of cloned contexts
-  // would mix the threads' counts), and two threads passing a byte through pipes on one CPU,
-  // 200,000 switches, took 3.6 s of CPU against perf record's 0.92 s (0.88 s without it).
+  // at their clone (no event to open, no gap), enabled once the command is forked (enable()),
+  // beside one that makes the task, comm and mmap records; opened on this thread (the rings'),
+  // which forks the command (agentless.hpp, "Against aliasing"). Its samples in the kernel too,
+  // where perf_event_paranoid (at most 1) or the capabilities allow it; else user time only, as
+  // `perf record --all-user`. Not the thread's own counter in each sample (PERF_SAMPLE_READ with
+  // inherit, Linux 6.12), which drain mode's weights use: the kernel then switches between the
+  // command's threads the slow way (each switch stops and starts their events: the fast swap of
+  // cloned contexts would mix the threads' counts), and two threads passing a byte through pipes on
+  // one CPU, 200,000 switches, took 3.6 s of CPU against perf record's 0.92 s (0.88 s without it).
   for (int with_kernel = kUserPc != 0; with_kernel >= 0 && s.rings.empty(); --with_kernel) {
     for (int cpu = 0; cpu < ncpu; ++cpu) {
       perf_event_attr a = event_attr(
@@ -255,6 +259,7 @@ bool Agentless::attach(unsigned hz, std::string* why) {
       }
       if (fd < 0) return fail("perf_event_open");
       Ring r;
+      r.cpu = cpu;
       if (!r.map(fd, pages)) {
         close(fd);
         return fail("mmap (perf ring)");
@@ -262,6 +267,33 @@ bool Agentless::attach(unsigned hz, std::string* why) {
       s.rings.push_back(r);
     }
     s.kernel = with_kernel && !s.rings.empty();
+  }
+  // Each CPU's tracking event (event_attr()), its records into the ring.
+  for (Ring& r : s.rings) {
+    perf_event_attr t = event_attr(0, s.kernel, pages, true);
+    r.track = perf_open(&t, 0, r.cpu);
+    if (r.track < 0) return fail("perf_event_open (tracking)");
+    if (ioctl(r.track, PERF_EVENT_IOC_SET_OUTPUT, r.fd) != 0)
+      return fail("perf_event_open (tracking output)");
+  }
+  // The second set (swap()): the same events, each of a period drawn for it, their samples
+  // into the first's rings. Without it (the fds or memory refused), no swaps: each thread
+  // keeps the period it was cloned with.
+  for (size_t i = 0; s.jitter && i < s.rings.size(); ++i) {
+    perf_event_attr b = event_attr(rt::perf::jittered_period(s.period, &s.rng), s.kernel, pages);
+    uint64_t id = 0;
+    Ring& r = s.rings[i];
+    r.set_b = perf_open(&b, 0, r.cpu);
+    if (r.set_b < 0 || ioctl(r.set_b, PERF_EVENT_IOC_SET_OUTPUT, r.fd) != 0 ||
+        ioctl(r.set_b, PERF_EVENT_IOC_ID, &id) != 0) {
+      for (Ring& o : s.rings) {
+        if (o.set_b >= 0) close(o.set_b);
+        o.set_b = -1;
+      }
+      s.set_b_ids.clear();
+      break;
+    }
+    s.set_b_ids.push_back(id);
   }
   if (s.rings.empty()) {
     errno = ENODEV;
@@ -285,7 +317,43 @@ bool Agentless::attach(unsigned hz, std::string* why) {
   if (s.unshared < 0) return fail("perf_event_open (dummy)");
   s.attached_ns = util::clock_ns(CLOCK_MONOTONIC);
   if (pipe2(s.stop_pipe, O_CLOEXEC) != 0) return fail("pipe");
+  if (pipe2(s.go, O_CLOEXEC) != 0) return fail("pipe");
   return true;
+}
+
+// The command's events on: the first set's originals and their copies (the command's, made at
+// its fork). This thread's own are on from now too (its samples and records are dropped,
+// pass(); its CPU time is not the command's, run_end()). Then the command may exec.
+void Agentless::State::enable(pid_t child) {
+  for (const Ring& r : rings) {
+    ioctl(r.track, PERF_EVENT_IOC_ENABLE, 0);
+    ioctl(r.fd, PERF_EVENT_IOC_ENABLE, 0);
+  }
+  self_cpu_at = util::clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  root_pid = child;
+  if (set_b_ids.size() == rings.size() && !rings.empty())
+    next_swap = util::clock_ns(CLOCK_MONOTONIC) + kSwapMinMs * 1000000;
+  const char c = 'g';
+  ssize_t ignored = write(go[1], &c, 1);
+  (void)ignored;
+  close_go();
+}
+
+void Agentless::State::close_go() {
+  for (int& fd : go) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+}
+
+void Agentless::wait_to_exec() {
+  int* go = s_->go;
+  if (go[0] < 0) return;
+  close(go[1]);
+  char c;
+  while (read(go[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  close(go[0]);
 }
 
 void Agentless::root(pid_t pid, const std::vector<std::string>& argv) {
@@ -312,9 +380,11 @@ pid_t Agentless::start(unsigned hz, const std::vector<std::string>& argv,
       child = fork_command();
       if (child > 0) {
         root(child, argv);
+        s.enable(child);
       } else {
         failed = std::string("fork: ") + strerror(errno);
         s.close_events();
+        s.close_go();
       }
     }
     forked.set_value(child);

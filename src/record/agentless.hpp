@@ -3,9 +3,10 @@
 // outside"; measured in docs/benchmarks.md, "At c3f4e30"). perf record's model: record opens,
 // on each CPU, a task-clock event on the thread that reads the rings, before that thread forks
 // the command, which every thread and process of the command inherits at its clone (the
-// kernel clones the event: no event to open, no gap, no wake-up of record), enabled by the
-// exec, with the task, comm and mmap records, into one ring a CPU that record holds and reads
-// at each pass (every 16 ms, or as a ring half fills). So a SIGKILL of the program loses
+// kernel clones the event: no event to open, no gap, no wake-up of record), enabled by record
+// once the command is forked (the command execs when they are: wait_to_exec), and an event
+// beside it that makes the task, comm and mmap records, into one ring a CPU that record holds and
+// reads at each pass (every 16 ms, or as a ring half fills). So a SIGKILL of the program loses
 // nothing, and the program pays only the kernel's sampling.
 // - Weights: each sample ends a period of its copy's (the period it was cloned with). Its
 //   samples in the kernel too where perf_event_paranoid (at most 1) or the capabilities allow
@@ -25,12 +26,17 @@
 //   running the same work from their start took 3 distinct periods though record re-drew 53
 //   times, and their samples fell on the same points of the work: bench/thread_phase.sh, one
 //   function 0.5-54% of the four where each has 25%). On record's thread that reads the rings,
-//   disabled (it never execs: only the command's copies are enabled, by its exec), with an
-//   event beside them that the fork does not copy (so the command's context is no clone of
-//   record's, and the kernel never swaps the two), they stay where record re-draws them; a
-//   re-draw stops and starts no event that counts, and, made by the thread whose events they
-//   are, it runs on that thread's CPU (an ioctl on another thread's event interrupts the CPU
-//   that thread last ran on, a program's CPU as often as not).
+//   with an event beside them that the fork does not copy (so the command's context is no
+//   clone of record's, and the kernel never swaps the two), they stay where record re-draws
+//   them; made by the thread whose events they are, a re-draw runs on that thread's CPU (an
+//   ioctl on another thread's event interrupts the CPU that thread last ran on, a program's
+//   CPU as often as not). That thread is sampled too (its samples and records are dropped).
+//   And while a thread runs: a copy's period cannot be re-drawn, so there are two sets of
+//   events, each thread sampled by one at a time at a period of its own, the two swapped at
+//   random intervals (State::swap): each swap moves the phase at which each set's samples fall
+//   on the thread's work, as drain mode's re-draws do. A swap's ioctls reach every copy, on
+//   its thread's CPU: their interrupts are kept to about 200 a second. The task, comm and mmap
+//   records come from the third event, which stays on: no swap loses or doubles one.
 // - Each pass handles the records of every ring in time order, so that a sample counts into
 //   the process image and the mappings of its moment: an exec (COMM_EXEC) ends an image and
 //   starts the next (the time before it, where a period or more, is the image before's), a
@@ -57,11 +63,16 @@ namespace sprofil::record {
 class Agentless {
  public:
   struct Stats {
-    uint64_t copies = 0;              // threads' copies of the CPUs' events that took a sample
-    uint64_t samples = 0;             // sample records read
-    uint64_t lost = 0;                // records the kernel dropped (a full ring)
-    uint64_t redraws = 0;             // periods re-drawn
-    uint64_t exit_credited = 0;       // periods credited at the threads' ends (run_end)
+    uint64_t copies = 0;   // threads' copies of the CPUs' events that took a sample
+    uint64_t samples = 0;  // sample records read
+    uint64_t lost = 0;     // records the kernel dropped (a full ring)
+    uint64_t redraws = 0;  // periods re-drawn
+    uint64_t swaps = 0;    // swaps of the two sets of events (re-phasing every thread)
+    uint64_t own = 0;  // samples not the command's: record's thread, the command before its exec
+    uint64_t set_off = 0;        // samples of the set that was off (taken while a swap was made)
+    uint64_t tasks_started = 0;  // the command's threads and processes cloned (FORK records)
+    uint64_t tasks_ended = 0;    // and ended (EXIT records), its first thread's end too
+    uint64_t exit_credited = 0;  // periods credited at the threads' ends (run_end)
     uint64_t unsampled_threads = 0;   // threads (not processes) that ended with no sample
     uint64_t unsampled_credited = 0;  // of exit_credited, theirs: at their creator's last pc
     uint64_t unplaced = 0;            // periods counted beyond the threads' ends' tails: no sample
@@ -99,12 +110,16 @@ class Agentless {
   bool live_image(pid_t pid, Image* out, int timeout_ms);
   // Starts the thread that reads the rings, which opens the events on itself and forks the
   // command with `fork_command` (the child's pid, or -1 with errno; in the child it does not
-  // return): the command inherits them, enabled by its exec, and they stay that thread's, whose
+  // return, and calls wait_to_exec() before its exec): the command inherits them, enabled once
+  // it is forked, and they stay that thread's, whose
   // re-draws of their period are then calls on its own CPU (agentless.hpp, "Against
   // aliasing"). The command's pid; -1, with *why, where perf events are refused (nothing is
   // forked and nothing left open) or the fork failed.
   pid_t start(unsigned hz, const std::vector<std::string>& argv,
               const std::function<pid_t()>& fork_command, std::string* why);
+  // In the command's child, before its exec: waits till record has enabled its events (start()
+  // enables them once the fork returns; they are not enabled by the exec).
+  void wait_to_exec();
   // After the command's end: its last records read, every event closed.
   void finish();
   // After finish(): the periods the images stand for, sampled and lost, are at most the run's

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "util/apportion.hpp"
+#include "util/clock_ns.hpp"
 
 namespace sprofil::record {
 
@@ -153,10 +154,17 @@ void Agentless::State::run_end() {
   gone_tids.clear();
   uint64_t total = 0, credited = stats.lost + stats.throttled_lost;
   for (const Ring& r : rings) {
-    uint64_t v = 0;
-    if (::read(r.fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return;
-    total += v;
+    for (const int fd : {r.fd, r.set_b}) {
+      uint64_t v = 0;
+      if (fd < 0) continue;
+      if (::read(fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return;
+      total += v;
+    }
   }
+  // This thread's own time since its originals were enabled is in them too, and the time of
+  // the samples not counted (pass(), sample()).
+  const uint64_t own = util::clock_ns(CLOCK_THREAD_CPUTIME_ID) - self_cpu_at + dropped_ns;
+  total -= std::min(total, own);
   for (const Img& m : imgs) credited += m.periods;
   const uint64_t target = (total + period / 2) / period;
   if (target <= credited) return;

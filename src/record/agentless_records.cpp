@@ -15,6 +15,7 @@
 #include "format/sprof_format.h"
 #include "record/process_end.hpp"
 #include "util/clock_ns.hpp"
+#include "util/xorshift.hpp"
 
 namespace sprofil::record {
 
@@ -97,12 +98,20 @@ void Agentless::State::pass() {
   for (uint32_t k = 0; k < rings.size(); ++k) {
     rings[k].read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
       if (b.size() < kSampleIdBytes) return;
+      const bool is_sample = h.type == PERF_RECORD_SAMPLE;
+      // This thread's own (its originals are on: enable()): its samples and its mappings.
+      if (h.type != PERF_RECORD_LOST &&
+          field<uint32_t>(b, is_sample ? kSamplePid : b.size() - kSampleIdBytes) ==
+              static_cast<uint32_t>(self)) {
+        stats.own += is_sample;
+        return;
+      }
       Rec r;
       r.type = h.type;
       r.misc = h.misc;
       r.ring = k;
       // A sample's time is its third field; a side-band record's is in its sample_id.
-      r.time = field<uint64_t>(b, h.type == PERF_RECORD_SAMPLE ? 16 : b.size() - 16);
+      r.time = field<uint64_t>(b, is_sample ? kSampleTime : b.size() - kSampleIdBytes + 8);
       r.body = b;
       recs.push_back(std::move(r));
     });
@@ -114,7 +123,12 @@ void Agentless::State::pass() {
     const auto& b = r.body;
     switch (r.type) {
       case PERF_RECORD_SAMPLE:
-        if (!throttled_at.empty()) ran_on(r.ring, field<uint64_t>(b, 24), r.time);
+        if (!keep(field<uint64_t>(b, kSampleSet), r.time)) {
+          ++stats.set_off;
+          dropped_ns += field<uint64_t>(b, kSamplePeriod);  // time the other set counted too
+          break;
+        }
+        if (!throttled_at.empty()) ran_on(r.ring, field<uint64_t>(b, kSampleCopy), r.time);
         sample(r);
         break;
       case PERF_RECORD_LOST:  // which thread's samples the full ring dropped is not known
@@ -169,11 +183,18 @@ void Agentless::State::sample(const Rec& r) {
   uint64_t ip = field<uint64_t>(b, 0);
   const bool in_kernel = (r.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
   if (in_kernel) {
-    if (!kernel || field<uint64_t>(b, 40) == PERF_SAMPLE_REGS_ABI_NONE) return;
-    ip = field<uint64_t>(b, 48);
+    if (!kernel || field<uint64_t>(b, kSampleAbi) == PERF_SAMPLE_REGS_ABI_NONE) return;
+    ip = field<uint64_t>(b, kSampleUserPc);
   }
-  count(field<uint32_t>(b, 8), field<uint32_t>(b, 12), field<uint64_t>(b, 24), ip, r.time,
-        field<uint64_t>(b, 32), in_kernel);
+  const pid_t pid = field<uint32_t>(b, kSamplePid);
+  // The command before its exec runs record's code (its events are on from its fork: enable()).
+  if (pid == root_pid && !root_execd) {
+    ++stats.own;
+    dropped_ns += field<uint64_t>(b, kSamplePeriod);
+    return;
+  }
+  count(pid, field<uint32_t>(b, kSamplePid + 4), field<uint64_t>(b, kSampleCopy), ip, r.time,
+        field<uint64_t>(b, kSamplePeriod), in_kernel);
 }
 
 // A sample of thread tid on cpu at pc ip, `len` ns after its copy's sample before (the
@@ -303,6 +324,7 @@ void Agentless::State::fork(const Rec& r) {
   }
   forked = true;
   if (auto p = procs.find(pid); p != procs.end()) {
+    ++stats.tasks_started;
     ++p->second.threads;
     born_in[tid] = p->second.img;
     gone_tids.erase(tid);
@@ -315,6 +337,7 @@ void Agentless::State::exit(const Rec& r) {
   if (!throttled_at.empty()) ended_throttled(tid, r.time);
   auto p = procs.find(pid);
   if (p == procs.end()) return;
+  ++stats.tasks_ended;
   if (--p->second.threads <= 0) {
     // Finished unless known to be killed (before Linux 6.15 a process reaped before record
     // looks leaves no exit code: taken as exited).
@@ -333,7 +356,10 @@ void Agentless::State::comm(const Rec& r) {
   if (p == procs.end()) return;
   const char* name = reinterpret_cast<const char*>(r.body.data()) + 8;
   Img* m = &imgs[p->second.img];
-  if (m->root && m->regs.empty() && m->delivered == 0) return;  // the command's own exec
+  if (m->root && !root_execd) {  // the command's own exec
+    root_execd = true;
+    return;
+  }
   end_img(m, r.time, true);
   Img& n = new_img(pid, m->ppid, r.time);
   n.comm = std::string(name, strnlen(name, r.body.size() - 8));
@@ -350,7 +376,59 @@ void Agentless::State::redraw() {
   for (Ring& r : rings) {
     uint64_t next = rt::perf::jittered_period(period, &rng);
     if (ioctl(r.fd, PERF_EVENT_IOC_PERIOD, &next) == 0) ++stats.redraws;
+    next = rt::perf::jittered_period(period, &rng);
+    if (r.set_b >= 0 && ioctl(r.set_b, PERF_EVENT_IOC_PERIOD, &next) == 0) ++stats.redraws;
   }
+}
+
+// Every thread re-phased while it runs. A copy's period is the one its thread was cloned with
+// (no ioctl reaches a copy's period), so each thread is sampled by two sets of copies, of two
+// periods drawn for it, one set on at a time: from one swap to the next, each set's samples
+// fall at phases of the thread's work that the other set's time in between moved at random,
+// as drain mode's re-draws do. PERF_EVENT_IOC_ENABLE and _DISABLE on an original reach its
+// copies: the set to come first, so that no time goes unsampled, and a thread sampled by both
+// meanwhile counts the samples of the set that was on till the swap ended (keep()). Then both
+// passes once more: a thread cloned while they ran can have copied the one set's state before
+// it changed and the other's after (the kernel copies an original's state before it links the
+// copy where the ioctl reaches it), and so start with both sets off, or both on, till the
+// next swap; the second passes reach such copies
+// (an ioctl on a copy already in its state does nothing). The task, comm and mmap records come
+// from a third event that stays on (attach()), so that no swap loses or doubles them. Each
+// copy's ioctl runs on the CPU its thread last ran on, by an interrupt where that is not this
+// thread's CPU: a swap comes every kSwapMinMs at the soonest, and no sooner than
+// kSwapIpisPerSecond allows for two interrupts a thread and CPU.
+void Agentless::State::swap() {
+  if (!next_swap) return;
+  const uint64_t now = util::clock_ns(CLOCK_MONOTONIC);
+  if (now < next_swap) return;
+  const bool to_b = swaps.empty() || !swaps.back().second;
+  uint64_t done = 0;  // (the end of the first two passes: where the set to come counts)
+  for (int twice = 0; twice < 2; ++twice) {
+    for (const Ring& r : rings) ioctl(to_b ? r.set_b : r.fd, PERF_EVENT_IOC_ENABLE, 0);
+    for (const Ring& r : rings) ioctl(to_b ? r.fd : r.set_b, PERF_EVENT_IOC_DISABLE, 0);
+    if (!done) done = util::clock_ns(CLOCK_MONOTONIC);
+  }
+  swaps.emplace_back(done, to_b);
+  ++stats.swaps;
+  // What a sample or record read from now on can still need: the last two seconds' swaps.
+  while (swaps.size() > 1 && swaps.front().first + 2000000000ull < done) swaps.pop_front();
+  uint64_t threads = 0;
+  for (const auto& [pid, p] : procs) threads += static_cast<uint64_t>(std::max(p.threads, 1));
+  const uint64_t interrupts = 2 * rings.size() * std::max<uint64_t>(threads, 1);
+  const uint64_t every =
+      std::max(kSwapMinMs * 1000000, interrupts * 1000000000 / kSwapIpisPerSecond);
+  next_swap = done + every / 2 + util::xorshift(&rng) % every;  // 0.5 to 1.5 times `every`
+}
+
+// Whether a sample of the set whose original has id `set_id`, taken at `time`, counts: the
+// set that was on then, the first till the first swap ended.
+bool Agentless::State::keep(uint64_t set_id, uint64_t time) const {
+  const bool of_b = std::find(set_b_ids.begin(), set_b_ids.end(), set_id) != set_b_ids.end();
+  auto it =
+      std::upper_bound(swaps.begin(), swaps.end(), time,
+                       [](uint64_t t, const std::pair<uint64_t, bool>& w) { return t < w.first; });
+  const bool b_on = it == swaps.begin() ? false : std::prev(it)->second;
+  return of_b == b_on;
 }
 
 }  // namespace sprofil::record

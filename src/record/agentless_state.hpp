@@ -48,12 +48,22 @@ constexpr int kPassMs = 16;  // a pass over every ring at least this often
 // period that pass re-drew (Agentless::State::redraw).
 constexpr int kClonePassMs = 4;
 // The samples' fields, in this order (perf_event_open(2)): ip, pid and tid, time, the id of
-// the event (each copy's own), the period, and where kernel time is sampled the user
-// registers' ABI and pc (the pc the thread returns to from the kernel). The side-band records
-// end with pid and tid, time and the event's id (sample_id_all). No cpu: a ring is one CPU's.
+// the original event (record's: which set), the id of the event (each copy's own), the period,
+// and where kernel time is sampled the user registers' ABI and pc (the pc the thread returns
+// to from the kernel). The side-band records end with pid and tid, time and the two ids
+// (sample_id_all). No cpu: a ring is one CPU's.
 constexpr uint64_t kSampleType = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-                                 PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_PERIOD;
-constexpr size_t kSampleIdBytes = 24;
+                                 PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_PERIOD;
+constexpr size_t kSampleIdBytes = 32;
+// Offsets in a sample record's body (kSampleType's fields).
+constexpr size_t kSamplePid = 8, kSampleTime = 16, kSampleSet = 24, kSampleCopy = 32,
+                 kSamplePeriod = 40, kSampleAbi = 48, kSampleUserPc = 56;
+// The two sets of events (Agentless::State::swap): one enabled at a time, swapped at random
+// intervals, at least kSwapMinMs long, and longer where the command's threads are many: each
+// swap interrupts each thread's CPU up to twice per CPU's event (an ioctl on an original
+// reaches every copy, each on the CPU its thread last ran on), kept to kSwapIpisPerSecond.
+constexpr uint64_t kSwapMinMs = 25;
+constexpr uint64_t kSwapIpisPerSecond = 200;
 #if defined(__x86_64__)
 constexpr uint64_t kUserPc = 1ull << PERF_REG_X86_IP;
 #elif defined(__aarch64__)
@@ -65,6 +75,9 @@ constexpr uint64_t kUserPc = 0;  // no kernel time: user time only
 // A perf ring: the meta page and 2^n data pages, mapped read-write (record moves the tail).
 struct Ring {
   int fd = -1;
+  int set_b = -1;  // the second set's event on this CPU, its samples into this ring
+  int track = -1;  // this CPU's event of the task, comm and mmap records, into this ring
+  int cpu = -1;
   char* base = nullptr;
   size_t data = 0;  // bytes of data pages
 
@@ -82,6 +95,10 @@ struct Ring {
   void close_all() {
     if (base) munmap(base, data + kPage);
     if (fd >= 0) close(fd);
+    for (int* e : {&set_b, &track}) {
+      if (*e >= 0) close(*e);
+      *e = -1;
+    }
     base = nullptr;
     fd = -1;
   }
@@ -241,6 +258,19 @@ struct Agentless::State {
   std::function<void(std::vector<Agentless::Image>)> checkpoint_fn;
   uint64_t checkpoint_ns = 0, checkpoint_at = 0, checkpoint_samples = 0;
   bool forked = false;  // a pass saw a clone (a thread or process)
+  // The two sets (swap()): the originals' ids of the second, when each swap took effect and
+  // which set it enabled (oldest first; the first set's from the start), the next swap's time.
+  std::vector<uint64_t> set_b_ids;
+  std::deque<std::pair<uint64_t, bool>> swaps;  // (time, the second set on)
+  uint64_t next_swap = 0;
+  pid_t self = getpid();     // record: its thread that holds the originals is sampled too
+  pid_t root_pid = 0;        // the command, whose samples before its exec are record's code
+  bool root_execd = false;   // its exec was seen
+  int go[2] = {-1, -1};      // the command waits to exec till its events are enabled
+  uint64_t self_cpu_at = 0;  // this thread's CPU time when they were (run_end: not the command's)
+  // The periods of the command's samples not counted (before its exec, of the set that was
+  // off): counted time that is record's code or that the other set counted too (run_end).
+  uint64_t dropped_ns = 0;
 
   // The life cycle and the images handed out (agentless.cpp).
   ~State();
@@ -269,6 +299,10 @@ struct Agentless::State {
   void exit(const Rec& r);
   void comm(const Rec& r);
   void redraw();
+  void enable(pid_t child);
+  void close_go();
+  void swap();
+  bool keep(uint64_t set_id, uint64_t time) const;
 
   // The time that no sample stands for: throttled events, the threads' ends
   // (agentless_ends.cpp).

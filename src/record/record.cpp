@@ -594,7 +594,10 @@ int record(const Options& o, FILE* log, int* killed_by) {
     // command, where the PATH search found it, and bash scripts read it ($_ at their start).
     if (const char* u = getenv("_"); u && names_this_program(u)) setenv("_", check.path.c_str(), 1);
     // Sampled from outside, the environment is otherwise the caller's, untouched.
-    if (outside) exec_command(check.path, o.command, exec_pipe[1]);
+    if (outside) {
+      agentless.wait_to_exec();  // till record has enabled the events it inherited
+      exec_command(check.path, o.command, exec_pipe[1]);
+    }
     set_agent_environment(o, preload, rundir.path + "/" + kFileName, drain ? &drainer : nullptr);
     drainer.restore_limits_in_child();
     exec_command(check.path, o.command, exec_pipe[1]);

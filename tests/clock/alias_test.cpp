@@ -101,8 +101,8 @@ std::pair<double, double> record_twice(const char* half, const std::string& args
 }
 
 // The default mode of `sprofil record` (no --clock: auto, with perf events sampled from outside,
-// src/record/agentless_records.cpp: the period of the events the command inherits re-drawn by
-// record in blocks) does not alias either.
+// src/record/agentless_records.cpp: each thread sampled by two sets of events in turn, each at
+// a period drawn for it, swapped at random intervals) does not alias either.
 class AliasDefault : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(AliasDefault, PeriodicFunctionsGetEqualShares) {

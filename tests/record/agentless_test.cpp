@@ -1,7 +1,8 @@
 // `sprofil record --agentless` (record's default where perf events are allowed): nothing is
 // loaded into the program (no LD_PRELOAD, no agent, no SPROFIL_* variable); record opens, on
-// each CPU, a task-clock event on the command before its exec, which the command's threads and
-// processes inherit (src/record/agentless.cpp), holds and reads the rings, and writes the same
+// each CPU, task-clock events that the command inherits at its fork and enables before its
+// exec, which the command's threads and processes inherit (src/record/agentless.cpp), holds
+// and reads the rings, and writes the same
 // run profile as `--agent`. The real tool recording real programs, checked against what the
 // programs measured themselves (agent_prog's --truth files) and against their native runs.
 // Needs perf events (skips otherwise).
@@ -459,19 +460,61 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
 // bench/thread_phase.sh (25% each natively). The bound is 10 points, about 1,500 samples of
 // the four here: a copy's first sample comes 4/5 to 4/3 of a period into its thread's work,
 // which leans phase_a high (27-32% in runs here; a CI run had 32.1%, over the --agent test's
-// 7 points), where the fault it guards against gave 0.5% and 54%.
+// 7 points), where the fault it guards against gave 0.5% and 54%. And no thread's task record
+// is lost while record swaps its two sets of events (a prototype whose sets carried them lost
+// those of 2-11 threads of 400 a run, and their process ended early): with SPROFIL_DRAIN_STATS
+// the summary counts the 600 threads started and the 601 ended (the first thread too).
 TEST(Agentless, ShortThreadsOfTheSameWorkAreSampledAllThroughIt) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
   const std::string out = dir / "phase.sprof";
-  Result r = agentless(out, 1000, {kProg, "phase", "600", "0.25"});
+  Result r = agentless(out, 1000, {kProg, "phase", "600", "0.25"}, {{"SPROFIL_DRAIN_STATS", "1"}});
   ASSERT_EQ(r.status, 0) << describe(r);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.err, m, std::regex("([0-9]+) threads and processes started and ([0-9]+) ended")))
+      << r.err;
+  EXPECT_EQ(std::stoi(m[1]), 600) << r.err;
+  EXPECT_EQ(std::stoi(m[2]), 601) << r.err;
   const Json j = report_json(out);
   const char* const fns[] = {"phase_a", "phase_b", "phase_c", "phase_d"};
   double total = 0;
   for (const char* fn : fns) total += samples_of(j, fn);
   ASSERT_GT(total, 900) << "600 threads of 3 ms at 1 kHz, about 1,500 samples of the four";
   for (const char* fn : fns) EXPECT_NEAR(100 * samples_of(j, fn) / total, 25.0, 10.0) << fn;
+}
+
+// A running thread is re-phased: record swaps its two sets of events (agentless.hpp, "Against
+// aliasing") while agent_prog split runs one thread for 0.6 s at 1 kHz. With SPROFIL_DRAIN_STATS
+// the summary counts the swaps and the threads' copies that sampled: swaps come every 25 ms on
+// average at the soonest, 10 ms x CPUs here (the interrupts' bound, one thread), and a pass
+// (every 16 ms) makes each; at least half of what that allows, less one. And both sets sampled
+// the thread (two copies or more). No time is counted twice while a swap is made: samples x
+// tick stay within the bounds of SharesAndCpuMatchTheTruth, the shares within 2 points.
+TEST(Agentless, ALongThreadIsSampledByBothSetsInTurn) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "split.sprof", truth_file = dir / "truth";
+  Result r = agentless(out, 1000, {kProg, "--truth", truth_file, "split", "0.6"},
+                       {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("([0-9]+) swaps of the two sets"))) << r.err;
+  const double swaps = std::stod(m[1]);
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("([0-9]+) threads' copies"))) << r.err;
+  EXPECT_GE(std::stoi(m[1]), 2) << r.err;
+  auto truth = read_truth(truth_file);
+  const double cpu = truth.at("process_cpu");
+  const double cpus = static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN));
+  const double every_ms = std::max(25.0, 10.0 * cpus) + 16;
+  EXPECT_GE(swaps, 0.5 * 1000 * cpu / every_ms - 1) << cpu << " s of CPU\n" << r.err;
+  const Json j = report_json(out);
+  for (const char* fn : {"burn_a", "burn_b"})
+    EXPECT_NEAR(percent_of(j, fn), 100.0 * truth.at(fn) / cpu, 2.0) << fn;
+  const profile::Profile p = read(out);
+  const double sampled = sampled_seconds(p);
+  EXPECT_GE(sampled, 0.97 * cpu) << "sampled " << sampled << " s of " << cpu << " s";
+  EXPECT_LE(sampled, 1.05 * cpu + 0.005) << "sampled " << sampled << " s of " << cpu << " s";
 }
 
 // 8. Where the user may not sample the kernel (perf_event_paranoid 2, unprivileged), record
