@@ -45,7 +45,7 @@
 // - A thread shorter than its first period (an inherited copy's is a whole one) has no sample:
 //   its time is credited at the run's end at its creator's last pc (record warns where that is
 //   a tenth of the samples or more: Stats::unsampled_credited), or its program's entry
-//   point.
+//   point (a process's only thread after an exec, whose pc before is the image before's).
 #pragma once
 
 #include <sys/types.h>

@@ -213,6 +213,15 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   c.acc += len;
   const uint64_t w = c.acc / period;
   c.acc -= w * period;
+  // A thread that made an exec has the image before's user pc till the kernel sets the new
+  // one as the exec ends: a sample in the kernel in between is the exec's work, counted at
+  // the program's entry point (where a thread with no pc of its own is: credit_at_end).
+  if (m && !execd.empty() && execd.count(tid)) {
+    if (in_kernel && !m->holds(ip) && m->entry_pc)
+      ip = m->entry_pc;
+    else
+      execd.erase(tid);
+  }
   last_pc[tid] = ip;
   last_ns[tid] = time;
   if (w && m) add(m, ip, w, in_kernel ? w : 0);
@@ -221,15 +230,11 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
 void Agentless::State::add(Img* m, uint64_t ip, uint64_t w, uint64_t system_w) {
   m->delivered += w;
   m->periods += w;
-  auto it = m->live.upper_bound(ip);
-  if (it != m->live.begin()) {
-    Reg& g = m->regs[std::prev(it)->second];
-    if (ip < g.r.end) {
-      auto& b = g.bins[(ip - g.r.start) / g.r.bin_size];
-      b.first += w;
-      b.second += system_w;
-      return;
-    }
+  if (Reg* g = m->region_of(ip)) {
+    auto& b = g->bins[(ip - g->r.start) / g->r.bin_size];
+    b.first += w;
+    b.second += system_w;
+    return;
   }
   m->overflow += w;
 }
@@ -360,6 +365,11 @@ void Agentless::State::comm(const Rec& r) {
     root_execd = true;
     return;
   }
+  // The thread that made the exec (now the process's only one, its tid the pid) has no pc in
+  // the new image till its first sample there: the pc it had (its own last sample's, or its
+  // creator's for a forked child) is the image before's, outside every object of this one.
+  last_pc.erase(pid);
+  execd.insert(pid);
   end_img(m, r.time, true);
   Img& n = new_img(pid, m->ppid, r.time);
   n.comm = std::string(name, strnlen(name, r.body.size() - 8));

@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -158,6 +159,15 @@ struct Img {
   uint64_t throttled_lost = 0;  // of lost, the throttled time's (resumed())
   uint64_t entry_pc = 0;        // its program's entry point (_start), where a thread with no pc of
                                 // its own is credited
+
+  // The mapping of now that holds pc, or null.
+  Reg* region_of(uint64_t pc) {
+    auto it = live.upper_bound(pc);
+    if (it == live.begin()) return nullptr;
+    Reg& g = regs[std::prev(it)->second];
+    return pc < g.r.end ? &g : nullptr;
+  }
+  bool holds(uint64_t pc) { return region_of(pc) != nullptr; }
 };
 
 struct Proc {
@@ -187,6 +197,7 @@ struct Agentless::State {
   std::vector<Ring> rings;  // one a CPU: the events (record's) that the command inherits
   std::unordered_map<uint64_t, Copy> copies;    // by the copy's event id
   std::unordered_map<pid_t, uint64_t> last_pc;  // by tid: the pc of its last sample
+  std::unordered_set<pid_t> execd;  // threads that made an exec and have no pc of the new image yet
   std::unordered_map<pid_t, uint64_t> last_ns;  // by tid: the time of its last sample or clone
   std::unordered_map<pid_t, std::vector<uint64_t>> ids_of;  // by tid: its copies' event ids
   std::unordered_map<pid_t, size_t> born_in;                // by tid: the image it was cloned in
