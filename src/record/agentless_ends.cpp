@@ -136,6 +136,7 @@ void Agentless::State::thread_end(pid_t tid, const Gone& g) {
     }
   }
   last_pc.erase(tid);
+  execd.erase(tid);
   last_ns.erase(tid);
   born_in.erase(tid);
   if (const auto it = ids_of.find(tid); it != ids_of.end()) {
