@@ -208,8 +208,8 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   const size_t at = img_index(pid);
   Img* m = at == ~size_t{0} ? nullptr : &imgs[at];
   Copy& c = copy_of(id, tid);
-  // Every sample is a copy's, made at a clone (the original events are record's, never
-  // enabled: agentless.hpp), whose period, fixed at its clone, the sample tells.
+  // Every sample here is a copy's, made at a clone (the original events are record's thread's,
+  // whose samples pass() drops), whose period, fixed at its clone, the sample tells.
   c.acc += len;
   const uint64_t w = c.acc / period;
   c.acc -= w * period;
@@ -217,7 +217,7 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   // one as the exec ends: a sample in the kernel in between is the exec's work, counted at
   // the program's entry point (where a thread with no pc of its own is: credit_at_end).
   if (m && !execd.empty() && execd.count(tid)) {
-    if (in_kernel && !m->holds(ip) && m->entry_pc)
+    if (in_kernel && !m->region_of(ip) && m->entry_pc)
       ip = m->entry_pc;
     else
       execd.erase(tid);
@@ -379,9 +379,8 @@ void Agentless::State::comm(const Rec& r) {
 }
 
 // A new period for the threads and processes cloned from now on, each CPU's its own: the
-// original events' (a copy keeps the period it was cloned with). They are record's own, never
-// enabled (agentless.hpp): the re-draw stops and starts no event that counts, and ends no
-// period.
+// original events' (a copy keeps the period it was cloned with). They are record's thread's own
+// (agentless.hpp), whose samples are not counted: the re-draw ends no period of the command's.
 void Agentless::State::redraw() {
   for (Ring& r : rings) {
     uint64_t next = rt::perf::jittered_period(period, &rng);

@@ -167,7 +167,6 @@ struct Img {
     Reg& g = regs[std::prev(it)->second];
     return pc < g.r.end ? &g : nullptr;
   }
-  bool holds(uint64_t pc) { return region_of(pc) != nullptr; }
 };
 
 struct Proc {
