@@ -150,8 +150,10 @@ int perf_open(perf_event_attr* a, pid_t pid, int cpu) {
 // The attributes of each CPU's events (attach()): a task clock of period `period` that the
 // command's threads and processes inherit; with `kernel` its samples in the kernel too, with
 // the user pc (else user space only, allowed at perf_event_paranoid 2). With `track` instead
-// an event that counts nothing (a dummy) and makes the task, comm and mmap records, which stays
-// on while the two sets of task clocks are swapped (swap()). Opened disabled: record enables
+// a task clock that only counts (no period: no timer, no sample) and makes the task, comm and
+// mmap records, which stays on while the two sets of task clocks are swapped (swap()): its
+// count is the command's time, which the sets' counts, both on while a swap is made, exceed
+// (run_end()). Opened disabled: record enables
 // the tracking event and the first set once the command is forked, before its exec (start()).
 // Not enabled by the exec (enable_on_exec): every exec in the command would then enable the
 // set that is off in that process.
@@ -160,7 +162,7 @@ perf_event_attr event_attr(uint64_t period, bool kernel, size_t pages, bool trac
   memset(&a, 0, sizeof a);
   a.type = PERF_TYPE_SOFTWARE;
   a.size = sizeof a;
-  a.config = track ? PERF_COUNT_SW_DUMMY : PERF_COUNT_SW_TASK_CLOCK;
+  a.config = PERF_COUNT_SW_TASK_CLOCK;
   a.sample_period = track ? 0 : period;
   a.sample_type = kSampleType | (kernel && !track ? PERF_SAMPLE_REGS_USER : 0);
   a.sample_regs_user = kernel && !track ? kUserPc : 0;

@@ -278,8 +278,8 @@ struct Agentless::State {
   bool root_execd = false;   // its exec was seen
   int go[2] = {-1, -1};      // the command waits to exec till its events are enabled
   uint64_t self_cpu_at = 0;  // this thread's CPU time when they were (run_end: not the command's)
-  // The periods of the command's samples not counted (before its exec, of the set that was
-  // off): counted time that is record's code or that the other set counted too (run_end).
+  // The periods of the command's samples before its exec: counted time that is record's code
+  // (run_end).
   uint64_t dropped_ns = 0;
 
   // The life cycle and the images handed out (agentless.cpp).

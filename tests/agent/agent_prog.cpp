@@ -196,9 +196,9 @@ int threads(int n, double s) {
 // threads, on every CPU at once.
 int churn(int n, double us, int par, double s) {
   if (par < 1) par = 1;
-  if (par > 16) par = 16;
-  Late l[16];
-  pthread_t tids[16];
+  if (par > 64) par = 64;
+  Late l[64];
+  pthread_t tids[64];
   double used = 0;
   for (int done = 0; done < n; done += par) {
     for (int k = 0; k < par; ++k) {
