@@ -36,7 +36,8 @@
 //   random intervals (State::swap): each swap moves the phase at which each set's samples fall
 //   on the thread's work, as drain mode's re-draws do. A swap's ioctls reach every copy, on
 //   its thread's CPU: their interrupts are kept to about 200 a second. The task, comm and mmap
-//   records come from the third event, which stays on: no swap loses or doubles one.
+//   records come from the third event, which stays on: no swap loses or doubles one. It counts
+//   (a task clock with no period): its count is the command's time (run_end).
 // - Each pass handles the records of every ring in time order, so that a sample counts into
 //   the process image and the mappings of its moment: an exec (COMM_EXEC) ends an image and
 //   starts the next (the time before it, where a period or more, is the image before's), a
