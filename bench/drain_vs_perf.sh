@@ -6,7 +6,8 @@
 # the per-round differences against perf record, with a 95% confidence interval for it
 # (distribution-free: the sign test's order statistics). "agentless" is `sprofil record
 # --agentless`, record's default (nothing loaded into the program: record holds the events the
-# command inherits, src/record/agentless.cpp), "agentless-nojitter" the same with SPROFIL_JITTER=0.
+# command inherits, src/record/agentless.cpp), "agentless-nojitter" the same with SPROFIL_JITTER=0
+# (one set of events, no swaps: what the swaps against aliasing cost is agentless - that).
 # CONFIGS (env) picks configurations, in the order given (default: drain nojitter agentless perf).
 # With BASE_BUILD=DIR (another build of sprofil, e.g. of an earlier commit), each round also
 # runs that build's `sprofil record` ("base"): an A/B of a change within the same rounds.
@@ -50,4 +51,5 @@ for ((r = 0; r < ROUNDS; r++)); do
 done 2>&1 | grep -E '^(drain|nojitter|agentless|agentless-nojitter|perf|base) ' >"$dir/rows"
 echo "cmp-burn4 --iters $ITERS at $HZ Hz, $ROUNDS rounds in turn; process CPU, ms"
 python3 "$here/paired.py" "$dir/rows" 1 ms drain-perf nojitter-perf agentless-perf \
-  agentless-nojitter-perf base-perf drain-base agentless-base agentless-drain
+  agentless-nojitter-perf base-perf drain-base agentless-base agentless-drain \
+  agentless-agentless-nojitter

@@ -3,7 +3,8 @@
 configurations in turn (drain_vs_perf.sh, start_cost.sh). ROWS holds lines "LABEL VALUE ...",
 one per configuration per round, in round order. Prints each label's median, then for each
 pair A-B (skipped where a label has no rows) the median of the per-round differences A - B
-with a distribution-free 95% confidence interval (the sign test's order statistics).
+with a distribution-free 95% confidence interval (the sign test's order statistics). Labels
+may hold hyphens: a pair is split at the hyphen where both sides are labels with rows.
 Usage: bench/paired.py ROWS DIGITS UNIT A-B [A-B ...]"""
 import math
 import statistics
@@ -36,9 +37,11 @@ def main():
     for label, v in runs.items():
         print(f"{label:9s} median {statistics.median(v):8.{digits}f} {unit}")
     for pair in pairs:
-        a, b = pair.rsplit("-", 1)
-        if a not in runs or b not in runs:
+        cuts = [i for i, c in enumerate(pair) if c == "-"]
+        split = [(pair[:i], pair[i + 1:]) for i in cuts if pair[:i] in runs and pair[i + 1:] in runs]
+        if not split:
             continue
+        a, b = split[0]
         d = [x - y for x, y in zip(runs[a], runs[b])]
         lo, hi = median_ci(d)
         ci = (f"95% CI [{lo:+.{digits}f}, {hi:+.{digits}f}]" if lo is not None else
