@@ -548,8 +548,10 @@ TEST(Agentless, ALongThreadIsSampledByBothSetsInTurn) {
 // of the disabling pass, each thread's time from its copy's disabling to that end had no
 // counted sample: 0.5-16% of the run's 2.6 s of CPU without a sample (4 of 5 runs over 3%).
 // With the cut between the passes (swap()): at most 1.1% in 5 runs, the threads' last partial
-// periods. So at least one swap, and samples x tick at least 97% of the two burns' CPU, at
-// most 110% of the process's CPU and steal.
+// periods. So at least one swap, and the samples delivered (counted, and those a full ring
+// dropped: the ASan build's record read the rings too slowly for 64 threads at 10 kHz, and its
+// rings dropped a fifth of them, counted as lost) x tick at least 97% of the two burns' CPU,
+// at most 110% of the process's CPU and steal.
 TEST(Agentless, ManyThreadsKeepTheirTimeThroughTheSwaps) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
@@ -563,12 +565,15 @@ TEST(Agentless, ManyThreadsKeepTheirTimeThroughTheSwaps) {
   ASSERT_GE(std::stoi(m[1]), 1) << r.err;
   auto truth = read_truth(truth_file);
   const profile::Profile p = read(out);
+  ASSERT_EQ(p.processes.size(), 1u);
   const double work = truth.at("burn_child") + truth.at("burn_main");
-  EXPECT_GE(sampled_seconds(p), 0.97 * work)
+  const double delivered_s =
+      static_cast<double>(p.processes[0].delivered) * static_cast<double>(p.tick_ns) * 1e-9;
+  EXPECT_GE(delivered_s, 0.97 * work)
       << "the threads' " << truth.at("burn_child") << " s and burn_main's " << truth.at("burn_main")
-      << " s\n"
+      << " s; " << p.processes[0].lost << " lost\n"
       << r.err;
-  EXPECT_LE(sampled_seconds(p), 1.1 * (truth.at("process_cpu") + steal_of(truth, "burn_main")));
+  EXPECT_LE(delivered_s, 1.1 * (truth.at("process_cpu") + steal_of(truth, "burn_main")));
   expect_consistent(p, "many");
 }
 
