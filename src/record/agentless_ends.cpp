@@ -172,7 +172,8 @@ void Agentless::State::run_end() {
   for (const auto& [at, e] : ends) weight += e.w;
   // The ends take at most their tails' time: a thread's CPU time from its last sample to its
   // exit is at most its weight. The rest was counted without a sample anywhere (a timer that
-  // fired late, as when the VM did not run, skips the periods it missed) and stays unplaced:
+  // fired late, as when the VM did not run, skips the periods it missed; each thread's copies
+  // of the set that was off, one a CPU, keep part of a period at its end) and stays unplaced:
   // the summary counts it as CPU with no sample. Crediting it all at the ends once put 52 ms
   // of a 0.6 s single-threaded run at its exit in ld.so. (A throttled event's counter is no measure
   // at all: at kernel.perf_event_max_sample_rate 1000, a 0.32 s run read 3.7 s on 6.18.)

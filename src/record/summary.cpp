@@ -43,13 +43,16 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
       // processes without samples; where kernel time is not sampled (perf_event_paranoid 2,
       // unprivileged) that and the threads' time after their last samples too.
       // The time the task clock counted where its timer took no sample (it fired late, as when
-      // the VM did not run: the periods it missed are skipped) is named on its own.
+      // the VM did not run: the periods it missed are skipped; or a thread's copy of the set
+      // that was off at its end held part of a period) is named on its own.
       char late[192] = "";
       const double late_s =
           run.requested_hz > 0 ? double(s.unplaced) / double(run.requested_hz) : 0;
       if (s.outside && run.throttled == 0 && late_s * 1e9 >= 0.01 * double(run.run_cpu_ns))
         snprintf(late, sizeof late,
-                 "; %.3f s the task clock counted with no sample (its timer fired late)", late_s);
+                 "; %.3f s the task clock counted with no sample (a timer that fired late, or "
+                 "a thread's partial periods at its end)",
+                 late_s);
       // Lost samples (a full ring; sampled from outside, the time the kernel throttled the
       // sampling too) are CPU with no sample: named where they are.
       char lost[160] = "";
