@@ -155,7 +155,7 @@ void Agentless::State::run_end() {
   if (!procs.empty()) return;
   for (auto& [tid, g] : gone_tids) thread_end(tid, g);
   gone_tids.clear();
-  uint64_t total = 0, credited = stats.lost + stats.throttled_lost;
+  uint64_t total = 0, credited = stats.lost_periods + stats.throttled_lost;
   for (const Ring& r : rings) {
     uint64_t v = 0;
     if (::read(r.track, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return;

@@ -79,6 +79,9 @@ struct Ring {
   int set_b = -1;  // the second set's event on this CPU, its samples into this ring
   int track = -1;  // this CPU's event of the task, comm and mmap records, into this ring
   int cpu = -1;
+  // The periods of the samples read from it (set off and on): what a record it dropped stands
+  // for (lost_periods()).
+  uint64_t sampled_ns = 0, sampled = 0;
   char* base = nullptr;
   size_t data = 0;  // bytes of data pages
 
@@ -300,6 +303,8 @@ struct Agentless::State {
   static std::vector<std::string> cmdline(pid_t pid);
   void settle_argv(Img* m, bool ending);
   void pass();
+  void tell_last_losses();
+  uint64_t lost_periods(const Ring& r, uint64_t records) const;
   void sample(const Rec& r);
   void count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uint64_t time, uint64_t len,
              bool in_kernel);

@@ -3,6 +3,7 @@
 //
 //   agent_prog [--truth FILE] MODE ARGS...
 //   burn S              burn S s in burn_main
+//   burn_on CPU S       burn S s in burn_main on CPU only (its affinity set to it)
 //   split S             burn S/3 s in burn_a and 2S/3 s in burn_b, interleaved
 //   exit_ S             burn S s, then _exit(0) (atexit handlers do not run)
 //   abort S             burn S s, then abort()
@@ -57,6 +58,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -586,6 +588,12 @@ int main(int argc, char** argv) {
   const double s = i + 1 < argc ? atof(argv[i + 1]) : 0;
   if (mode == "burn") {
     burn_noting("burn_main", burn_main, s);
+  } else if (mode == "burn_on" && i + 2 < argc) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(atoi(argv[i + 1]), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return 3;
+    burn_noting("burn_main", burn_main, atof(argv[i + 2]));
   } else if (mode == "split") {
     double a = 0, b = 0;
     for (double done = 0; done < s; done += 0.03) {
