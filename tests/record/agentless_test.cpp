@@ -460,14 +460,16 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
   // The threads end before their first sample (0.4 ms of a 1 ms period), so their time is at
   // their creator's last pc, not burn_child's: record says so, naming at least half of the
   // 1,500 (1,494 in a run here) and CPU of at least 60% of their burn_child time (111%: their
-  // kernel time is in it), at most the process's CPU less burn_main's.
+  // kernel time is in it), at most 110% of the process's CPU less burn_main's (their time is
+  // the task clocks', which count the steal that the process's CPU does not: a CI run credited
+  // 1.099 s against 1.073 s of CPU).
   const std::regex warned(
       "warning: ([0-9]+) threads ended before their first sample .*: their ([0-9.]+) s of CPU");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.err, m, warned)) << r.err;
   EXPECT_GE(std::stoul(m[1]), 750u) << r.err;
   EXPECT_GE(std::stod(m[2]), 0.6 * truth.at("burn_child")) << r.err;
-  EXPECT_LE(std::stod(m[2]), truth.at("process_cpu") - truth.at("burn_main")) << r.err;
+  EXPECT_LE(std::stod(m[2]), 1.1 * (truth.at("process_cpu") - truth.at("burn_main"))) << r.err;
   // The run profile keeps them, and report says the same (JSON: the counts and the note).
   EXPECT_EQ(p.unsampled_threads, std::stoul(m[1]));
   EXPECT_EQ(j.value("unsampled_threads", uint64_t{0}), p.unsampled_threads);
