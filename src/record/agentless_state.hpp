@@ -44,6 +44,8 @@ constexpr size_t kPage = rt::perf::kRingPage;
 // wakes record each time half a ring's size has been written (wakeup_watermark), from the
 // program's CPU (an irq_work): rings of 128 KiB woke it 12 times a second at 10 kHz, 3 now.
 constexpr size_t kMaxDataPages = 128;
+// The largest record a ring takes: an MMAP2 record's path (PATH_MAX) and its fixed fields.
+constexpr uint64_t kRecordMaxBytes = 8192;
 constexpr int kPassMs = 16;  // a pass over every ring at least this often
 // After a pass that saw clones, the next this soon: the threads cloned meanwhile share the
 // period that pass re-drew (Agentless::State::redraw).
@@ -82,6 +84,10 @@ struct Ring {
   // The periods of the samples read from it (set off and on): what a record it dropped stands
   // for (lost_periods()).
   uint64_t sampled_ns = 0, sampled = 0;
+  // A read found it within kRecordMaxBytes of full: the kernel may have dropped records since
+  // the read before, whose LOST record may not have come (tell_last_losses()). Below that,
+  // every record since fitted: the unread bytes only grow between two reads.
+  bool nearly_full = false;
   char* base = nullptr;
   size_t data = 0;  // bytes of data pages
 
@@ -110,6 +116,9 @@ struct Ring {
   template <class F>
   void read(F&& f) {
     if (!base) return;
+    const auto* meta = reinterpret_cast<const perf_event_mmap_page*>(base);
+    const uint64_t unread = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
+    if (unread + kRecordMaxBytes > data) nearly_full = true;
     std::vector<unsigned char> body;
     rt::perf::read_records(
         base, data, [&](const perf_event_header& h, const rt::perf::RingData& d, uint64_t at) {
