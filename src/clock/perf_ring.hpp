@@ -59,6 +59,16 @@ inline RingData ring_data(void* base, uint64_t data_bytes) {
                   meta->data_size ? meta->data_size : data_bytes};
 }
 
+// The bytes the ring mapped at `base` has free for the kernel's next records: a record that
+// does not fit is dropped, and counted, and told (PERF_RECORD_LOST) only with the ring's next
+// record that fits.
+inline uint64_t ring_room(void* base, uint64_t data_bytes) {
+  const auto* meta = static_cast<const perf_event_mmap_page*>(base);
+  const uint64_t used = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
+  const uint64_t size = ring_data(base, data_bytes).size;
+  return used < size ? size - used : 0;
+}
+
 // Calls f(header, ring data, the record's offset) for each complete record from the ring's
 // tail to its head, then frees them (the tail moves past them). A header that cannot be one
 // (shorter than itself, or past the head) ends the reading there.

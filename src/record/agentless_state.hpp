@@ -116,9 +116,7 @@ struct Ring {
   template <class F>
   void read(F&& f) {
     if (!base) return;
-    const auto* meta = reinterpret_cast<const perf_event_mmap_page*>(base);
-    const uint64_t unread = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
-    if (unread + kRecordMaxBytes > data) nearly_full = true;
+    if (rt::perf::ring_room(base, data) < kRecordMaxBytes) nearly_full = true;
     std::vector<unsigned char> body;
     rt::perf::read_records(
         base, data, [&](const perf_event_header& h, const rt::perf::RingData& d, uint64_t at) {

@@ -282,9 +282,7 @@ void Drainer::State::restarted(Event* e, uint64_t value) {
 // samples and says so (PERF_RECORD_LOST) only at its next record that fits, which a thread
 // that ends meanwhile never writes.
 bool Drainer::State::ring_full(const Event* e) {
-  auto* meta = reinterpret_cast<const perf_event_mmap_page*>(e->ring);
-  const uint64_t used = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE) - meta->data_tail;
-  return used + kMaxRecord > rt::perf::ring_data(e->ring, e->ring_bytes - kPage).size;
+  return rt::perf::ring_room(e->ring, e->ring_bytes - kPage) < kMaxRecord;
 }
 
 // Disables e and counts all it has: its records, and the periods since the last one. Its
