@@ -134,20 +134,23 @@ bool gmon_bytes(const Profile& p, std::string* bytes, std::string* error,
     return false;
   }
   const Executable& exe = exes[choose(p, opts, exes)];
-  if (exes.size() > 1 && warnings != nullptr) {
-    uint64_t left = 0;
-    std::string names;
-    for (const Executable& e : exes) {
-      if (&e == &exe) continue;
-      left = profile::sat_add(left, e.samples);
-      names += (names.empty() ? "" : ", ") + basename_of(e.path);
-    }
+  // Only executables whose text holds samples are named: one with none (a shell that exec'd
+  // the command, say) loses nothing by being left out.
+  uint64_t left = 0, others = 0;
+  std::string names;
+  for (const Executable& e : exes) {
+    if (&e == &exe || e.samples == 0) continue;
+    left = profile::sat_add(left, e.samples);
+    ++others;
+    names += (names.empty() ? "" : ", ") + basename_of(e.path);
+  }
+  if (others > 0 && warnings != nullptr) {
     warnings->push_back("gmon: a gmon.out describes one executable: exported " + exe.path + " (" +
                         count_of(exe.processes.size(), "process", "processes") + ", " +
                         count_of(exe.samples, "sample", "samples") + " in its text); left out " +
                         count_of(left, "sample", "samples") + " in the text of " +
-                        count_of(exes.size() - 1, "other executable", "other executables") + " (" +
-                        names + "); --pid or --comm picks another");
+                        count_of(others, "other executable", "other executables") + " (" + names +
+                        "); --pid or --comm picks another");
   }
 
   // One bin size for every record (gprof refuses records of different scales).

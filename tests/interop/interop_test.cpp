@@ -299,16 +299,18 @@ TEST(Gprof, RecordedRunOfTwoProcessesSumsTheProgram) {
   report_test::run("rm -rf " + q(dir));
 }
 
-// `sh -c 'PIE N; NOPIE N/3'`: two programs at different link-time addresses. The gmon.out has
-// the one with the most samples (the shell's text has next to none), and --pid picks the
-// other; gprof reads each with its program, with that program's samples alone.
+// `sh -c 'PIE N; NOPIE N/3; true'`: two programs at different link-time addresses. The
+// gmon.out has the one with the most samples (the shell's text has next to none), and --pid
+// picks the other; gprof reads each with its program, with that program's samples alone. The
+// `true` keeps dash from exec'ing NOPIE in the shell's own process, whose pid --pid would then
+// share.
 TEST(Gprof, RecordedRunOfTwoProgramsExportsOne) {
   const std::string dir = temp_dir("two");
   const std::string file = dir + "/p.sprof", gmon = dir + "/gmon.out";
   const std::string pie = PROG_PIE, nopie = PROG_NOPIE;
   profile::Profile p;
   ASSERT_NO_FATAL_FAILURE(
-      record("sh -c " + q(q(pie) + " " + kIters + "; " + q(nopie) + " 10000000"), file, &p));
+      record("sh -c " + q(q(pie) + " " + kIters + "; " + q(nopie) + " 10000000; true"), file, &p));
   const ExeSamples a = exe_samples(p, pie), b = exe_samples(p, nopie);
   ASSERT_GE(b.total, 10u) << "too few samples to compare";
   ASSERT_GT(a.total, b.total);
