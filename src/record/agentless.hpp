@@ -35,7 +35,7 @@
 //   events, each thread sampled by one at a time at a period of its own, the two swapped at
 //   random intervals (State::swap): each swap moves the phase at which each set's samples fall
 //   on the thread's work, as drain mode's re-draws do. A swap's ioctls reach every copy, on
-//   its thread's CPU: their interrupts are kept to about 200 a second. The task, comm and mmap
+//   its thread's CPU: their interrupts are kept to 1% of the sampling's. The task, comm and mmap
 //   records come from the third event, which stays on: no swap loses or doubles one. It counts
 //   (a task clock with no period): its count is the command's time (run_end).
 // - Each pass handles the records of every ring in time order, so that a sample counts into

@@ -62,11 +62,13 @@ constexpr size_t kSampleIdBytes = 32;
 constexpr size_t kSamplePid = 8, kSampleTime = 16, kSampleSet = 24, kSampleCopy = 32,
                  kSamplePeriod = 40, kSampleAbi = 48, kSampleUserPc = 56;
 // The two sets of events (Agentless::State::swap): one enabled at a time, swapped at random
-// intervals, at least kSwapMinMs long, and longer where the command's threads are many: each
-// swap interrupts each thread's CPU up to twice per CPU's event (an ioctl on an original
-// reaches every copy, each on the CPU its thread last ran on), kept to kSwapIpisPerSecond.
+// intervals, at least kSwapMinMs long, and longer where the command's threads or CPUs are many
+// or the rate is low: each swap interrupts each thread's CPU up to twice per CPU's event (an
+// ioctl on an original reaches every copy, each on the CPU its thread last ran on), and the
+// swaps' interrupts are kept to 1/kSwapIpiShare of the sampling's (an interrupt costs about as
+// much as a sample: 36 us against 27 on the 2-core VM of docs/benchmarks.md).
 constexpr uint64_t kSwapMinMs = 25;
-constexpr uint64_t kSwapIpisPerSecond = 200;
+constexpr uint64_t kSwapIpiShare = 100;
 #if defined(__x86_64__)
 constexpr uint64_t kUserPc = 1ull << PERF_REG_X86_IP;
 #elif defined(__aarch64__)
