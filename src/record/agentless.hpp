@@ -70,6 +70,7 @@ class Agentless {
     uint64_t lost_periods = 0;  // the periods they stood for (lost_periods())
     uint64_t redraws = 0;       // periods re-drawn
     uint64_t swaps = 0;         // swaps of the two sets of events (re-phasing every thread)
+    uint64_t swap_ns_max = 0;   // the longest swap's passes, wall time
     uint64_t own = 0;  // samples not the command's: record's thread, the command before its exec
     uint64_t set_off = 0;        // samples of the set that was off (taken while a swap was made)
     uint64_t tasks_started = 0;  // the command's threads and processes cloned (FORK records)
