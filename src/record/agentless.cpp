@@ -366,9 +366,8 @@ void Agentless::State::enable(pid_t child) {
   }
   self_cpu_at = util::clock_ns(CLOCK_THREAD_CPUTIME_ID);
   root_pid = child;
-  swapping = set_b_ids.size() == rings.size() && !rings.empty();
-  swap_from = util::clock_ns(CLOCK_MONOTONIC);
-  swap_draw = 0.5 + static_cast<double>(util::xorshift(&rng) % 1024) / 1024;
+  if (set_b_ids.size() == rings.size() && !rings.empty())
+    next_swap = util::clock_ns(CLOCK_MONOTONIC) + kSwapMinMs * 1000000;
   const char c = 'g';
   ssize_t ignored = write(go[1], &c, 1);
   (void)ignored;

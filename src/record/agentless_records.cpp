@@ -427,10 +427,9 @@ void Agentless::State::redraw() {
 // interrupts a second (200, before), the swaps of one thread on 2 CPUs at 1 kHz cost 16% of
 // its sampling's cost in the program, 0.4% of its CPU; at 10 kHz 1.6%.
 void Agentless::State::swap() {
-  if (!swapping) return;
+  if (!next_swap) return;
   const uint64_t now = util::clock_ns(CLOCK_MONOTONIC);
-  if (now < swap_from + static_cast<uint64_t>(swap_draw * static_cast<double>(swap_every())))
-    return;
+  if (now < next_swap) return;
   const bool to_b = swaps.empty() || !swaps.back().second;
   // The cut: the first enabling pass has reached every copy, no disabling pass has begun, so
   // each thread is sampled by both sets there. A cut after the disabling pass left each
@@ -448,23 +447,14 @@ void Agentless::State::swap() {
   stats.swap_ns_max = std::max(stats.swap_ns_max, done - now);
   // What a sample or record read from now on can still need: the last two seconds' swaps.
   while (swaps.size() > 1 && swaps.front().first + 2000000000ull < done) swaps.pop_front();
-  swap_from = done;
-  swap_draw = 0.5 + static_cast<double>(util::xorshift(&rng) % 1024) / 1024;  // 0.5 to 1.5
-}
-
-// The mean interval between swaps for the command's threads now: checked at every pass, so
-// that threads cloned since the last swap (a burst of 64 at the start) put the next one off
-// by their interrupts' bound, where it had been set for the threads of the last swap (one, at
-// the enable: 64 threads' first swap came 25 ms into their burst, and its passes, slow while
-// record's thread competed with them for the CPUs, had both sets sample them for up to 0.15 s).
-uint64_t Agentless::State::swap_every() const {
   uint64_t threads = 0;
   for (const auto& [pid, p] : procs) threads += static_cast<uint64_t>(std::max(p.threads, 1));
   threads = std::max<uint64_t>(threads, 1);
   const uint64_t interrupts = 2 * rings.size() * threads;
   const uint64_t busy = std::min<uint64_t>(threads, rings.size());
   const uint64_t budget = std::max<uint64_t>(1, 1000000000 / period * busy / kSwapIpiShare);
-  return std::max(kSwapMinMs * 1000000, interrupts * 1000000000 / budget);
+  const uint64_t every = std::max(kSwapMinMs * 1000000, interrupts * 1000000000 / budget);
+  next_swap = done + every / 2 + util::xorshift(&rng) % every;  // 0.5 to 1.5 times `every`
 }
 
 // Whether a sample of the set whose original has id `set_id`, taken at `time`, counts: the

@@ -281,13 +281,10 @@ struct Agentless::State {
   uint64_t checkpoint_ns = 0, checkpoint_at = 0, checkpoint_samples = 0;
   bool forked = false;  // a pass saw a clone (a thread or process)
   // The two sets (swap()): the originals' ids of the second, when each swap took effect and
-  // which set it enabled (oldest first; the first set's from the start). The next swap comes
-  // `swap_draw` times swap_every() after swap_from (the last swap's end, or the enable).
+  // which set it enabled (oldest first; the first set's from the start), the next swap's time.
   std::vector<uint64_t> set_b_ids;
   std::deque<std::pair<uint64_t, bool>> swaps;  // (time, the second set on)
-  bool swapping = false;
-  uint64_t swap_from = 0;
-  double swap_draw = 1;
+  uint64_t next_swap = 0;
   pid_t self = getpid();     // record: its thread that holds the originals is sampled too
   pid_t root_pid = 0;        // the command, whose samples before its exec are record's code
   bool root_execd = false;   // its exec was seen
@@ -329,7 +326,6 @@ struct Agentless::State {
   void enable(pid_t child);
   void close_go();
   void swap();
-  uint64_t swap_every() const;
   bool keep(uint64_t set_id, uint64_t time) const;
 
   // The time that no sample stands for: throttled events, the threads' ends
