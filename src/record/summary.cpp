@@ -154,12 +154,10 @@ void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
   fprintf(log,
           "sprofil record: agentless: %llu threads' copies of the events sampled, %llu sample "
           "records (%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu "
-          "swaps of the two sets (the longest %.1f ms), %llu samples of record's own code and %llu "
-          "of the set that was off "
-          "(not counted), %llu "
-          "threads and processes started and %llu ended, %llu "
-          "periods credited at the threads' ends, %llu counted periods unplaced, %llu process "
-          "images\n",
+          "swaps of the two sets (the longest %.1f ms), %llu samples of record's own code and "
+          "%llu of the set that was off (not counted), %llu threads and processes started and "
+          "%llu ended, %llu periods credited at the threads' ends, %llu counted periods "
+          "unplaced, %llu process images\n",
           static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
           as.kernel ? "kernel time sampled at the user pc" : "user time only",
           static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
