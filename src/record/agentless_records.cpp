@@ -137,7 +137,7 @@ void Agentless::State::pass() {
       case PERF_RECORD_SAMPLE:
         rings[r.ring].sampled_ns += field<uint64_t>(b, kSamplePeriod);
         ++rings[r.ring].sampled;
-        if (!keep(field<uint64_t>(b, kSampleSet), r.time)) {
+        if (!keep(field<uint64_t>(b, kSampleSet), r.ring, r.time)) {
           ++stats.set_off;
           break;
         }
@@ -411,16 +411,23 @@ void Agentless::State::redraw() {
 // periods drawn for it, one set on at a time: from one swap to the next, each set's samples
 // fall at phases of the thread's work that the other set's time in between moved at random,
 // as drain mode's re-draws do. PERF_EVENT_IOC_ENABLE and _DISABLE on an original reach its
-// copies: the set to come first, so that no time goes unsampled. A thread sampled by both
-// meanwhile counts the samples of the set that was on till the enabling pass ended, and the
-// set to come's from then on (keep(): the swap's cut). Then both
-// passes once more: a thread cloned while they ran can have copied the one set's state before
-// it changed and the other's after (the kernel copies an original's state before it links the
-// copy where the ioctl reaches it), and so start with both sets off, or both on, till the
-// next swap; the second passes reach such copies
-// (an ioctl on a copy already in its state does nothing). The task, comm and mmap records come
-// from a third event that stays on (attach()), so that no swap loses or doubles them. Each
-// copy's ioctl runs on the CPU its thread last ran on, by an interrupt where that is not this
+// copies, whose samples go to that original's ring (its CPU's). So a swap is made a CPU's
+// events at a time, one CPU a pass: the set to come first, so that no time goes unsampled,
+// then the set that was on. A thread's copies of that CPU's events, both on meanwhile, count
+// the samples of the set that was on till the enabling ioctl ended, and the set to come's
+// from then on (keep(): that CPU's cut). Both on cost the program twice the samples, and
+// while record's thread competes with the command's for the CPUs, each ioctl's interrupts
+// (below) make it wait for a CPU after it: where a swap made every CPU's enabling ioctl
+// before any disabling one, in one pass, 64 threads on 2 CPUs at 10 kHz had both sets on
+// through those waits, a median of 1,079 samples of the set that was off a run, against 11 a
+// CPU at a time (docs/benchmarks.md, "A swap a CPU at a time"). The pass after the last CPU's
+// makes every CPU's ioctls once more: a thread cloned while they ran can have copied the one
+// set's state before it changed and the other's after (the kernel copies an original's state
+// before it links the copy where the ioctl reaches it), and so start with both sets off, or
+// both on, till the next swap; the second ioctls reach such copies (an ioctl on a copy already
+// in its state does nothing, with no interrupt). The task, comm and mmap records come from a
+// third event that stays on (attach()), so that no swap loses or doubles them. Each copy's
+// ioctl runs on the CPU its thread last ran on, by an interrupt where that is not this
 // thread's CPU: a swap comes every kSwapMinMs at the soonest, and no sooner than its two
 // interrupts a thread and CPU are 1/kSwapIpiShare of the interrupts that sample the command
 // (the rate times its threads that can run at once: up to one a CPU). With a fixed number of
@@ -429,24 +436,34 @@ void Agentless::State::redraw() {
 void Agentless::State::swap() {
   if (!next_swap) return;
   const uint64_t now = util::clock_ns(CLOCK_MONOTONIC);
-  if (now < next_swap) return;
-  const bool to_b = swaps.empty() || !swaps.back().second;
-  // The cut: the first enabling pass has reached every copy, no disabling pass has begun, so
-  // each thread is sampled by both sets there. A cut after the disabling pass left each
-  // thread's time from its copy's disabling to the cut without a counted sample of either set:
-  // with 64 threads on 2 CPUs at 10 kHz, 12-25% of the run's CPU (the passes' interrupts).
-  uint64_t cut = 0;
-  for (int twice = 0; twice < 2; ++twice) {
-    for (const Ring& r : rings) ioctl(to_b ? r.set_b : r.fd, PERF_EVENT_IOC_ENABLE, 0);
-    if (!cut) cut = util::clock_ns(CLOCK_MONOTONIC);
-    for (const Ring& r : rings) ioctl(to_b ? r.fd : r.set_b, PERF_EVENT_IOC_DISABLE, 0);
+  if (swap_step == 0) {
+    if (now < next_swap) return;
+    b_on = !b_on;
+    swap_began = now;
+    if (swaps.size() != rings.size()) swaps.assign(rings.size(), {});
   }
+  if (swap_step < rings.size()) {
+    // One CPU's events a pass. The cut: their enabling ioctl has reached every copy, their
+    // disabling one has not begun, so each thread's copies of them both sample there.
+    const Ring& r = rings[swap_step];
+    ioctl(b_on ? r.set_b : r.fd, PERF_EVENT_IOC_ENABLE, 0);
+    swaps[swap_step].emplace_back(util::clock_ns(CLOCK_MONOTONIC), b_on);
+    ioctl(b_on ? r.fd : r.set_b, PERF_EVENT_IOC_DISABLE, 0);
+    ++swap_step;
+    return;
+  }
+  // The pass after the last CPU's: every CPU's ioctls once more, for the clones made meanwhile.
+  for (const Ring& r : rings) {
+    ioctl(b_on ? r.set_b : r.fd, PERF_EVENT_IOC_ENABLE, 0);
+    ioctl(b_on ? r.fd : r.set_b, PERF_EVENT_IOC_DISABLE, 0);
+  }
+  swap_step = 0;
   const uint64_t done = util::clock_ns(CLOCK_MONOTONIC);
-  swaps.emplace_back(cut, to_b);
   ++stats.swaps;
-  stats.swap_ns_max = std::max(stats.swap_ns_max, done - now);
+  stats.swap_ns_max = std::max(stats.swap_ns_max, done - swap_began);
   // What a sample or record read from now on can still need: the last two seconds' swaps.
-  while (swaps.size() > 1 && swaps.front().first + 2000000000ull < done) swaps.pop_front();
+  for (auto& cuts : swaps)
+    while (cuts.size() > 1 && cuts.front().first + 2000000000ull < done) cuts.pop_front();
   uint64_t threads = 0;
   for (const auto& [pid, p] : procs) threads += static_cast<uint64_t>(std::max(p.threads, 1));
   threads = std::max<uint64_t>(threads, 1);
@@ -457,15 +474,18 @@ void Agentless::State::swap() {
   next_swap = done + every / 2 + util::xorshift(&rng) % every;  // 0.5 to 1.5 times `every`
 }
 
-// Whether a sample of the set whose original has id `set_id`, taken at `time`, counts: the
-// set that was on then, the first till the first swap's cut.
-bool Agentless::State::keep(uint64_t set_id, uint64_t time) const {
+// Whether a sample of the set whose original has id `set_id`, taken at `time` by a copy of
+// ring `ring`'s events, counts: the set that was on then on that CPU's events, the first till
+// its first swap's cut.
+bool Agentless::State::keep(uint64_t set_id, uint32_t ring, uint64_t time) const {
   const bool of_b = std::find(set_b_ids.begin(), set_b_ids.end(), set_id) != set_b_ids.end();
+  if (ring >= swaps.size()) return !of_b;
+  const auto& cuts = swaps[ring];
   auto it =
-      std::upper_bound(swaps.begin(), swaps.end(), time,
+      std::upper_bound(cuts.begin(), cuts.end(), time,
                        [](uint64_t t, const std::pair<uint64_t, bool>& w) { return t < w.first; });
-  const bool b_on = it == swaps.begin() ? false : std::prev(it)->second;
-  return of_b == b_on;
+  const bool on = it == cuts.begin() ? false : std::prev(it)->second;
+  return of_b == on;
 }
 
 }  // namespace sprofil::record

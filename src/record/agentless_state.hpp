@@ -280,11 +280,15 @@ struct Agentless::State {
   std::function<void(std::vector<Agentless::Image>)> checkpoint_fn;
   uint64_t checkpoint_ns = 0, checkpoint_at = 0, checkpoint_samples = 0;
   bool forked = false;  // a pass saw a clone (a thread or process)
-  // The two sets (swap()): the originals' ids of the second, when each swap took effect and
-  // which set it enabled (oldest first; the first set's from the start), the next swap's time.
+  // The two sets (swap()): the originals' ids of the second; for each ring, when each swap took
+  // effect on that CPU's events and which set it enabled (oldest first; the first set's from
+  // the start); which set the last swap enabled; the next swap's time.
   std::vector<uint64_t> set_b_ids;
-  std::deque<std::pair<uint64_t, bool>> swaps;  // (time, the second set on)
+  std::vector<std::deque<std::pair<uint64_t, bool>>> swaps;  // a ring's (time, second set on)
+  bool b_on = false;
   uint64_t next_swap = 0;
+  size_t swap_step = 0;      // the swap under way: its next CPU's events (0: none under way)
+  uint64_t swap_began = 0;   // when it began
   pid_t self = getpid();     // record: its thread that holds the originals is sampled too
   pid_t root_pid = 0;        // the command, whose samples before its exec are record's code
   bool root_execd = false;   // its exec was seen
@@ -326,7 +330,7 @@ struct Agentless::State {
   void enable(pid_t child);
   void close_go();
   void swap();
-  bool keep(uint64_t set_id, uint64_t time) const;
+  bool keep(uint64_t set_id, uint32_t ring, uint64_t time) const;
 
   // The time that no sample stands for: throttled events, the threads' ends
   // (agentless_ends.cpp).
