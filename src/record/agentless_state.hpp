@@ -287,8 +287,10 @@ struct Agentless::State {
   std::vector<std::deque<std::pair<uint64_t, bool>>> swaps;  // a ring's (time, second set on)
   bool b_on = false;
   uint64_t next_swap = 0;
-  size_t swap_step = 0;      // the swap under way: its next CPU's events (0: none under way)
-  uint64_t swap_began = 0;   // when it began
+  // The swap under way: the ring whose CPU's events it swaps next (0: none under way; the
+  // rings' count: the pass over every CPU's once more is next), and when it began.
+  size_t swap_step = 0;
+  uint64_t swap_began = 0;
   pid_t self = getpid();     // record: its thread that holds the originals is sampled too
   pid_t root_pid = 0;        // the command, whose samples before its exec are record's code
   bool root_execd = false;   // its exec was seen
