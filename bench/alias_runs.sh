@@ -13,14 +13,10 @@ HALF=${2:-500}
 SECS=${3:-1}
 RUNS=${4:-30}
 PROG=${ALIAS_WORKLOAD:-build/bin/alias_workload}
-builds=(this "$BUILD")
-[ -n "${BASE_BUILD:-}" ] && builds+=(base "$BASE_BUILD")
-for ((k = 1; k < ${#builds[@]}; k += 2)); do
-  [ -x "${builds[k]}/bin/sprofil" ] || { echo "no sprofil in ${builds[k]}/bin" >&2; exit 2; }
-done
+# shellcheck source=bench/common.sh
+. "$(dirname "$0")/common.sh"
+builds_in_turn "$BUILD"
 [ -x "$PROG" ] || { echo "build alias_workload first (or set ALIAS_WORKLOAD)" >&2; exit 2; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
 for ((i = 0; i < RUNS; i++)); do
   for ((k = 0; k < ${#builds[@]}; k += 2)); do
     tool=${builds[k + 1]}/bin/sprofil

@@ -41,3 +41,14 @@ _, status, ru = os.wait4(pid, 0)
 print(label, "%.3f" % ((ru.ru_utime + ru.ru_stime) * 1000 / n), file=sys.stderr)
 sys.exit(0 if status == 0 else 1)' "$label" "$N" "$@" 2>&3
 }
+
+# The builds a script runs in turn (alias_runs.sh, swap_overlap.sh): sets `builds` to pairs of
+# a name and a build directory, ("this" $1) and, with BASE_BUILD set, ("base" $BASE_BUILD);
+# exits 2 where one has no bin/sprofil.
+builds_in_turn() {
+  builds=(this "$1")
+  [ -n "${BASE_BUILD:-}" ] && builds+=(base "$BASE_BUILD")
+  for ((k = 1; k < ${#builds[@]}; k += 2)); do
+    [ -x "${builds[k]}/bin/sprofil" ] || { echo "no sprofil in ${builds[k]}/bin" >&2; exit 2; }
+  done
+}

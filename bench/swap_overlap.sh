@@ -13,14 +13,10 @@ set -euo pipefail
 BUILD=${1:-build}
 ROUNDS=${2:-30}
 PROG=${AGENT_PROG:-build/bin/agent_prog}
-builds=(this "$BUILD")
-[ -n "${BASE_BUILD:-}" ] && builds+=(base "$BASE_BUILD")
-for ((k = 1; k < ${#builds[@]}; k += 2)); do
-  [ -x "${builds[k]}/bin/sprofil" ] || { echo "no sprofil in ${builds[k]}/bin" >&2; exit 2; }
-done
+# shellcheck source=bench/common.sh
+. "$(dirname "$0")/common.sh"
+builds_in_turn "$BUILD"
 [ -x "$PROG" ] || { echo "build agent_prog first (or set AGENT_PROG)" >&2; exit 2; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
 for ((i = 0; i < ROUNDS; i++)); do
   for ((k = 0; k < ${#builds[@]}; k += 2)); do
     SPROFIL_DRAIN_STATS=1 "${builds[k + 1]}/bin/sprofil" record --agentless -F 10000 \
