@@ -54,9 +54,9 @@ void Agentless::State::run() {
     checkpoint();
     serve_live();
   }
-  pass();
+  pass(true);
   tell_last_losses();
-  pass();
+  pass(true);
   ended_throttled(0, util::clock_ns(CLOCK_MONOTONIC));
   if (kernel) run_end();
   std::lock_guard<std::mutex> l(live_mu);  // the run ended: a waiting request gets nothing

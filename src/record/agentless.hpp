@@ -140,6 +140,7 @@ class Agentless {
   void root(pid_t pid, const std::vector<std::string>& argv);
   struct State;
   std::unique_ptr<State> s_;
+  friend struct AgentlessProbe;  // tests/record/agentless_order_test.cpp: a pass's records
 };
 
 }  // namespace sprofil::record

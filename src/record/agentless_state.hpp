@@ -50,6 +50,10 @@ constexpr int kPassMs = 16;  // a pass over every ring at least this often
 // After a pass that saw clones, the next this soon: the threads cloned meanwhile share the
 // period that pass re-drew (Agentless::State::redraw).
 constexpr int kClonePassMs = 4;
+// A record read with a time this close to the pass's start, or later, waits for the pass after
+// (Agentless::State::pass): the kernel stamps a record a few microseconds before it makes it
+// readable, with preemption off between the two.
+constexpr uint64_t kOrderSlackNs = 1000000;
 // The samples' fields, in this order (perf_event_open(2)): ip, pid and tid, time, the id of
 // the original event (record's: which set), the id of the event (each copy's own), the period,
 // and where kernel time is sampled the user registers' ABI and pc (the pc the thread returns
@@ -212,7 +216,9 @@ struct Agentless::State {
   std::unordered_map<pid_t, uint64_t> last_ns;  // by tid: the time of its last sample or clone
   std::unordered_map<pid_t, std::vector<uint64_t>> ids_of;  // by tid: its copies' event ids
   std::unordered_map<pid_t, size_t> born_in;                // by tid: the image it was cloned in
-  std::unordered_map<pid_t, Proc> procs;                    // by pid: the image running now
+  // By tid: EXIT records of threads whose FORK record had not been taken (exit()).
+  std::unordered_map<pid_t, Rec> early_exits;
+  std::unordered_map<pid_t, Proc> procs;  // by pid: the image running now
   // Threads and processes that ended, kept for two passes more: a sample on another CPU from
   // before a thread's EXIT record may be read a pass after it.
   struct Gone {
@@ -280,6 +286,9 @@ struct Agentless::State {
   std::function<void(std::vector<Agentless::Image>)> checkpoint_fn;
   uint64_t checkpoint_ns = 0, checkpoint_at = 0, checkpoint_samples = 0;
   bool forked = false;  // a pass saw a clone (a thread or process)
+  // The records read but not yet taken, oldest first: those of a pass's last kOrderSlackNs and
+  // after, which a ring read later in that pass could still precede (pass()).
+  std::vector<Rec> held;
   // The two sets (swap()): the originals' ids of the second; for each ring, when each swap took
   // effect on that CPU's events and which set it enabled (oldest first; the first set's from
   // the start); which set the last swap enabled; the next swap's time.
@@ -317,7 +326,7 @@ struct Agentless::State {
   void end_img(Img* m, uint64_t time, bool finished);
   static std::vector<std::string> cmdline(pid_t pid);
   void settle_argv(Img* m, bool ending);
-  void pass();
+  void pass(bool all = false);
   void tell_last_losses();
   uint64_t lost_periods(const Ring& r, uint64_t records) const;
   void sample(const Rec& r);
