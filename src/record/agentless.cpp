@@ -48,7 +48,10 @@ void Agentless::State::run() {
   std::vector<pollfd> fds{{stop_pipe[0], POLLIN, 0}};
   for (const Ring& r : rings) fds.push_back(pollfd{r.fd, POLLIN, 0});
   while (!stopping.load(std::memory_order_acquire)) {
-    poll(fds.data(), fds.size(), argv_pending ? 1 : forked ? kClonePassMs : kPassMs);
+    poll(fds.data(), fds.size(),
+         argv_pending || held_exec ? 1
+         : forked || held_clone    ? kClonePassMs
+                                   : kPassMs);
     pass();
     swap();
     checkpoint();

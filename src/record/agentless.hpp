@@ -39,7 +39,9 @@
 //   records come from the third event, which stays on: no swap loses or doubles one. It counts
 //   (a task clock with no period): its count is the command's time (run_end).
 // - Each pass handles the records of every ring in time order, so that a sample counts into
-//   the process image and the mappings of its moment: an exec (COMM_EXEC) ends an image and
+//   the process image and the mappings of its moment (the records older than the pass's start,
+//   less a millisecond, which every ring had made readable before it was read; the younger wait
+//   for the next pass: State::pass): an exec (COMM_EXEC) ends an image and
 //   starts the next (the time before it, where a period or more, is the image before's), a
 //   fork's child starts with its parent's mappings. The images are kept in memory and become
 //   the run profile's processes.

@@ -150,6 +150,13 @@ void Agentless::State::pass(bool all) {
     held.assign(std::make_move_iterator(young), std::make_move_iterator(recs.end()));
     recs.erase(young, recs.end());
   }
+  // A held exec or clone brings the next pass as soon as its own would (run()): an exec's
+  // arguments are read from /proc while its process lives, a clone re-draws the period.
+  held_exec = held_clone = false;
+  for (const Rec& r : held) {
+    held_exec |= r.type == PERF_RECORD_COMM && (r.misc & PERF_RECORD_MISC_COMM_EXEC);
+    held_clone |= r.type == PERF_RECORD_FORK;
+  }
   forked = false;
   for (const Rec& r : recs) {
     const auto& b = r.body;
