@@ -30,7 +30,7 @@ import scale  # noqa: E402
 import signal_masks  # noqa: E402
 import spawn  # noqa: E402
 import switch  # noqa: E402
-from common import (BIN, LIB, QUICK, ROOT, SPROFIL, WORK, goal, log, med,  # noqa: E402
+from common import (BIN, LIB, QUICK, ROOT, SPROFIL, WORK, goal, log, med, perf_record,  # noqa: E402
                     print_goals, read_truth, rel, run, shown, sprof_header, sprof_nonzero_bins)
 
 RUNS = int(os.environ.get("RUNS", "2" if QUICK else "5"))
@@ -103,8 +103,7 @@ class Config:
                              "CMP_PROFIL_OUT": f, "CMP_PROFIL_HZ": hz}, f
         if self.tool == "perf record":
             f = out + ".perf.data"
-            return ["perf", "record", "-q", "-e", "task-clock", "--all-user", "-F", hz, "-o", f,
-                    "--"] + wl_argv, {}, f
+            return perf_record(hz, f) + wl_argv, {}, f
         if self.tool == "gprof -pg":
             f = out + ".gmon"
             argv = list(wl_argv)

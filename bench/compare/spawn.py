@@ -17,7 +17,8 @@ import os
 import subprocess
 import tempfile
 
-from common import BIN, QUICK, ROOT, SPROFIL, WORK, against_perf, log, run, shown
+from common import (BIN, QUICK, ROOT, SPROFIL, WORK, against_perf, log, perf_configs, run,
+                    shown)
 
 N = int(os.environ.get("SP_N", "100" if QUICK else "300"))
 ROUNDS = int(os.environ.get("SP_ROUNDS", "3" if QUICK else "24"))
@@ -43,9 +44,8 @@ def section():
     shm = tmpfs_dir()
     configs = {
         "native": lambda: [spawn, "native", str(N)] + burn,
-        "perf record": lambda: ["perf", "record", "-q", "-e", "task-clock", "--all-user", "-F",
-                                "1000", "-o", os.path.join(WORK, "spawn.data"), "--", spawn,
-                                "perf", str(N)] + burn,
+        **{name: (lambda a=argv: a) for name, argv in perf_configs(
+            1000, os.path.join(WORK, "spawn.data"), [spawn, "perf", str(N)] + burn).items()},
         "sprofil record": lambda: [SPROFIL, "record", "-q", "-F", "1000", "-o",
                                    os.path.join(WORK, "spawn.sprof"), "--", spawn, "outside",
                                    str(N)] + burn,

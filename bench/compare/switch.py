@@ -14,7 +14,7 @@ import os
 import subprocess
 import tempfile
 
-from common import QUICK, ROOT, SPROFIL, WORK, against_perf, log, run, shown
+from common import QUICK, ROOT, SPROFIL, WORK, against_perf, log, perf_configs, run, shown
 
 N = int(os.environ.get("SW_N", "20000" if QUICK else "100000"))
 ROUNDS = int(os.environ.get("SW_ROUNDS", "3" if QUICK else "8"))
@@ -28,8 +28,7 @@ def section():
     cmd = ["taskset", "-c", "0", prog, str(N)]
     configs = {
         "native": cmd,
-        "perf record": ["perf", "record", "-q", "-e", "task-clock", "--all-user", "-F", "1000",
-                        "-o", os.path.join(WORK, "switch.data"), "--"] + cmd,
+        **perf_configs(1000, os.path.join(WORK, "switch.data"), cmd),
         "sprofil record": [SPROFIL, "record", "-q", "-F", "1000", "-o",
                            os.path.join(WORK, "switch.sprof"), "--"] + cmd,
         "sprofil record --agent": [SPROFIL, "record", "--agent", "-q", "-F", "1000", "-o",
