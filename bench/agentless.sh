@@ -4,7 +4,7 @@
 # cmp-burn4 --iters 1000 (about 1 ms of CPU) started N times by bench/spawn_cpu.c, ROUNDS rounds,
 # the configurations in turn each round:
 #   native    the program alone
-#   perf      perf record -e task-clock --all-user -F 1000 (inherited per-CPU events)
+#   perf      perf record -e task-clock $PERF_SCOPE -F 1000 (inherited per-CPU events)
 #   inherit   the probe in perf record's model: inherited per-CPU task-clock events, one fixed
 #             period (no re-draw: the aliasing that goal 1 forbids)
 #   open      the probe opening each new thread's event itself at the kernel's fork record
@@ -45,7 +45,7 @@ for ((r = 0; r < ROUNDS; r++)); do
   for c in "${configs[@]}"; do
     case $c in
       native) tree "$c" "${run[@]}" "$c" "$N" "${args[@]}" ;;
-      perf) tree "$c" perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
+      perf) tree "$c" perf record -q -e task-clock "${PERF_SCOPE[@]}" -F 1000 -o "$dir/p.data" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
       inherit | open) tree "$c" "$dir/probe" "$c" -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;
       track) tree "$c" "$dir/probe" track -n -F 1000 -- "${run[@]}" "$c" "$N" "${args[@]}" ;;

@@ -14,6 +14,15 @@ trap cleanup EXIT
 # 40 process images' files, and the record parent's work for their ends ran beside cmp-burn4).
 PY=$(python3 -c 'import sys; print(sys.executable)')
 
+# perf record's options for the scope record's default (and --agent) samples, as
+# bench/compare/common.py's PERF_SCOPE: the kernel's time too where record samples it (root, or
+# perf_event_paranoid 1 or less), else user time only (docs/benchmarks.md, "perf record of the
+# same scope"). Before 4aa1882 the scripts gave perf record --all-user always.
+PERF_SCOPE=()
+if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 2)" -gt 1 ]; then
+  PERF_SCOPE=(--all-user)
+fi
+
 # The median of the numbers on stdin, one per line or space-separated.
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Goal 1 of the default profile, interleaved: cmp-burn4's own process CPU under `sprofil record
 # --agent` (drain mode), the same with SPROFIL_JITTER=0 (no period re-draws) and under `perf record -e
-# task-clock --all-user`, at HZ, ROUNDS rounds in turn (bench/process_cpu.py: the program's
+# task-clock $PERF_SCOPE`, at HZ, ROUNDS rounds in turn (bench/process_cpu.py: the program's
 # user + system time, not the tool's). Prints each configuration's median and the median of
 # the per-round differences against perf record, with a 95% confidence interval for it
 # (distribution-free: the sign test's order statistics). "agentless" is `sprofil record
@@ -41,7 +41,7 @@ for ((r = 0; r < ROUNDS; r++)); do
           "${pc[@]}" agentless-nojitter 1 "${run[@]}"
         ;;
       perf)
-        perf record -q -e task-clock --all-user -F "$HZ" -o "$dir/p.data" -- \
+        perf record -q -e task-clock "${PERF_SCOPE[@]}" -F "$HZ" -o "$dir/p.data" -- \
           "${pc[@]}" perf 1 "${run[@]}"
         ;;
       base) "$BASE_BUILD/bin/sprofil" record -F "$HZ" -o "$dir/p.sprof" -- "${pc[@]}" base 1 "${run[@]}" ;;

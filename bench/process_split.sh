@@ -5,7 +5,7 @@
 # of the process (the rest of wait4's user + system time: libc's exit, the kernel's teardown of
 # the memory, the perf events, the files). cmp-burn4 --iters 1000 spawned N times by
 # bench/spawn_cpu.c, natively, with the library preloaded and no SPROFIL_OUTPUT ("library"),
-# under `sprofil record` (drain mode) and under `perf record -e task-clock --all-user`, ROUNDS
+# under `sprofil record` (drain mode) and under `perf record -e task-clock $PERF_SCOPE`, ROUNDS
 # rounds in turn; medians of the processes of each, then the median over the rounds.
 # Usage: bench/process_split.sh [BUILD_DIR] [N] [ROUNDS]   (defaults: build-compare, 200, 4)
 set -euo pipefail
@@ -25,7 +25,7 @@ for ((r = 0; r < ROUNDS; r++)); do
   "${with_probe[@]}" "${run[@]}" 2>"$dir/native.$r" >/dev/null
   LD_PRELOAD="$BUILD/lib/libsprofil.so" "${with_probe[@]}" "${run[@]}" 2>"$dir/library.$r" >/dev/null
   "$TOOL" record --agent -F 1000 -o "$dir/p.sprof" -- "${with_probe[@]}" "${run[@]}" 2>"$dir/drain.$r" >/dev/null
-  perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
+  perf record -q -e task-clock "${PERF_SCOPE[@]}" -F 1000 -o "$dir/p.data" -- \
     "${with_probe[@]}" "${run[@]}" 2>"$dir/perf.$r" >/dev/null
 done
 python3 - "$dir" "$ROUNDS" <<'PY'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What profiling costs each of many short processes, with no interpreter in the loop:
 # cmp-burn4 --iters 1000 started N times by bench/spawn_cpu.c (posix_spawn), its own CPU
-# (wait4's user + system), natively, under `perf record -e task-clock --all-user`, under
+# (wait4's user + system), natively, under `perf record -e task-clock $PERF_SCOPE`, under
 # `sprofil record` ("outside": record's default, nothing loaded into the processes), the same
 # with SPROFIL_JITTER=0 ("nojitter": no period re-drawn) and under `sprofil record
 # --agent` ("drain"), ROUNDS rounds in turn; CONFIGS (env) picks configurations, in the order
@@ -41,7 +41,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     before=$(interrupts)
     case $c in
       native) "${run[@]}" native "$N" "$PROG" --iters 1000 ;;
-      perf) perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
+      perf) perf record -q -e task-clock "${PERF_SCOPE[@]}" -F 1000 -o "$dir/p.data" -- \
         "${run[@]}" perf "$N" "$PROG" --iters 1000 ;;
       outside) "$TOOL" record -F 1000 -o "$dir/p.sprof" -- "${run[@]}" outside "$N" "$PROG" --iters 1000 ;;
       nojitter) SPROFIL_JITTER=0 "$TOOL" record -F 1000 -o "$dir/p.sprof" -- \

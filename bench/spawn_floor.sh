@@ -6,7 +6,7 @@
 #   preload      an empty shared library in LD_PRELOAD (what any preloaded library costs)
 #   idle         libsprofil.so in LD_PRELOAD without SPROFIL_OUTPUT (the agent loaded, not
 #                started: its load, relocations and constructors)
-#   perf         perf record -e task-clock --all-user -F 1000
+#   perf         perf record -e task-clock $PERF_SCOPE -F 1000
 #   drain        sprofil record -F 1000 -o in a scratch directory under WORK (default: this
 #                script's scratch directory, on the disk that holds /tmp): the run directory of
 #                the processes' files beside it
@@ -43,7 +43,7 @@ for ((r = 0; r < ROUNDS; r++)); do
       native) tree "$c" "${run[@]}" "$c" "$N" "${args[@]}" ;;
       preload) tree "$c" env LD_PRELOAD="$dir/libempty.so" "${run[@]}" "$c" "$N" "${args[@]}" ;;
       idle) tree "$c" env LD_PRELOAD="$LIB" "${run[@]}" "$c" "$N" "${args[@]}" ;;
-      perf) tree "$c" perf record -q -e task-clock --all-user -F 1000 -o "$work/p.data" -- \
+      perf) tree "$c" perf record -q -e task-clock "${PERF_SCOPE[@]}" -F 1000 -o "$work/p.data" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;
       drain) tree "$c" "$TOOL" record --agent -q -F 1000 -o "$work/p.sprof" -- \
         "${run[@]}" "$c" "$N" "${args[@]}" ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What drain mode's start costs one process, and where it goes: cmp-burn4 with almost no work
 # (one thread, --iters 1000), its own CPU (bench/process_cpu.py: user + system of the program,
-# not the tool's) natively, under `perf record -e task-clock --all-user` and under
+# not the tool's) natively, under `perf record -e task-clock $PERF_SCOPE` and under
 # `sprofil record` (drain mode), N runs each, ROUNDS rounds in turn; medians. Then, with
 # PROFILE=1, a `perf record -g` of N runs natively and N under `sprofil record`, and the
 # program's extra CPU split by the system call (or fault) it was in: the agent's file, its
@@ -32,7 +32,7 @@ fi
 echo "cmp-burn4 --iters 1000: the program's own CPU, median of $N runs, $ROUNDS rounds in turn"
 for ((r = 0; r < ROUNDS; r++)); do
   "${pc[@]}" native "$N" "${run[@]}"
-  perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- "${pc[@]}" perf "$N" "${run[@]}"
+  perf record -q -e task-clock "${PERF_SCOPE[@]}" -F 1000 -o "$dir/p.data" -- "${pc[@]}" perf "$N" "${run[@]}"
   # The two builds of the tool in alternating order.
   tools=("drain $TOOL")
   [ -n "$BASE_TOOL" ] && tools=("drain $TOOL" "base $BASE_TOOL")
@@ -42,7 +42,7 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
   if [ "${SPAWN:-0}" = 1 ]; then
     "$TOOL" record --agent -F 1000 -o "$dir/p.sprof" -- "${pc[@]}" --spawn spawn "$N" "${run[@]}"
-    perf record -q -e task-clock --all-user -F 1000 -o "$dir/p.data" -- \
+    perf record -q -e task-clock "${PERF_SCOPE[@]}" -F 1000 -o "$dir/p.data" -- \
       "${pc[@]}" --spawn perfspawn "$N" "${run[@]}"
   fi
 done 2>&1 | grep -E '^(native|perf|drain|base|spawn|perfspawn) ' | tee "$dir/rounds.txt"

@@ -3,7 +3,7 @@
 # passing a byte through pipes, N round trips: 2N switches), pinned to CPU 0 with taskset (the
 # kernel swaps the two threads' cloned perf contexts at a switch on one CPU instead of stopping
 # and starting their events, unless an event forbids it), ROUNDS rounds of the configurations
-# in turn: natively, under perf record -e task-clock --all-user, under `sprofil record` (its
+# in turn: natively, under perf record -e task-clock $PERF_SCOPE, under `sprofil record` (its
 # default: sampling from outside, src/record/agentless.cpp) and `sprofil record --agent`, all
 # at HZ. The program's own CPU (its getrusage), medians and paired per-round differences
 # (bench/paired.py).
@@ -21,7 +21,7 @@ run=(taskset -c 0 "$dir/pingpong" "$N")
 cpu() { awk '/^cpu_ms/ {print $2}'; }
 for ((r = 0; r < ROUNDS; r++)); do
   echo "native $("${run[@]}" | cpu)"
-  echo "perf $(perf record -q -e task-clock --all-user -F "$HZ" -o "$dir/p.data" -- "${run[@]}" 2>/dev/null | cpu)"
+  echo "perf $(perf record -q -e task-clock "${PERF_SCOPE[@]}" -F "$HZ" -o "$dir/p.data" -- "${run[@]}" 2>/dev/null | cpu)"
   echo "sprofil $("$TOOL" record -q -F "$HZ" -o "$dir/p.sprof" -- "${run[@]}" | cpu)"
   echo "agent $("$TOOL" record --agent -q -F "$HZ" -o "$dir/p.sprof" -- "${run[@]}" | cpu)"
 done >"$dir/rows"

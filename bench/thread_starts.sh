@@ -5,7 +5,7 @@
 # the tool's). MODES (default "native drain perf"): native; drain, `sprofil record --agent`;
 # outside, record's default (each thread inherits three events a CPU: two sets of task clocks
 # and the tracking event); oneset, record's default with SPROFIL_JITTER=0 (no second set: two
-# a CPU); perf, `perf record -e task-clock --all-user` (one a CPU).
+# a CPU); perf, `perf record -e task-clock $PERF_SCOPE` (one a CPU).
 # Usage: [MODES="..."] bench/thread_starts.sh [BUILD_DIR] [HZ] [THREADS] [ROUNDS] [RUNS]
 #        (defaults: build, 1000, 100, 3, 5)
 set -euo pipefail
@@ -39,7 +39,7 @@ for ((r = 0; r < ROUNDS; r++)); do
         ;;
       perf)
         if command -v perf >/dev/null; then
-          perf record -q -e task-clock --all-user -F "$HZ" -o "$dir/p.data" -- \
+          perf record -q -e task-clock "${PERF_SCOPE[@]}" -F "$HZ" -o "$dir/p.data" -- \
             "${pc[@]}" "perf-record" "$RUNS" "${prog[@]}"
         fi
         ;;
