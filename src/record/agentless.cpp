@@ -48,10 +48,7 @@ void Agentless::State::run() {
   std::vector<pollfd> fds{{stop_pipe[0], POLLIN, 0}};
   for (const Ring& r : rings) fds.push_back(pollfd{r.fd, POLLIN, 0});
   while (!stopping.load(std::memory_order_acquire)) {
-    poll(fds.data(), fds.size(),
-         argv_pending || held_exec ? 1
-         : forked || held_clone    ? kClonePassMs
-                                   : kPassMs);
+    poll(fds.data(), fds.size(), next_pass_ms());
     pass();
     swap();
     checkpoint();

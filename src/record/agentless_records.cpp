@@ -150,13 +150,6 @@ void Agentless::State::pass(bool all) {
     held.assign(std::make_move_iterator(young), std::make_move_iterator(recs.end()));
     recs.erase(young, recs.end());
   }
-  // A held exec or clone brings the next pass as soon as its own would (run()): an exec's
-  // arguments are read from /proc while its process lives, a clone re-draws the period.
-  held_exec = held_clone = false;
-  for (const Rec& r : held) {
-    held_exec |= r.type == PERF_RECORD_COMM && (r.misc & PERF_RECORD_MISC_COMM_EXEC);
-    held_clone |= r.type == PERF_RECORD_FORK;
-  }
   forked = false;
   for (const Rec& r : recs) {
     const auto& b = r.body;
@@ -218,6 +211,19 @@ void Agentless::State::pass(bool all) {
   }
   // A new period for the clones to come where some were made.
   if (jitter && forked) redraw();
+}
+
+// How long run() waits for the next pass: 1 ms while an exec's arguments are pending or an
+// exec record is held (they are read from /proc while its process lives), kClonePassMs after
+// a clone or while a clone record is held (the clones share the period a pass re-draws), else
+// kPassMs.
+int Agentless::State::next_pass_ms() const {
+  bool exec = argv_pending, clone = forked;
+  for (const Rec& r : held) {
+    exec |= r.type == PERF_RECORD_COMM && (r.misc & PERF_RECORD_MISC_COMM_EXEC);
+    clone |= r.type == PERF_RECORD_FORK;
+  }
+  return exec ? 1 : clone ? kClonePassMs : kPassMs;
 }
 
 // A sample record: in the kernel (where sampled), at the user pc the thread returns to.

@@ -289,7 +289,6 @@ struct Agentless::State {
   // The records read but not yet taken, oldest first: those of a pass's last kOrderSlackNs and
   // after, which a ring read later in that pass could still precede (pass()).
   std::vector<Rec> held;
-  bool held_exec = false, held_clone = false;  // an exec's, a clone's among them
   // The two sets (swap()): the originals' ids of the second; for each ring, when each swap took
   // effect on that CPU's events and which set it enabled (oldest first; the first set's from
   // the start); which set the last swap enabled; the next swap's time.
@@ -328,6 +327,7 @@ struct Agentless::State {
   static std::vector<std::string> cmdline(pid_t pid);
   void settle_argv(Img* m, bool ending);
   void pass(bool all = false);
+  int next_pass_ms() const;
   void tell_last_losses();
   uint64_t lost_periods(const Ring& r, uint64_t records) const;
   void sample(const Rec& r);

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include <chrono>
 #include <cstring>
@@ -15,6 +14,7 @@
 
 #include "record/agentless.hpp"
 #include "record/agentless_state.hpp"
+#include "util/clock_ns.hpp"
 
 namespace sprofil::record {
 
@@ -35,9 +35,7 @@ constexpr size_t kDataBytes = 16 * kPage;
 constexpr pid_t kPid = 5000000, kChildPid = 5000100;
 
 uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  return util::clock_ns(CLOCK_MONOTONIC);
 }
 
 // A FORK or EXIT record as the kernel writes it with sample_id_all and the sample type of
