@@ -53,19 +53,25 @@ size_t Agentless::State::img_index(pid_t pid) const {
   return ~size_t{0};
 }
 
+// An image that ends with its exec's arguments not read takes its name: its process has let go
+// of its memory (the kernel writes the exit record after that) or made a new exec, whose
+// arguments a read would give (a read cost a short process's record a failed /proc lookup).
 void Agentless::State::end_img(Img* m, uint64_t time, bool finished) {
-  settle_argv(m, true);
+  if (m->argv_pending) m->argv = {m->comm};
+  m->argv_pending = false;
   m->ended = true;
   m->finished = finished;
   m->end = time;
 }
 
-// The process's command line now: empty where it is gone, or while an exec has not put the
-// new image's arguments in place (the kernel's comm record comes before that).
-std::vector<std::string> Agentless::State::cmdline(pid_t pid) {
+// The process's command line now: empty where it is gone (`*gone` set: no such process), or
+// while an exec has not put the new image's arguments in place (the kernel's comm record comes
+// before that).
+std::vector<std::string> Agentless::State::cmdline(pid_t pid, bool* gone) {
   std::vector<std::string> argv;
   const std::string path = "/proc/" + std::to_string(pid) + "/cmdline";
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  *gone = fd < 0 && (errno == ENOENT || errno == ESRCH);
   if (fd >= 0) {
     std::string all;
     char buf[4096];
@@ -83,11 +89,14 @@ std::vector<std::string> Agentless::State::cmdline(pid_t pid) {
   return argv;
 }
 
-// An exec's image takes its arguments as soon as they are there; its name if it ends first.
+// An exec's image takes its arguments as soon as they are there (at the end of each pass, and
+// of the run); its name if it ends first (end_img()) or is found gone (a short process, gone
+// before the pass that read its exec: no second look at /proc).
 void Agentless::State::settle_argv(Img* m, bool ending) {
   if (!m->argv_pending) return;
-  m->argv = cmdline(m->pid);
-  if (m->argv.empty() && !ending) return;
+  bool gone = false;
+  m->argv = cmdline(m->pid, &gone);
+  if (m->argv.empty() && !ending && !gone) return;
   if (m->argv.empty()) m->argv.push_back(m->comm);
   m->argv_pending = false;
 }
@@ -437,8 +446,7 @@ void Agentless::State::comm(const Rec& r) {
   end_img(m, r.time, true);
   Img& n = new_img(pid, m->ppid, r.time);
   n.comm = std::string(name, strnlen(name, r.body.size() - 8));
-  n.argv_pending = true;
-  settle_argv(&n, false);
+  n.argv_pending = true;  // read at the pass's end (pass()) if the process is still there
   p->second.img = imgs.size() - 1;
 }
 

@@ -324,7 +324,7 @@ struct Agentless::State {
   Img* img_of(pid_t pid);
   size_t img_index(pid_t pid) const;
   void end_img(Img* m, uint64_t time, bool finished);
-  static std::vector<std::string> cmdline(pid_t pid);
+  static std::vector<std::string> cmdline(pid_t pid, bool* gone);
   void settle_argv(Img* m, bool ending);
   void pass(bool all = false);
   int next_pass_ms() const;
