@@ -269,7 +269,7 @@ def machine():
           f"LARGE_SECONDS={LARGE_SECONDS:g} QUICK={int(QUICK)} FB_ROUNDS={fallback.ROUNDS} "
           f"FB_SECONDS={fallback.SECONDS} FB_ACC_RUNS={fallback.ACC_RUNS} "
           f"COV_RUNS={signal_masks.RUNS} SCALE_RUNS={scale.RUNS} OBJECTS={scale.OBJECTS} "
-          f"SCALE_ITERS={scale.ITERS} SP_N={spawn.N} SP_ROUNDS={spawn.ROUNDS} "
+          f"SCALE_ITERS={scale.ITERS} SP_N={spawn.N} SP_SHORT={spawn.SHORT} SP_LONG={spawn.LONG} SP_ROUNDS={spawn.ROUNDS} "
           f"SW_N={switch.N} SW_ROUNDS={switch.ROUNDS} "
           f"TEST_BUILD={rel(TEST_BUILD)}")
     print()
