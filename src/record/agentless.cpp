@@ -48,12 +48,7 @@ void Agentless::State::run() {
   std::vector<pollfd> fds{{stop_pipe[0], POLLIN, 0}};
   for (const Ring& r : rings) fds.push_back(pollfd{r.fd, POLLIN, 0});
   while (!stopping.load(std::memory_order_acquire)) {
-    if (poll(fds.data(), fds.size(), next_pass_ms()) > 0 && (fds[0].revents & POLLIN) &&
-        !stopping.load(std::memory_order_acquire)) {
-      char woken[64];  // a live request's wake-up (live_image), not the stop
-      ssize_t ignored = read(stop_pipe[0], woken, sizeof woken);
-      (void)ignored;
-    }
+    poll(fds.data(), fds.size(), next_pass_ms());
     pass();
     swap();
     checkpoint();
@@ -475,11 +470,6 @@ bool Agentless::live_image(pid_t pid, Image* out, int timeout_ms) {
   if (!s.live_cv.wait_until(l, until, [&] { return s.live_want == 0; })) return false;
   s.live_want = pid;
   s.live_done = false;
-  if (s.stop_pipe[1] >= 0) {  // the next pass now, not after an idle back-off (run())
-    const char c = 'w';
-    ssize_t ignored = write(s.stop_pipe[1], &c, 1);
-    (void)ignored;
-  }
   const bool answered = s.live_cv.wait_until(l, until, [&] { return s.live_done; });
   const bool found = answered && s.live_found;
   if (found) *out = std::move(s.live_answer);

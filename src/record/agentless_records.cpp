@@ -129,8 +129,6 @@ void Agentless::State::pass(bool all) {
   const uint64_t began = util::clock_ns(CLOCK_MONOTONIC);
   std::vector<Rec> recs = std::move(held);
   held.clear();
-  ++stats.passes;
-  const size_t had = recs.size();
   for (uint32_t k = 0; k < rings.size(); ++k) {
     rings[k].read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
       if (b.size() < kSampleIdBytes) return;
@@ -152,7 +150,6 @@ void Agentless::State::pass(bool all) {
       recs.push_back(std::move(r));
     });
   }
-  const bool read_none = recs.size() == had;
   std::stable_sort(recs.begin(), recs.end(),
                    [](const Rec& a, const Rec& b) { return a.time < b.time; });
   if (!all) {
@@ -223,22 +220,19 @@ void Agentless::State::pass(bool all) {
   }
   // A new period for the clones to come where some were made.
   if (jitter && forked) redraw();
-  // Nothing read, held or to finish: the next pass later (kIdlePassMaxMs).
-  const bool idle = read_none && had == 0 && held.empty() && !argv_pending && gone_tids.empty();
-  idle_ms = idle ? std::min(idle_ms * 2, kIdlePassMaxMs) : kPassMs;
 }
 
 // How long run() waits for the next pass: 1 ms while an exec's arguments are pending or an
 // exec record is held (they are read from /proc while its process lives), kClonePassMs after
 // a clone or while a clone record is held (the clones share the period a pass re-draws), else
-// kPassMs, or longer after passes that had nothing to do (idle_ms).
+// kPassMs.
 int Agentless::State::next_pass_ms() const {
   bool exec = argv_pending, clone = forked;
   for (const Rec& r : held) {
     exec |= r.type == PERF_RECORD_COMM && (r.misc & PERF_RECORD_MISC_COMM_EXEC);
     clone |= r.type == PERF_RECORD_FORK;
   }
-  return exec ? 1 : clone ? kClonePassMs : idle_ms;
+  return exec ? 1 : clone ? kClonePassMs : kPassMs;
 }
 
 // A sample record: in the kernel (where sampled), at the user pc the thread returns to.
@@ -512,7 +506,6 @@ void Agentless::State::swap() {
     swaps[swap_step].emplace_back(util::clock_ns(CLOCK_MONOTONIC), b_on);
     ioctl(b_on ? r.fd : r.set_b, PERF_EVENT_IOC_DISABLE, 0);
     ++swap_step;
-    idle_ms = kPassMs;  // (its next CPU's at the next pass, not after a back-off)
     return;
   }
   // The pass after the last CPU's: every CPU's ioctls once more, for the clones made meanwhile.

@@ -46,13 +46,7 @@ constexpr size_t kPage = rt::perf::kRingPage;
 constexpr size_t kMaxDataPages = 128;
 // The largest record a ring takes: an MMAP2 record's path (PATH_MAX) and its fixed fields.
 constexpr uint64_t kRecordMaxBytes = 8192;
-// A pass over every ring at least this often while passes find records. While they find none
-// (an idle command: a server waiting, a build waiting for its disk) the wait doubles after
-// each, up to kIdlePassMaxMs: a wake-up costs record 40-60 us of CPU on a VM
-// (bench/wake_cost.c), 62 a second at 16 ms. A record in a ring or a live request
-// (Agentless::live_image) ends the back-off at the next pass.
-constexpr int kPassMs = 16;
-constexpr int kIdlePassMaxMs = 256;
+constexpr int kPassMs = 16;  // a pass over every ring at least this often
 // After a pass that saw clones, the next this soon: the threads cloned meanwhile share the
 // period that pass re-drew (Agentless::State::redraw).
 constexpr int kClonePassMs = 4;
@@ -292,8 +286,6 @@ struct Agentless::State {
   std::function<void(std::vector<Agentless::Image>)> checkpoint_fn;
   uint64_t checkpoint_ns = 0, checkpoint_at = 0, checkpoint_samples = 0;
   bool forked = false;  // a pass saw a clone (a thread or process)
-  int idle_ms =
-      agentless_impl::kPassMs;  // the wait after a pass with nothing to do (next_pass_ms())
   // The records read but not yet taken, oldest first: those of a pass's last kOrderSlackNs and
   // after, which a ring read later in that pass could still precede (pass()).
   std::vector<Rec> held;

@@ -157,7 +157,7 @@ void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
           "swaps of the two sets (the longest %.1f ms), %llu samples of record's own code and "
           "%llu of the set that was off (not counted), %llu threads and processes started and "
           "%llu ended, %llu periods credited at the threads' ends, %llu counted periods "
-          "unplaced, %llu process images, %llu passes\n",
+          "unplaced, %llu process images\n",
           static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
           as.kernel ? "kernel time sampled at the user pc" : "user time only",
           static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
@@ -166,8 +166,7 @@ void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
           static_cast<unsigned long long>(as.tasks_started),
           static_cast<unsigned long long>(as.tasks_ended),
           static_cast<unsigned long long>(as.exit_credited),
-          static_cast<unsigned long long>(as.unplaced), static_cast<unsigned long long>(as.images),
-          static_cast<unsigned long long>(as.passes));
+          static_cast<unsigned long long>(as.unplaced), static_cast<unsigned long long>(as.images));
 }
 
 }  // namespace sprofil::record

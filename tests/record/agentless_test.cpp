@@ -798,33 +798,5 @@ TEST(Agentless, RecordKilledKeepsItsLastCheckpoint) {
   EXPECT_GT(samples_of(report_json(out), "burn_main"), 0.9 * sampled_seconds(p) * 1000);
 }
 
-// 11. A command that does nothing wakes record seldom: passes that find nothing to read, hold or
-// finish wait twice as long each time, up to 256 ms (kIdlePassMaxMs), where record passed over
-// its rings every 16 ms (62 wake-ups a second, 40-60 us of its CPU each on the 2-core VM:
-// bench/wake_cost.c). `sleep 1.5` under record: the passes SPROFIL_DRAIN_STATS counts, at most a
-// third of 1.5 s at 16 ms; and then a command that runs after its idle start is sampled in full:
-// agent_prog burn 0.3 after `sleep 1` in a shell, within expect_burn's bounds.
-TEST(Agentless, AnIdleCommandWakesRecordSeldom) {
-  SKIP_WITHOUT_PERF();
-  TempDir dir;
-  Result r = agentless(dir / "idle.sprof", 1000, {"sleep", "1.5"}, {{"SPROFIL_DRAIN_STATS", "1"}});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("([0-9]+) passes"))) << r.err;
-  EXPECT_LE(std::stoi(m[1]), 1500 / 16 / 3) << r.err;
-  const std::string out = dir / "late.sprof", truth = dir / "truth";
-  r = agentless(out, 1000,
-                {"sh", "-c", "sleep 1; exec '" + kProg + "' --truth '" + truth + "' burn 0.3"});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  const std::vector<Image> images = images_of(out);
-  const Image* burn = nullptr;
-  for (const Image& im : images)
-    if (im.process.comm == "agent_prog") burn = &im;
-  ASSERT_NE(burn, nullptr) << listing(images);
-  EXPECT_EQ(burn->process.argv, (Args{kProg, "--truth", truth, "burn", "0.3"})) << listing(images);
-  expect_burn(samples_of(burn->report, "burn_main"), read_truth(truth), "burn_main", 1000,
-              "agent_prog after an idle second");
-}
-
 }  // namespace
 }  // namespace sprofil::record_test
