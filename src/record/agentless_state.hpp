@@ -152,7 +152,9 @@ struct Rec {
 // One CPU's copy of one thread's event (an inherited event counts a thread on one CPU: its
 // time there): each of its samples ends a period.
 struct Copy {
-  uint64_t acc = 0;  // ns of its periods not credited yet (each copy's period is its own)
+  // ns of its periods not counted yet, less what was counted ahead (each copy's period is its
+  // own; count() rounds at random): within a period of 0.
+  int64_t acc = 0;
 };
 
 // An executable mapping's samples.

@@ -477,6 +477,25 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
   EXPECT_TRUE(j.contains("short_threads_warning")) << j.dump(1).substr(0, 2000);
 }
 
+// 7a. Short threads keep what their samples stand for: agent_prog churn, 300 threads of 3 ms
+// made and joined one at a time, at 1 kHz, about three samples a thread. Each copy's samples
+// count its period, 0.8 to 1.33 times the nominal one, in whole nominal periods; rounded down,
+// what each copy's samples stood for beyond its last whole period was lost at the thread's end,
+// and burn_child got 0.85-0.91 of its CPU (three runs here). Rounded at random (count()):
+// 1.02-1.06 (its kernel time at the thread's end is at its last pc), within 0.95 and 1.15.
+TEST(Agentless, ShortThreadsKeepWhatTheirSamplesStandFor) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "short.sprof", truth_file = dir / "truth";
+  Result r = agentless(out, 1000, {kProg, "--truth", truth_file, "churn", "300", "3000", "1", "0"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto truth = read_truth(truth_file);
+  const double cpu = truth.at("burn_child"), steal = steal_of(truth, "burn_child");
+  const double got = samples_of(report_json(out), "burn_child") / 1000.0;  // s: 1 ms a sample
+  EXPECT_GE(got, 0.95 * cpu) << "burn_child's " << cpu << " s of CPU\n" << r.err;
+  EXPECT_LE(got, 1.15 * (cpu + steal)) << "burn_child's " << cpu << " s, steal " << steal;
+}
+
 // 7b. Short threads that all run the same work from their start (agent_prog phase: 600 threads
 // made and joined in turn, each phase_a, phase_b, phase_c and phase_d for 0.25 ms apiece, three
 // times over): a thread's copy of an event keeps the period it was cloned with and takes its
@@ -485,10 +504,13 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
 // each pass that saw a clone; when they were the command's first thread's, the kernel's swap
 // of that thread's context with a clone's moved them into a thread whose end made them deaf to
 // the re-draws, and such threads gave one function 0.5-54% of the four in three runs of
-// bench/thread_phase.sh (25% each natively). The bound is 10 points, about 1,500 samples of
-// the four here: a copy's first sample comes 4/5 to 4/3 of a period into its thread's work,
-// which leans phase_a high (27-32% in runs here; a CI run had 32.1%, over the --agent test's
-// 7 points), where the fault it guards against gave 0.5% and 54%. And no thread's task record
+// bench/thread_phase.sh (25% each natively). The bound is 15 points, about 1,500 samples of
+// the four here: a copy's first sample comes 4/5 to 4/3 of a period into its thread's work
+// (phase_d and phase_a), its second 8/5 to 8/3 in, at the same points of the work in every
+// thread cloned at that period, and each counts the period it stands for (count(): rounded at
+// random), which leans phase_d high (31-37% in runs here, perf record's inherited events 95-98%;
+// the --agent test's 7 points hold where each thread's first period is drawn at random), where
+// the fault it guards against gave 0.5% and 54%. And no thread's task record
 // is lost while record swaps its two sets of events (a prototype whose sets carried them lost
 // those of 2-11 threads of 400 a run, and their process ended early): with SPROFIL_DRAIN_STATS
 // the summary counts the 600 threads started and the 601 ended (the first thread too).
@@ -509,7 +531,7 @@ TEST(Agentless, ShortThreadsOfTheSameWorkAreSampledAllThroughIt) {
   double total = 0;
   for (const char* fn : fns) total += samples_of(j, fn);
   ASSERT_GT(total, 900) << "600 threads of 3 ms at 1 kHz, about 1,500 samples of the four";
-  for (const char* fn : fns) EXPECT_NEAR(100 * samples_of(j, fn) / total, 25.0, 10.0) << fn;
+  for (const char* fn : fns) EXPECT_NEAR(100 * samples_of(j, fn) / total, 25.0, 15.0) << fn;
 }
 
 // A running thread is re-phased: record swaps its two sets of events (agentless.hpp, "Against
