@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "spawn_child.h"
+
 extern char** environ;
 
 static int by_value(const void* a, const void* b) {
@@ -39,8 +41,7 @@ int main(int argc, char** argv) {
   double* faults = calloc((size_t)n, sizeof *faults);
   if (!cpu || !faults) return 1;
   posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  spawn_to_null(&fa);
   for (int i = 0; i < n; ++i) {
     pid_t pid;
     if (use_fork) {
@@ -59,8 +60,7 @@ int main(int argc, char** argv) {
     struct rusage ru;
     int status;
     if (wait4(pid, &status, 0, &ru) != pid) return 1;
-    cpu[i] = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
-             (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+    cpu[i] = (double)child_cpu_us(&ru) / 1e3;
     if (each) fprintf(stderr, "W %.0f\n", cpu[i] * 1e3);
     faults[i] = (double)ru.ru_minflt;
   }

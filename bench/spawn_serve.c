@@ -14,14 +14,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "spawn_child.h"
+
 extern char** environ;
 
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
   const int in = atoi(argv[1]), out = atoi(argv[2]);
   posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  spawn_to_null(&fa);
   posix_spawn_file_actions_addclose(&fa, in);
   posix_spawn_file_actions_addclose(&fa, out);
   char c;
@@ -32,10 +33,8 @@ int main(int argc, char** argv) {
     int status;
     if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
       return 1;
-    const long us = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000L + ru.ru_utime.tv_usec +
-                    ru.ru_stime.tv_usec;
     char line[32];
-    const int len = snprintf(line, sizeof line, "%ld\n", us);
+    const int len = snprintf(line, sizeof line, "%ld\n", child_cpu_us(&ru));
     if (write(out, line, (size_t)len) != len) return 1;
   }
   return 0;

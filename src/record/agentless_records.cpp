@@ -269,15 +269,9 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   // Every sample here is a copy's, made at a clone (the original events are record's thread's,
   // whose samples pass() drops), whose period, fixed at its clone, the sample tells: 0.8 to
   // 1.33 times the nominal one, counted in whole nominal periods. The copy's time not counted
-  // yet is rounded to a whole number of periods at random, up with the probability of its
-  // fraction (its expected count is that time exactly), and the difference is carried to the
-  // copy's next sample. Rounded down instead, as up to f2baa52, each copy that ended left what
-  // its samples stood for beyond its last whole period uncounted, half a period on average:
-  // 30,000 threads of 50 us at 10 kHz (agent_prog churn 30000 50 4 0) had 1.6-2.0 s of their
-  // 12 s of CPU counted with no sample, 0.1-0.5 s without the period's jitter; and rounded to
-  // the nearest, each copy's first sample of a short period took a whole one and its third
-  // none, which 600 threads running the same work from their start (Agentless.
-  // ShortThreadsOfTheSameWorkAreSampledAllThroughIt) showed as one function 14.6% of four.
+  // yet is rounded at random, up with the probability of its fraction (its expected count is
+  // that time exactly), the difference carried to its next sample: rounded down, a copy's end
+  // lost half a period on average (docs/agent.md, "Weights").
   c.acc += static_cast<int64_t>(len);
   const int64_t v = c.acc + static_cast<int64_t>(util::xorshift(&rng) % period);
   const uint64_t w = v > 0 ? static_cast<uint64_t>(v) / period : 0;
