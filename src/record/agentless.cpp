@@ -44,11 +44,18 @@ void Agentless::State::close_events() {
 }
 
 void Agentless::State::run() {
-  // The stop, and each ring's wake-up as it half fills (wakeup_watermark), else every pass.
+  // The stop; each ring's wake-up as it half fills (wakeup_watermark) only while a ring fills
+  // fast (Ring::filling: an eighth of it or more between two passes); else every pass. The
+  // kernel wakes whoever waits on a ring each time a copy of one of its events ends: a short
+  // process's exit woke record's thread once for each of its events (three a CPU), and a
+  // process of 1.3 ms paid for it 24-30 us of its own CPU (docs/benchmarks.md, "Record's
+  // thread not woken by every exit").
   std::vector<pollfd> fds{{stop_pipe[0], POLLIN, 0}};
   for (const Ring& r : rings) fds.push_back(pollfd{r.fd, POLLIN, 0});
   while (!stopping.load(std::memory_order_acquire)) {
-    poll(fds.data(), fds.size(), next_pass_ms());
+    const bool filling =
+        std::any_of(rings.begin(), rings.end(), [](const Ring& r) { return r.filling; });
+    poll(fds.data(), filling ? fds.size() : 1, next_pass_ms());
     pass();
     swap();
     checkpoint();

@@ -94,6 +94,9 @@ struct Ring {
   // the read before, whose LOST record may not have come (tell_last_losses()). Below that,
   // every record since fitted: the unread bytes only grow between two reads.
   bool nearly_full = false;
+  // Its last read found an eighth of it or more written since the read before: the command
+  // fills it fast enough for record to wait on its wake-ups (State::run()).
+  bool filling = false;
   char* base = nullptr;
   size_t data = 0;  // bytes of data pages
 
@@ -122,7 +125,10 @@ struct Ring {
   template <class F>
   void read(F&& f) {
     if (!base) return;
-    if (rt::perf::ring_room(base, data) < kRecordMaxBytes) nearly_full = true;
+    const uint64_t room = rt::perf::ring_room(base, data);
+    if (room < kRecordMaxBytes) nearly_full = true;
+    const uint64_t size = rt::perf::ring_data(base, data).size;
+    filling = size - room >= size / 8;
     std::vector<unsigned char> body;
     rt::perf::read_records(
         base, data, [&](const perf_event_header& h, const rt::perf::RingData& d, uint64_t at) {
