@@ -218,7 +218,7 @@ perf_event_attr event_attr(uint64_t period, bool kernel, size_t pages, bool trac
   a.comm_exec = track;
   a.mmap = track;
   a.mmap2 = track;
-  a.watermark = 1;  // record reads the rings every pass: a wake-up as one half fills
+  a.watermark = 1;  // a wake-up as one half fills, heard while a ring fills fast (run())
   a.wakeup_watermark = static_cast<uint32_t>(pages * kPage / 2);
   return a;
 }
