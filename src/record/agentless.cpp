@@ -43,6 +43,22 @@ void Agentless::State::close_events() {
   unshared = -1;
 }
 
+namespace {
+
+// The calling thread's voluntary context switches so far: its sleeps, each ended by a wake-up.
+uint64_t voluntary_switches() {
+  unsigned long long n = 0;
+  if (FILE* f = fopen("/proc/thread-self/status", "re")) {
+    char line[128];
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "voluntary_ctxt_switches: %llu", &n) == 1) break;
+    fclose(f);
+  }
+  return n;
+}
+
+}  // namespace
+
 void Agentless::State::run() {
   // The stop; each ring's wake-up as it half fills (wakeup_watermark) only while a ring fills
   // fast (Ring::filling: an eighth of it or more between two passes); else every pass. The
@@ -56,11 +72,13 @@ void Agentless::State::run() {
     const bool filling =
         std::any_of(rings.begin(), rings.end(), [](const Ring& r) { return r.filling; });
     poll(fds.data(), filling ? fds.size() : 1, next_pass_ms());
+    ++stats.passes;
     pass();
     swap();
     checkpoint();
     serve_live();
   }
+  stats.wakeups = voluntary_switches();
   pass(true);
   tell_last_losses();
   pass(true);

@@ -71,6 +71,8 @@ class Agentless {
     uint64_t lost = 0;          // records the kernel dropped (a full ring)
     uint64_t lost_periods = 0;  // the periods they stood for (lost_periods())
     uint64_t redraws = 0;       // periods re-drawn
+    uint64_t passes = 0;        // passes over the rings
+    uint64_t wakeups = 0;       // record's thread's wake-ups (its voluntary switches)
     uint64_t swaps = 0;         // swaps of the two sets of events (re-phasing every thread)
     uint64_t swap_ns_max = 0;   // the longest swap's passes, wall time
     uint64_t own = 0;  // samples not the command's: record's thread, the command before its exec

@@ -153,7 +153,8 @@ void say_drain_stats(const Drainer::Stats& ds, FILE* log) {
 void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
   fprintf(log,
           "sprofil record: agentless: %llu threads' copies of the events sampled, %llu sample "
-          "records (%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu "
+          "records (%s), %llu records dropped by the kernel, %llu periods re-drawn, %llu passes "
+          "over the rings and %llu wake-ups of record's thread (its voluntary switches), %llu "
           "swaps of the two sets (the longest %.1f ms), %llu samples of record's own code and "
           "%llu of the set that was off (not counted), %llu threads and processes started and "
           "%llu ended, %llu periods credited at the threads' ends, %llu counted periods "
@@ -161,6 +162,7 @@ void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
           static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
           as.kernel ? "kernel time sampled at the user pc" : "user time only",
           static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
+          static_cast<unsigned long long>(as.passes), static_cast<unsigned long long>(as.wakeups),
           static_cast<unsigned long long>(as.swaps), static_cast<double>(as.swap_ns_max) / 1e6,
           static_cast<unsigned long long>(as.own), static_cast<unsigned long long>(as.set_off),
           static_cast<unsigned long long>(as.tasks_started),
