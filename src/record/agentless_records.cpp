@@ -130,7 +130,7 @@ void Agentless::State::pass(bool all) {
   std::vector<Rec> recs = std::move(held);
   held.clear();
   for (uint32_t k = 0; k < rings.size(); ++k) {
-    rings[k].read([&](const perf_event_header& h, const std::vector<unsigned char>& b) {
+    rings[k].read(began, [&](const perf_event_header& h, const std::vector<unsigned char>& b) {
       if (b.size() < kSampleIdBytes) return;
       const bool is_sample = h.type == PERF_RECORD_SAMPLE;
       // This thread's own (its originals are on: enable()): its samples and its mappings.
