@@ -61,7 +61,7 @@ uint64_t voluntary_switches() {
 
 void Agentless::State::run() {
   // The stop; each ring's wake-up as it half fills (wakeup_watermark) only while a ring fills
-  // fast (Ring::filling: an eighth of it or more between two passes); else every pass. The
+  // fast, is small or is unread (Ring::filling); else every pass. The
   // kernel wakes whoever waits on a ring each time a copy of one of its events ends: a short
   // process's exit woke record's thread once for each of its events (three a CPU), and a
   // process of 1.3 ms paid for it 24-30 us of its own CPU (docs/benchmarks.md, "Record's

@@ -478,32 +478,6 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
   EXPECT_TRUE(j.contains("short_threads_warning")) << j.dump(1).substr(0, 2000);
 }
 
-// 7c. The command's exits do not wake record: 2,000 threads of 50 us made and joined one at a
-// time. The kernel wakes whoever waits on a ring at every end of a copy of one of its events,
-// and while record's thread waited on the rings (up to bb61694) each thread's exit woke it for
-// nothing: 2,083-2,093 wake-ups (its voluntary switches) for 147-152 passes here, which a short
-// process paid for with its own CPU (docs/benchmarks.md, "Record's thread not woken by every
-// exit"). It waits on them only while one fills fast, else on its timer: a wake-up a pass (124
-// and 128 for as many passes here), bounded at 1.5 a pass and 20 more (a sleep on a lock or a
-// write now and then).
-TEST(Agentless, TheCommandsExitsDoNotWakeRecord) {
-  SKIP_WITHOUT_PERF();
-  TempDir dir;
-  const std::string out = dir / "exits.sprof";
-  Result r = agentless(out, 1000, {kProg, "churn", "2000", "50", "1", "0"},
-                       {{"SPROFIL_DRAIN_STATS", "1"}});
-  ASSERT_EQ(r.status, 0) << describe(r);
-  const std::regex stats("([0-9]+) passes over the rings and ([0-9]+) wake-ups of record's thread");
-  const std::regex ended("([0-9]+) ended,");
-  std::smatch m, e;
-  ASSERT_TRUE(std::regex_search(r.err, m, stats)) << r.err;
-  ASSERT_TRUE(std::regex_search(r.err, e, ended)) << r.err;
-  EXPECT_GE(std::stoul(e[1]), 2000u) << r.err;  // every thread's end read
-  const unsigned long passes = std::stoul(m[1]), wakeups = std::stoul(m[2]);
-  EXPECT_GT(passes, 0u);
-  EXPECT_LE(wakeups, passes + passes / 2 + 20) << r.err;
-}
-
 // 7a. Short threads keep what their samples stand for: agent_prog churn, 300 threads of 3 ms
 // made and joined one at a time, at 1 kHz, about three samples a thread. Each copy's samples
 // count its period, 0.8 to 1.33 times the nominal one, in whole nominal periods; rounded down,
@@ -696,6 +670,32 @@ TEST(Agentless, RingFullTillTheEndHasItsLossesTold) {
       << p.processes[0].lost << " lost\n"
       << r.err;
   expect_consistent(p, "full");
+}
+
+// 7e. The command's exits do not wake record: 2,000 threads of 50 us made and joined one at a
+// time. The kernel wakes whoever waits on a ring at every end of a copy of one of its events,
+// and while record's thread waited on the rings (up to bb61694) each thread's exit woke it for
+// nothing: 2,083-2,093 wake-ups (its voluntary switches) for 147-152 passes here, which a short
+// process paid for with its own CPU (docs/benchmarks.md, "Record's thread not woken by every
+// exit"). It waits on them only while one fills fast, else on its timer: a wake-up a pass (124
+// and 128 for as many passes here), bounded at 1.5 a pass and 20 more (a sleep on a lock or a
+// write now and then).
+TEST(Agentless, TheCommandsExitsDoNotWakeRecord) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "exits.sprof";
+  Result r = agentless(out, 1000, {kProg, "churn", "2000", "50", "1", "0"},
+                       {{"SPROFIL_DRAIN_STATS", "1"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::regex stats("([0-9]+) passes over the rings and ([0-9]+) wake-ups of record's thread");
+  const std::regex ended("([0-9]+) ended,");
+  std::smatch m, e;
+  ASSERT_TRUE(std::regex_search(r.err, m, stats)) << r.err;
+  ASSERT_TRUE(std::regex_search(r.err, e, ended)) << r.err;
+  EXPECT_GE(std::stoul(e[1]), 2000u) << r.err;  // every thread's end read
+  const unsigned long passes = std::stoul(m[1]), wakeups = std::stoul(m[2]);
+  EXPECT_GT(passes, 0u);
+  EXPECT_LE(wakeups, passes + passes / 2 + 20) << r.err;
 }
 
 // 8. Where the user may not sample the kernel (perf_event_paranoid 2, unprivileged), record
