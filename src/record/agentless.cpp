@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,25 +44,9 @@ void Agentless::State::close_events() {
   unshared = -1;
 }
 
-namespace {
-
-// The calling thread's voluntary context switches so far: its sleeps, each ended by a wake-up.
-uint64_t voluntary_switches() {
-  unsigned long long n = 0;
-  if (FILE* f = fopen("/proc/thread-self/status", "re")) {
-    char line[128];
-    while (fgets(line, sizeof line, f))
-      if (sscanf(line, "voluntary_ctxt_switches: %llu", &n) == 1) break;
-    fclose(f);
-  }
-  return n;
-}
-
-}  // namespace
-
 void Agentless::State::run() {
   // The stop; each ring's wake-up as it half fills (wakeup_watermark) only while a ring fills
-  // fast, is small or is unread (Ring::filling); else every pass. The
+  // fast or is small (Ring::filling); else every pass. The
   // kernel wakes whoever waits on a ring each time a copy of one of its events ends: a short
   // process's exit woke record's thread once for each of its events (three a CPU), and a
   // process of 1.3 ms paid for it 24-30 us of its own CPU (docs/benchmarks.md, "Record's
@@ -78,7 +63,8 @@ void Agentless::State::run() {
     checkpoint();
     serve_live();
   }
-  stats.wakeups = voluntary_switches();
+  rusage ru{};
+  if (getrusage(RUSAGE_THREAD, &ru) == 0) stats.wakeups = static_cast<uint64_t>(ru.ru_nvcsw);
   pass(true);
   tell_last_losses();
   pass(true);

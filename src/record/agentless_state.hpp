@@ -97,13 +97,12 @@ struct Ring {
   // every record since fitted: the unread bytes only grow between two reads.
   bool nearly_full = false;
   // Record waits on its wake-ups (State::run()): it is smaller than kWakeRingBytes (the
-  // user's perf_event_mlock_kb spent elsewhere), or has not been read yet, or at the rate its
-  // last read found written since the read before, the longest wait between two passes
-  // (kPassMs) would fill an eighth of it or more. A rate, not the bytes a read found: the
-  // passes come 1 to 16 ms apart. Rings of 8 KiB waited on only by that rate dropped 17-144
-  // records of 3,000 threads of 0.2 ms at 10 kHz (and 1,084-1,189 by the bytes a read found),
-  // none waited on always.
-  bool filling = true;
+  // user's perf_event_mlock_kb spent elsewhere), or at the rate its last read found written
+  // since the read before, the longest wait between two passes (kPassMs) would fill an eighth
+  // of it or more. A rate, not the bytes a read found: the passes come 1 to 16 ms apart. Rings
+  // of 8 KiB waited on only by that rate dropped 17-144 records of 3,000 threads of 0.2 ms at
+  // 10 kHz (and 1,084-1,189 by the bytes a read found), none waited on always.
+  bool filling = false;
   uint64_t read_ns = 0;  // its last read (CLOCK_MONOTONIC)
   char* base = nullptr;
   size_t data = 0;  // bytes of data pages
@@ -117,6 +116,7 @@ struct Ring {
     fd = event_fd;
     base = static_cast<char*>(p);
     data = bytes - kPage;
+    filling = data < kWakeRingBytes;
     return true;
   }
   void close_all() {
@@ -138,8 +138,7 @@ struct Ring {
     if (room < kRecordMaxBytes) nearly_full = true;
     const unsigned __int128 size = rt::perf::ring_data(base, data).size;
     const uint64_t since = now > read_ns ? now - read_ns : 1;
-    filling = size < kWakeRingBytes || read_ns == 0 ||
-              (size - room) * kPassMs * 1000000 * 8 >= size * since;
+    filling = size < kWakeRingBytes || (size - room) * kPassMs * 1000000 * 8 >= size * since;
     read_ns = now;
     std::vector<unsigned char> body;
     rt::perf::read_records(
