@@ -52,6 +52,21 @@ constexpr uint64_t kMinRecord = 2 * uint64_t{SPROF_PAGE};
 // A process image in a run profile is at least two pages too: its header and one more.
 constexpr uint64_t kMinImage = 2 * uint64_t{SPROF_PAGE};
 
+// A packed run image (versions 2 and 3 of the run profile): the unit its extents count in
+// (a page in version 2, SPROF_RUN_UNIT bytes in version 3), the bytes its extent table takes
+// (padded to the page in version 2), and the least it can store (its table and one unit).
+constexpr uint64_t run_unit(uint32_t version) {
+  return version == SPROF_RUN_VERSION_PAGES ? SPROF_PAGE : SPROF_RUN_UNIT;
+}
+constexpr uint64_t run_table_bytes(uint32_t version, uint64_t extents) {
+  const uint64_t bytes = extents * SPROF_RUN_EXTENT;
+  return version == SPROF_RUN_VERSION_PAGES ? page_round(bytes) : bytes;
+}
+// The least bytes of a version 3 image that a region record takes: its fields that a valid
+// record cannot leave zero (magic, record_size, counters_offset, end, nbins, bin_size and
+// counter_width) lie in six different units, each stored.
+constexpr uint64_t kMinStoredRecord = 6 * uint64_t{SPROF_RUN_UNIT};
+
 // The shape of one region record. Offsets are relative to the record's start.
 struct RegionShape {
   uint64_t nbins = 0;
@@ -223,7 +238,7 @@ inline void run_process_le(sprof_run_process* e) {
 }
 
 inline void run_extent_le(sprof_run_extent* x) {
-  le_all(x->page, x->pages);
+  le_all(x->first, x->count);
 }
 
 }  // namespace sprofil::layout

@@ -199,6 +199,20 @@ Profile process_image(const Profile& p, size_t process) {
   return out;
 }
 
+std::vector<Profile> process_images(const Profile& p) {
+  std::vector<Profile> out(p.processes.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    set_header(&out[i], p.processes[i]);
+    out[i].processes.push_back(p.processes[i]);
+  }
+  for (const Region& r : p.regions) {
+    Profile& im = out.at(r.process);
+    im.regions.push_back(r);
+    im.regions.back().process = 0;
+  }
+  return out;
+}
+
 Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names) {
   Profile out;
   out.run = true;

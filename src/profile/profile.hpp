@@ -153,8 +153,11 @@ struct Profile {
 // tallies) from a process. Every copy between the two goes through these.
 Process process_of(const Profile& p);
 void set_header(Profile* p, const Process& pr);
-// A single-process profile of one process in a run (its header fields and its regions).
+// A single-process profile of one process in a run (its header fields and its regions), and
+// every process's at once (one pass over the regions: a run of 3,000 processes took 35 million
+// steps a process at a time).
 Profile process_image(const Profile& p, size_t process);
+std::vector<Profile> process_images(const Profile& p);
 // Combines single-process profiles into a run profile: processes in the given order (the first
 // is the root), regions tagged with their process, top-level fields as described above.
 Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names);

@@ -28,9 +28,10 @@ class Source {
   // Where the hole that is_hole() just found at off ends, as far as known (at least off): a
   // long hole is then stepped over at once, not a chunk at a time.
   virtual uint64_t hole_end(uint64_t off) { return off; }
-  // At most how many pages of it can hold data: each region record is such a page, so a
-  // packed image that claims a huge size with few pages cannot claim many records.
-  virtual uint64_t data_pages() { return size_ / SPROF_PAGE; }
+  // At most how many region records it can hold: each is a page of data (in a packed image of
+  // version 3, kMinStoredRecord stored bytes), so a packed image that claims a huge size with
+  // little data cannot claim many records.
+  virtual uint64_t max_records() { return size_ / SPROF_PAGE; }
 
  private:
   uint64_t size_;
@@ -138,19 +139,21 @@ class SubSource final : public Source {
   uint64_t base_;
 };
 
-// A packed image of a version 2 run profile (sprof_format.h): its pages that hold data are
-// stored at `base` of the parent, in the order of `extents` (checked: sorted, not
-// overlapping, inside the image); every other page reads as zeros.
+// A packed image of a version 2 or 3 run profile (sprof_format.h): its units that hold data
+// (pages in version 2, SPROF_RUN_UNIT bytes in version 3) are stored at `base` of the parent,
+// in the order of `extents` (checked: sorted, not overlapping, inside the image); every other
+// byte reads as zero.
 class PackedSource final : public Source {
  public:
-  PackedSource(Source& parent, uint64_t base, uint64_t size, std::vector<sprof_run_extent> extents)
-      : Source(size), parent_(parent), base_(base), extents_(std::move(extents)) {
+  PackedSource(Source& parent, uint64_t base, uint64_t size, uint64_t unit,
+               std::vector<sprof_run_extent> extents)
+      : Source(size), parent_(parent), base_(base), unit_(unit), extents_(std::move(extents)) {
     uint64_t at = 0;
     for (const sprof_run_extent& x : extents_) {
       stored_at_.push_back(at);
-      at += x.pages;
+      at += x.count;
     }
-    pages_ = at;
+    max_records_ = unit_ == SPROF_PAGE ? at : at * unit_ / layout::kMinStoredRecord;
   }
   bool read(uint64_t off, void* dst, size_t len, std::string* error) override {
     if (off > size() || len > size() - off) {
@@ -159,17 +162,17 @@ class PackedSource final : public Source {
     }
     auto* p = static_cast<uint8_t*>(dst);
     while (len > 0) {
-      const uint64_t page = off / SPROF_PAGE;
-      size_t i = first_at_or_after(page);
+      const uint64_t unit = off / unit_;
+      size_t i = first_at_or_after(unit);
       uint64_t n;
-      if (i < extents_.size() && extents_[i].page <= page) {  // stored
-        const uint64_t end = (extents_[i].page + extents_[i].pages) * SPROF_PAGE;
+      if (i < extents_.size() && extents_[i].first <= unit) {  // stored
+        const uint64_t end = (extents_[i].first + extents_[i].count) * unit_;
         n = std::min<uint64_t>(len, end - off);
         const uint64_t from =
-            base_ + (stored_at_[i] + page - extents_[i].page) * SPROF_PAGE + off % SPROF_PAGE;
+            base_ + (stored_at_[i] + unit - extents_[i].first) * unit_ + off % unit_;
         if (!parent_.read(from, p, static_cast<size_t>(n), error)) return false;
-      } else {  // zeros up to the next stored page
-        const uint64_t end = i < extents_.size() ? extents_[i].page * SPROF_PAGE : size();
+      } else {  // zeros up to the next stored unit
+        const uint64_t end = i < extents_.size() ? extents_[i].first * unit_ : size();
         n = std::min<uint64_t>(len, end - off);
         std::memset(p, 0, static_cast<size_t>(n));
       }
@@ -182,25 +185,26 @@ class PackedSource final : public Source {
   bool is_hole(uint64_t off, uint64_t len) override { return hole_end(off) - off >= len; }
   uint64_t hole_end(uint64_t off) override {
     if (off >= size()) return off;
-    const size_t i = first_at_or_after(off / SPROF_PAGE);
-    if (i < extents_.size() && extents_[i].page * SPROF_PAGE <= off) return off;  // stored
-    return i < extents_.size() ? extents_[i].page * SPROF_PAGE : size();
+    const size_t i = first_at_or_after(off / unit_);
+    if (i < extents_.size() && extents_[i].first * unit_ <= off) return off;  // stored
+    return i < extents_.size() ? extents_[i].first * unit_ : size();
   }
-  uint64_t data_pages() override { return pages_; }
+  uint64_t max_records() override { return max_records_; }
 
  private:
-  // The first extent that ends after `page` (it holds `page`, or lies after it).
-  size_t first_at_or_after(uint64_t page) const {
+  // The first extent that ends after `unit` (it holds `unit`, or lies after it).
+  size_t first_at_or_after(uint64_t unit) const {
     auto it = std::upper_bound(
-        extents_.begin(), extents_.end(), page,
-        [](uint64_t pg, const sprof_run_extent& x) { return pg < x.page + x.pages; });
+        extents_.begin(), extents_.end(), unit,
+        [](uint64_t u, const sprof_run_extent& x) { return u < x.first + x.count; });
     return static_cast<size_t>(it - extents_.begin());
   }
   Source& parent_;
   uint64_t base_;
+  uint64_t unit_;
   std::vector<sprof_run_extent> extents_;
-  std::vector<uint64_t> stored_at_;  // each extent's first page among the stored pages
-  uint64_t pages_ = 0;
+  std::vector<uint64_t> stored_at_;  // each extent's first unit among the stored units
+  uint64_t max_records_ = 0;
 };
 
 std::string num(uint64_t v) {
@@ -264,6 +268,12 @@ bool read_region(Source& src, uint32_t k, uint64_t off, bool live, Region* out, 
     return false;
   }
   std::string path(r.path, r.path_len);
+  // (A path is a file's name: a NUL in it is not one, and a packed image stores every byte of
+  // a path, which bounds the memory its records take by the bytes it stores.)
+  if (path.find('\0') != std::string::npos) {
+    *error = where + ": path holds a NUL byte at " + num(path.find('\0'));
+    return false;
+  }
   where += " (" + path + ")";
   auto fail = [&](const std::string& what) {
     *error = where + ": " + what;
@@ -461,8 +471,9 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
              " bytes)";
     return false;
   }
-  // Each record takes at least two pages of the image and is itself a page of data.
-  const uint64_t max_regions = std::min((size - SPROF_PAGE) / layout::kMinRecord, src.data_pages());
+  // Each record takes at least two pages of the image and is itself data (Source::max_records).
+  const uint64_t max_regions =
+      std::min((size - SPROF_PAGE) / layout::kMinRecord, src.max_records());
   if (h.region_count > max_regions) {
     *error = "region_count " + num(h.region_count) + " cannot fit in a file of " + num(size) +
              " bytes (at most " + num(max_regions) + ")";
@@ -518,11 +529,14 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
   return true;
 }
 
-// Reads and checks a version 2 entry's extent table: it and the pages it counts fill the
-// entry's stored bytes exactly; the extents are sorted, do not overlap and lie inside the image.
-bool read_extents(Source& src, const sprof_run_process& e, const std::string& where,
-                  std::vector<sprof_run_extent>* out, std::string* error) {
-  const uint64_t table = layout::page_round(uint64_t{e.extent_count} * SPROF_RUN_EXTENT);
+// Reads and checks a packed entry's extent table (version 2 or 3): it and the units it counts
+// fill the entry's stored bytes exactly; the extents are sorted, do not overlap and lie inside
+// the image.
+bool read_extents(Source& src, uint32_t version, const sprof_run_process& e,
+                  const std::string& where, std::vector<sprof_run_extent>* out,
+                  std::string* error) {
+  const uint64_t unit = layout::run_unit(version);
+  const uint64_t table = layout::run_table_bytes(version, e.extent_count);
   if (e.extent_count == 0 || table > e.stored_size) {
     *error = where + ": bad extent_count " + num(e.extent_count) + " for " + num(e.stored_size) +
              " stored bytes";
@@ -533,23 +547,25 @@ bool read_extents(Source& src, const sprof_run_process& e, const std::string& wh
     *error = where + ": " + *error;
     return false;
   }
-  const uint64_t image_pages = e.image_size / SPROF_PAGE;
-  uint64_t next = 0, pages = 0;
+  const uint64_t image_units = e.image_size / unit;
+  const std::string units = unit == SPROF_PAGE ? "pages" : "units";
+  uint64_t next = 0, stored = 0;
   for (size_t k = 0; k < out->size(); ++k) {
     sprof_run_extent& x = (*out)[k];
     layout::run_extent_le(&x);
-    if (x.pages == 0 || x.page < next || x.page >= image_pages || x.pages > image_pages - x.page) {
-      *error = where + ": bad extent " + num(k) + " (pages " + num(x.page) + " to " +
-               num(x.page + x.pages) + " of an image of " + num(image_pages) +
-               " pages; extents must be sorted, not overlap and not be empty)";
+    if (x.count == 0 || x.first < next || x.first >= image_units ||
+        x.count > image_units - x.first) {
+      *error = where + ": bad extent " + num(k) + " (" + units + " " + num(x.first) + " to " +
+               num(x.first + x.count) + " of an image of " + num(image_units) + " " + units +
+               "; extents must be sorted, not overlap and not be empty)";
       return false;
     }
-    next = x.page + x.pages;
-    pages += x.pages;  // at most image_pages: no overflow
+    next = x.first + x.count;
+    stored += x.count;  // at most image_units: no overflow
   }
-  if (pages != (e.stored_size - table) / SPROF_PAGE) {
-    *error = where + ": the extents hold " + num(pages) + " pages, the entry stores " +
-             num((e.stored_size - table) / SPROF_PAGE);
+  if (stored != (e.stored_size - table) / unit) {
+    *error = where + ": the extents hold " + num(stored) + " " + units + ", the entry stores " +
+             num((e.stored_size - table) / unit);
     return false;
   }
   return true;
@@ -560,13 +576,18 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
   sprof_run_header h;
   if (!read_header(src, &h, "run profile shorter than its header", layout::run_header_le, error))
     return false;
-  if (h.version != SPROF_RUN_VERSION && h.version != SPROF_RUN_VERSION_FULL) {
+  if (h.version == 0 || h.version > SPROF_RUN_VERSION) {
     *error = "unsupported run profile version " + num(h.version) + " (this sprofil reads " +
-             num(SPROF_RUN_VERSION_FULL) + " and " + num(SPROF_RUN_VERSION) +
+             num(SPROF_RUN_VERSION_FULL) + " to " + num(SPROF_RUN_VERSION) +
              (h.version > SPROF_RUN_VERSION ? "; a newer sprofil is needed)" : ")");
     return false;
   }
-  const bool packed = h.version == SPROF_RUN_VERSION;
+  const bool packed = h.version != SPROF_RUN_VERSION_FULL;
+  // An entry's alignment and the least it stores: an image of two pages (version 1), its
+  // extent table's page and a page (version 2), an extent and a unit (version 3).
+  const uint64_t align = h.version == SPROF_RUN_VERSION ? SPROF_RUN_UNIT : SPROF_PAGE;
+  const uint64_t least =
+      h.version == SPROF_RUN_VERSION ? SPROF_RUN_EXTENT + SPROF_RUN_UNIT : layout::kMinImage;
   if (h.header_size != SPROF_PAGE || h.table_offset != SPROF_PAGE) {
     *error = "bad run header: header_size " + num(h.header_size) + ", table_offset " +
              num(h.table_offset) + " (both must be 4096)";
@@ -576,10 +597,10 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
     *error = "run profile holds no process";
     return false;
   }
-  // Each process needs its table entry and an image of at least two pages.
+  // Each process needs its table entry and the least an image stores.
   const uint64_t table_bytes = uint64_t{h.process_count} * SPROF_RUN_ENTRY;
   const uint64_t table_end = SPROF_PAGE + layout::page_round(table_bytes);
-  if (table_end > size || (size - table_end) / layout::kMinImage < h.process_count) {
+  if (table_end > size || (size - table_end) / least < h.process_count) {
     *error = "process_count " + num(h.process_count) + " cannot fit in a file of " + num(size) +
              " bytes";
     return false;
@@ -597,11 +618,11 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
     }
     layout::run_process_le(&e);
     // What the entry takes of the file: the image (version 1), or its extent table and stored
-    // pages (version 2).
+    // units (versions 2 and 3).
     const uint64_t stored = packed ? e.stored_size : e.image_size;
-    if (e.image_offset % SPROF_PAGE != 0 || e.image_offset < table_end || e.image_offset > size ||
-        stored > size - e.image_offset || stored % SPROF_PAGE != 0 ||
-        e.image_size % SPROF_PAGE != 0 || e.image_size < layout::kMinImage) {
+    if (e.image_offset % align != 0 || e.image_offset < table_end || e.image_offset > size ||
+        stored > size - e.image_offset || stored % align != 0 || e.image_size % SPROF_PAGE != 0 ||
+        e.image_size < layout::kMinImage) {
       *error = where + ": bad image at offset " + num(e.image_offset) + ", size " +
                num(e.image_size) + (packed ? ", stored in " + num(stored) + " bytes" : "") +
                " (file has " + num(size) + " bytes)";
@@ -616,11 +637,10 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
     }
     images_end = e.image_offset + stored;
     std::vector<sprof_run_extent> extents;
-    if (packed && !read_extents(src, e, where, &extents, error)) return false;
+    if (packed && !read_extents(src, h.version, e, where, &extents, error)) return false;
     SubSource sub(src, e.image_offset, e.image_size);
-    const uint64_t pages_at =
-        e.image_offset + layout::page_round(extents.size() * SPROF_RUN_EXTENT);
-    PackedSource pack(src, pages_at, e.image_size, std::move(extents));
+    const uint64_t units_at = e.image_offset + layout::run_table_bytes(h.version, extents.size());
+    PackedSource pack(src, units_at, e.image_size, layout::run_unit(h.version), std::move(extents));
     Source& image = packed ? static_cast<Source&>(pack) : sub;
     if (kind_of(image) != Kind::kV1 || !parse_v1(image, &parts[i], error)) {
       if (kind_of(image) != Kind::kV1) *error = "no v1 image (bad magic)";

@@ -63,21 +63,17 @@ class FileSink final : public Sink {
   int fd_;
 };
 
-// The pages written, by index; with `keep` false only which ones (the first pass of a packed
-// run: its table needs every image's extents before the first image is written).
+// The pages written, by index (a packed run image, before it is packed).
 class PageSink final : public Sink {
  public:
-  explicit PageSink(bool keep) : keep_(keep) {}
   bool put(const void* data, size_t len, uint64_t off, std::string*) override {
     auto* p = static_cast<const uint8_t*>(data);
     while (len > 0) {
       const uint64_t index = off / SPROF_PAGE, at = off % SPROF_PAGE;
       const size_t n = static_cast<size_t>(std::min<uint64_t>(len, SPROF_PAGE - at));
       std::vector<uint8_t>& page = pages_[index];
-      if (keep_) {
-        page.resize(SPROF_PAGE);
-        std::memcpy(page.data() + at, p, n);
-      }
+      page.resize(SPROF_PAGE);
+      std::memcpy(page.data() + at, p, n);
       p += n;
       off += n;
       len -= n;
@@ -87,7 +83,6 @@ class PageSink final : public Sink {
   const std::map<uint64_t, std::vector<uint8_t>>& pages() const { return pages_; }
 
  private:
-  bool keep_;
   std::map<uint64_t, std::vector<uint8_t>> pages_;
 };
 
@@ -294,16 +289,47 @@ bool seekable(int fd, const std::function<bool(int, std::string*)>& body, std::s
   return ok;
 }
 
-// Each run of consecutive page indices of `pages` (sorted) as one extent.
-template <typename Map>
-std::vector<sprof_run_extent> extents_of(const Map& pages) {
-  std::vector<sprof_run_extent> out;
-  for (const auto& [index, data] : pages) {
-    (void)data;
-    if (!out.empty() && out.back().page + out.back().pages == index)
-      ++out.back().pages;
-    else
-      out.push_back(sprof_run_extent{index, 1});
+// A packed image's stored bytes: the units that write_body wrote and that hold data, and the
+// extents that say where they go. Version 2 stores each page written, whole; version 3 each
+// 8-byte unit that is not zero, and a lone zero unit between two stored ones too (its 8 bytes
+// cost less than the 16 of one more extent).
+struct Packed {
+  std::vector<sprof_run_extent> extents;
+  std::string units;
+};
+
+Packed pack(const PageSink& pages, uint64_t unit) {
+  static_assert(SPROF_RUN_UNIT == sizeof(uint64_t), "a version 3 unit is one u64");
+  Packed out;
+  auto store = [&](uint64_t index, const uint8_t* bytes) {
+    std::vector<sprof_run_extent>& x = out.extents;
+    const uint64_t end = x.empty() ? 0 : x.back().first + x.back().count;
+    if (!x.empty() && index == end) {
+      ++x.back().count;
+    } else if (!x.empty() && unit != SPROF_PAGE && index == end + 1) {
+      x.back().count += 2;
+      out.units.append(unit, '\0');
+    } else {
+      x.push_back(sprof_run_extent{index, 1});
+    }
+    out.units.append(reinterpret_cast<const char*>(bytes), unit);
+  };
+  for (const auto& [index, page] : pages.pages()) {
+    if (unit == SPROF_PAGE) {
+      store(index, page.data());
+      continue;
+    }
+    // Eight units at a time: most of a page (a record's path, a page of counters) is zeros.
+    constexpr uint64_t kBlock = 8;
+    for (uint64_t k = 0; k < SPROF_PAGE / unit; k += kBlock) {
+      uint64_t u[kBlock];
+      std::memcpy(u, page.data() + k * unit, sizeof u);
+      uint64_t any = 0;
+      for (uint64_t v : u) any |= v;
+      if (any == 0) continue;
+      for (uint64_t j = 0; j < kBlock; ++j)
+        if (u[j] != 0) store(index * (SPROF_PAGE / unit) + k + j, page.data() + (k + j) * unit);
+    }
   }
   return out;
 }
@@ -322,11 +348,11 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
     *error = "too many processes: " + num(p.processes.size());
     return false;
   }
-  if (version != SPROF_RUN_VERSION && version != SPROF_RUN_VERSION_FULL) {
+  if (version < SPROF_RUN_VERSION_FULL || version > SPROF_RUN_VERSION) {
     *error = "cannot write run profile version " + num(version);
     return false;
   }
-  const bool packed = version == SPROF_RUN_VERSION;
+  const bool packed = version != SPROF_RUN_VERSION_FULL;
   for (const Region& r : p.regions)
     if (r.process >= p.processes.size()) {
       *error = "region " + r.path + " names process " + num(r.process) + " of " +
@@ -337,16 +363,16 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
     Profile profile;
     std::vector<Planned> planned;
     uint64_t size = 0, offset = 0;
-    // Packed: where its pages go in the image, and the bytes stored (the table, the pages).
-    std::vector<sprof_run_extent> extents;
-    uint64_t stored = 0;
+    Packed packed;        // packed: its stored units and their extents
+    uint64_t stored = 0;  // the bytes at offset (packed: the extent table and the units)
   };
   std::vector<Image> images(p.processes.size());
+  std::vector<Profile> profiles = process_images(p);
   const uint64_t table_bytes = p.processes.size() * uint64_t{SPROF_RUN_ENTRY};
   uint64_t off = SPROF_PAGE + layout::page_round(table_bytes);
   for (size_t i = 0; i < images.size(); ++i) {
     Image& im = images[i];
-    im.profile = process_image(p, i);
+    im.profile = std::move(profiles[i]);
     if (!plan(im.profile, &im.planned, &im.size, error)) {
       *error = "process " + num(i) + ": " + *error;
       return false;
@@ -356,13 +382,13 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
     im.offset = off;
     im.stored = im.size;
     if (packed) {
-      // Which pages the image writes: its header, its records and the pages of counters that
-      // hold a count. The rest is zero and not stored.
-      PageSink which(false);
-      if (!write_body(which, im.profile, im.planned, im.size, 0, error)) return false;
-      im.extents = extents_of(which.pages());
-      im.stored = layout::page_round(im.extents.size() * uint64_t{SPROF_RUN_EXTENT}) +
-                  which.pages().size() * uint64_t{SPROF_PAGE};
+      // What the image writes: its header, its records and the pages of counters that hold a
+      // count, of which the units with data are stored. The rest is zero and not stored.
+      PageSink pages;
+      if (!write_body(pages, im.profile, im.planned, im.size, 0, error)) return false;
+      im.packed = pack(pages, layout::run_unit(version));
+      im.stored =
+          layout::run_table_bytes(version, im.packed.extents.size()) + im.packed.units.size();
     }
     off += im.stored;
   }
@@ -397,7 +423,7 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
     e.image_size = images[i].size;
     if (packed) {
       e.stored_size = images[i].stored;
-      e.extent_count = static_cast<uint32_t>(images[i].extents.size());
+      e.extent_count = static_cast<uint32_t>(images[i].packed.extents.size());
     }
     copy_name(e.comm, sizeof e.comm, pr.comm);
     copy_name(e.name, sizeof e.name, pr.name);
@@ -415,27 +441,24 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
     };
     return output(body, true, error);
   }
-  // Packed: written in order, one image's pages in memory at a time.
+  // Packed: written in order.
   auto body = [&](int fd, std::string* err) {
-    auto write_padded = [&](const void* data, size_t len) {
+    auto write_padded = [&](const void* data, size_t len, uint64_t padded) {
       std::string bytes(static_cast<const char*>(data), len);
-      bytes.resize(static_cast<size_t>(layout::page_round(len)), '\0');
+      bytes.resize(static_cast<size_t>(padded), '\0');
       return write_all(fd, bytes, err);
     };
-    if (!write_padded(&h, sizeof h) || !write_padded(table.data(), table.size() * sizeof table[0]))
+    if (!write_padded(&h, sizeof h, SPROF_PAGE) ||
+        !write_padded(table.data(), table.size() * sizeof table[0],
+                      layout::page_round(table.size() * sizeof table[0])))
       return false;
     for (Image& im : images) {
-      PageSink pages(true);
-      if (!write_body(pages, im.profile, im.planned, im.size, 0, err)) return false;
-      std::vector<sprof_run_extent> ext = im.extents;
+      std::vector<sprof_run_extent> ext = im.packed.extents;
       for (sprof_run_extent& x : ext) layout::run_extent_le(&x);
-      if (!write_padded(ext.data(), ext.size() * sizeof ext[0])) return false;
-      for (const auto& [index, data] : pages.pages()) {
-        (void)index;
-        if (!write_all(
-                fd, std::string_view(reinterpret_cast<const char*>(data.data()), data.size()), err))
-          return false;
-      }
+      if (!write_padded(ext.data(), ext.size() * sizeof ext[0],
+                        layout::run_table_bytes(version, ext.size())) ||
+          !write_all(fd, im.packed.units, err))
+        return false;
     }
     return true;
   };

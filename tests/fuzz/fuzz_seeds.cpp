@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   run.run_cpu_ns = 123456789;
   run.dropped_processes = 3;
   if (!write_profile(run, dir + "/run.sprof", &err) ||
+      !write_profile(run, dir + "/run_v2.sprof", &err, SPROF_RUN_VERSION_PAGES) ||
       !write_profile(run, dir + "/run_v1.sprof", &err, SPROF_RUN_VERSION_FULL)) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 1;

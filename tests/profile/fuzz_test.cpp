@@ -194,41 +194,44 @@ void poke_n(std::vector<uint8_t>& img, size_t off, size_t size, uint64_t v) {
   std::memcpy(img.data() + off, &v, size);  // little-endian host
 }
 
-// A packed run profile (version 2) of two processes: every truncation but the whole file is
-// refused, and random bytes written over its table and its extent tables give an error or a
+// A packed run profile (versions 3 and 2) of two processes: every truncation but the whole file
+// is refused, and random bytes written over its table and its extent tables give an error or a
 // consistent profile, never a read outside the file (ASan build) or a runaway allocation.
 TEST(ReaderFuzz, PackedRunTruncationsAndMutations) {
   Profile second = small_profile();
   second.pid = 7;
-  const std::vector<uint8_t> img =
-      image_of(combine_processes({small_profile(), second}, {"", ".7"}));
-  ASSERT_EQ(peek<uint32_t>(img, offsetof(sprof_run_header, version)), SPROF_RUN_VERSION);
-  size_t parsed = 0;
-  for (size_t len = 0; len <= img.size(); len += 64) {
-    std::vector<uint8_t> cut(img.begin(), img.begin() + static_cast<ptrdiff_t>(len));
-    if (parse_and_check(cut)) ++parsed;
-    if (::testing::Test::HasFatalFailure()) return;
-  }
-  EXPECT_EQ(parsed, 1u);
-  // The bytes that place the images' pages: the table's entries and each extent table.
-  std::vector<size_t> targets;
-  for (size_t e = 0; e < 2; ++e) {
-    const size_t entry = SPROF_PAGE + e * SPROF_RUN_ENTRY;
-    for (size_t b = 8; b < 88; ++b) targets.push_back(entry + b);
-    const uint64_t at = peek<uint64_t>(img, entry + offsetof(sprof_run_process, image_offset));
-    const uint32_t n = peek<uint32_t>(img, entry + offsetof(sprof_run_process, extent_count));
-    for (size_t b = 0; b < n * sizeof(sprof_run_extent); ++b) targets.push_back(at + b);
-  }
-  std::mt19937_64 rng(0x9acced);
-  for (int round = 0; round < 4000; ++round) {
-    std::vector<uint8_t> m = img;
-    const int edits = 1 + static_cast<int>(rng() % 3);
-    for (int k = 0; k < edits; ++k) {
-      const size_t at = targets[rng() % targets.size()];
-      m[at] = rng() % 4 == 0 ? 0xff : static_cast<uint8_t>(rng());
+  const Profile run = combine_processes({small_profile(), second}, {"", ".7"});
+  for (const uint32_t version : {SPROF_RUN_VERSION, SPROF_RUN_VERSION_PAGES}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    const std::vector<uint8_t> img = image_of(run, version);
+    ASSERT_EQ(peek<uint32_t>(img, offsetof(sprof_run_header, version)), version);
+    size_t parsed = 0;
+    for (size_t len = 0; len <= img.size(); len = len + 64 < img.size() ? len + 64 : len + 1) {
+      std::vector<uint8_t> cut(img.begin(), img.begin() + static_cast<ptrdiff_t>(len));
+      if (parse_and_check(cut)) ++parsed;
+      if (::testing::Test::HasFatalFailure()) return;
     }
-    parse_and_check(m);
-    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(parsed, 1u);
+    // The bytes that place the images' units: the table's entries and each extent table.
+    std::vector<size_t> targets;
+    for (size_t e = 0; e < 2; ++e) {
+      const size_t entry = SPROF_PAGE + e * SPROF_RUN_ENTRY;
+      for (size_t b = 8; b < 88; ++b) targets.push_back(entry + b);
+      const uint64_t at = peek<uint64_t>(img, entry + offsetof(sprof_run_process, image_offset));
+      const uint32_t n = peek<uint32_t>(img, entry + offsetof(sprof_run_process, extent_count));
+      for (size_t b = 0; b < n * sizeof(sprof_run_extent); ++b) targets.push_back(at + b);
+    }
+    std::mt19937_64 rng(0x9acced + version);
+    for (int round = 0; round < 4000; ++round) {
+      std::vector<uint8_t> m = img;
+      const int edits = 1 + static_cast<int>(rng() % 3);
+      for (int k = 0; k < edits; ++k) {
+        const size_t at = targets[rng() % targets.size()];
+        m[at] = rng() % 4 == 0 ? 0xff : static_cast<uint8_t>(rng());
+      }
+      parse_and_check(m);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
   }
 }
 

@@ -153,11 +153,11 @@ inline void spit(const std::string& path, const std::vector<uint8_t>& bytes) {
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
-// The bytes the writer produces for `p`.
-inline std::vector<uint8_t> image_of(const Profile& p) {
+// The bytes the writer produces for `p` (a run: in run profile version `run_version`).
+inline std::vector<uint8_t> image_of(const Profile& p, uint32_t run_version = SPROF_RUN_VERSION) {
   TempDir dir;
   std::string error;
-  EXPECT_TRUE(write_profile(p, dir.file("p.sprof"), &error)) << error;
+  EXPECT_TRUE(write_profile(p, dir.file("p.sprof"), &error, run_version)) << error;
   return slurp(dir.file("p.sprof"));
 }
 

@@ -300,10 +300,11 @@ TEST(Run, ShellWithFiftyChildrenGivesOneProfile) {
   EXPECT_NE(text.out.find("unsampled CPU:"), std::string::npos) << text.out;
 }
 
-// The run profile's size is its data: every image packed, no holes (version 2 of the run
-// format). Stored in full, each process's image was tens of megabytes of zero counters for its
-// libraries (1-byte bins), file holes that a copy, an upload or an archive wrote out: a record
-// of `make` compiling four one-line files had an apparent size of 1.35 GB for 1.3 MB of data.
+// The run profile's size is its data: every image packed, no holes (version 3 of the run
+// format, by 8-byte units; version 2 packed pages). Stored in full, each process's image was tens
+// of megabytes of zero counters for its libraries (1-byte bins), file holes that a copy, an upload
+// or an archive wrote out: a record of `make` compiling four one-line files had an apparent size
+// of 1.35 GB for 1.3 MB of data.
 TEST(Run, OutputIsOnlyItsDataWithoutHoles) {
   TempDir dir;
   const std::string out = dir / "run.sprof";
