@@ -8,6 +8,9 @@
 // the child execs CMD (execvp): the child's time before its exec (a profiled parent's fork
 // handlers, its hand-over, the exec's flush) is then in CMD's. With SPAWN_FORK=1 and
 // SPAWN_EXIT=1 the child calls _exit(0) at once instead: what a forked child costs by itself.
+// With SPAWN_TOTALS=1 it also prints "TOTALS <sum> <self>" on stderr at the end: the CMDs' CPU
+// summed and its own (ms), so that a tool's own CPU is the tool's tree less both
+// (bench/tool_cpu.py).
 // Usage: spawn_cpu LABEL N CMD [ARGS...]
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -63,6 +66,14 @@ int main(int argc, char** argv) {
     cpu[i] = (double)child_cpu_us(&ru) / 1e3;
     if (each) fprintf(stderr, "W %.0f\n", cpu[i] * 1e3);
     faults[i] = (double)ru.ru_minflt;
+  }
+  const char* totals_env = getenv("SPAWN_TOTALS");
+  if (totals_env && totals_env[0] == '1') {
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += cpu[i];
+    struct rusage me;
+    getrusage(RUSAGE_SELF, &me);
+    fprintf(stderr, "TOTALS %.3f %.3f\n", sum, (double)child_cpu_us(&me) / 1e3);
   }
   qsort(cpu, (size_t)n, sizeof *cpu, by_value);
   qsort(faults, (size_t)n, sizeof *faults, by_value);

@@ -137,7 +137,7 @@ struct sprof_region {
  * holes (an upload, an archive, scp) wrote out. Version 2 packed whole pages: a process of a
  * few samples still stored its header's page, one page per region record and one per counter
  * hit, and a page of extents (24 KiB for a few hundred bytes of data: `sprofil record` of
- * 3,000 short processes wrote 63 MB in 140 ms; version 3 writes them in 1.8 MB, in 30 ms).
+ * 3,000 short processes wrote 63 MB; version 3 writes them in 1.9 MB: docs/file-format.md).
  * Version 1 stores each image as it is, in full, at image_offset; readers read all three.
  * The host tools write it once (temporary file + rename); it is never updated in place. */
 #define SPROF_RUN_MAGIC "SPRFRUN"  /* 8 bytes with the terminating NUL */

@@ -154,7 +154,7 @@ struct Profile {
 Process process_of(const Profile& p);
 void set_header(Profile* p, const Process& pr);
 // A single-process profile of one process in a run (its header fields and its regions), and
-// every process's at once (one pass over the regions: a run of 3,000 processes took 35 million
+// every process's at once (one pass over the regions: a run of 3,000 processes took 13 million
 // steps a process at a time).
 Profile process_image(const Profile& p, size_t process);
 std::vector<Profile> process_images(const Profile& p);
