@@ -185,20 +185,6 @@ void set_header(Profile* p, const Process& pr) {
   p->lost = pr.lost;
 }
 
-Profile process_image(const Profile& p, size_t process) {
-  Profile out;
-  const Process& pr = p.processes.at(process);
-  set_header(&out, pr);
-  for (const Region& r : p.regions)
-    if (r.process == process) {
-      out.regions.push_back(r);
-      out.regions.back().process = 0;
-    }
-  Process self = pr;
-  out.processes.push_back(std::move(self));
-  return out;
-}
-
 std::vector<Profile> process_images(const Profile& p) {
   std::vector<Profile> out(p.processes.size());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -211,6 +197,10 @@ std::vector<Profile> process_images(const Profile& p) {
     im.regions.back().process = 0;
   }
   return out;
+}
+
+Profile process_image(const Profile& p, size_t process) {
+  return std::move(process_images(p).at(process));
 }
 
 Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names) {

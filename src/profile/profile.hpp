@@ -153,11 +153,11 @@ struct Profile {
 // tallies) from a process. Every copy between the two goes through these.
 Process process_of(const Profile& p);
 void set_header(Profile* p, const Process& pr);
-// A single-process profile of one process in a run (its header fields and its regions), and
-// every process's at once (one pass over the regions: a run of 3,000 processes took 13 million
-// steps a process at a time).
-Profile process_image(const Profile& p, size_t process);
+// Every process's single-process profile in a run (its header fields and its regions), in one
+// pass over the regions (a pass a process took a run of 3,000 processes 13 million steps); and
+// one process's (the same, for a run of one process: the live client's answer).
 std::vector<Profile> process_images(const Profile& p);
+Profile process_image(const Profile& p, size_t process);
 // Combines single-process profiles into a run profile: processes in the given order (the first
 // is the root), regions tagged with their process, top-level fields as described above.
 Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names);

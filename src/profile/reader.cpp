@@ -585,9 +585,10 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
   const bool packed = h.version != SPROF_RUN_VERSION_FULL;
   // An entry's alignment and the least it stores: an image of two pages (version 1), its
   // extent table's page and a page (version 2), an extent and a unit (version 3).
-  const uint64_t align = h.version == SPROF_RUN_VERSION ? SPROF_RUN_UNIT : SPROF_PAGE;
-  const uint64_t least =
-      h.version == SPROF_RUN_VERSION ? SPROF_RUN_EXTENT + SPROF_RUN_UNIT : layout::kMinImage;
+  const uint64_t align = packed ? layout::run_unit(h.version) : SPROF_PAGE;
+  const uint64_t least = packed
+                             ? layout::run_table_bytes(h.version, 1) + layout::run_unit(h.version)
+                             : layout::kMinImage;
   if (h.header_size != SPROF_PAGE || h.table_offset != SPROF_PAGE) {
     *error = "bad run header: header_size " + num(h.header_size) + ", table_offset " +
              num(h.table_offset) + " (both must be 4096)";

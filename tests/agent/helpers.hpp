@@ -179,11 +179,12 @@ inline std::vector<std::string> list_dir(const std::string& dir) {
 // names (OUT, OUT.PID, OUT.PID.N), OUT last, and returns those names.
 inline std::vector<std::string> explode_run(const std::string& out) {
   profile::Profile run = read(out);
+  const std::vector<profile::Profile> images = profile::process_images(run);
   std::vector<std::string> names;
   for (size_t i = run.processes.size(); i-- > 0;) {
     const std::string name = out + run.processes[i].name;
     std::string err;
-    EXPECT_TRUE(profile::write_profile(profile::process_image(run, i), name, &err)) << err;
+    EXPECT_TRUE(profile::write_profile(images[i], name, &err)) << err;
     names.push_back(name);
   }
   return names;
