@@ -126,7 +126,10 @@ const std::string& source_line(const std::string& file, int line) {
   if (it == cache.end()) {
     std::vector<std::string> lines;
     std::ifstream in(file);
-    for (std::string s; std::getline(in, s);) lines.push_back(s);
+    for (std::string s; std::getline(in, s);) {
+      if (!s.empty() && s.back() == '\r') s.pop_back();  // a CRLF file
+      lines.push_back(expand_tabs(s));
+    }
     it = cache.emplace(file, std::move(lines)).first;
   }
   if (line <= 0 || size_t(line) > it->second.size()) return none;
@@ -136,6 +139,14 @@ const std::string& source_line(const std::string& file, int line) {
 bool name_matches(const std::string& want, const Row& r) {
   if (want == r.name || want == symbolize::short_name(r.name)) return true;
   return std::find(r.aliases.begin(), r.aliases.end(), want) != r.aliases.end();
+}
+
+// A name's last components: `spin` and `Worker::spin` for `ns::Worker::spin(long)`, as the
+// short name (symbolize::short_name) spells them; what a user copies from a method's line.
+bool tail_matches(const std::string& want, const Row& r) {
+  const std::string s = symbolize::short_name(r.name);
+  return s.size() > want.size() + 2 && s.compare(s.size() - want.size(), want.size(), want) == 0 &&
+         s.compare(s.size() - want.size() - 2, 2, "::") == 0;
 }
 
 // The regions that hold row's function: its object, in the selected processes (and of the
@@ -328,13 +339,29 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
   };
   std::vector<std::vector<UnknownRange>> ranges;  // per "[unknown]" row (items point into them)
   std::vector<Item> items;
-  for (const Row& r : t.rows) {
-    if (r.object_path.empty() || r.samples <= 0) continue;
-    if (!opts.function.empty()) {
-      // A named function: every row of that name; "[unknown]" is not one.
-      if (name_matches(opts.function, r) && r.name != "[unknown]")
+  // A named function: every row of that name; "[unknown]" is not one. Where no row has it,
+  // the rows whose name ends with it as whole components (tail_matches).
+  auto named = [&](bool (*matches)(const std::string&, const Row&)) {
+    for (const Row& r : t.rows)
+      if (!r.object_path.empty() && r.samples > 0 && r.name != "[unknown]" &&
+          matches(opts.function, r))
         items.push_back({&r, nullptr, r.samples});
-    } else if (r.name != "[unknown]") {
+  };
+  if (!opts.function.empty()) {
+    named(name_matches);
+    if (items.empty()) named(tail_matches);
+    if (items.empty()) {
+      // Nothing of that name: the hottest functions whose name holds it, for the message.
+      for (const Row& r : t.rows)  // rows come hottest first
+        if (r.samples > 0 && r.name != "[unknown]" && a.near.size() < kNearNames &&
+            symbolize::short_name(r.name).find(opts.function) != std::string::npos &&
+            std::find(a.near.begin(), a.near.end(), symbolize::short_name(r.name)) == a.near.end())
+          a.near.push_back(symbolize::short_name(r.name));
+    }
+  }
+  for (const Row& r : t.rows) {
+    if (r.object_path.empty() || r.samples <= 0 || !opts.function.empty()) continue;
+    if (r.name != "[unknown]") {
       items.push_back({&r, nullptr, r.samples});
     } else {
       ranges.push_back(unknown_ranges(p, sym, opts, r));
@@ -446,6 +473,7 @@ void write_annotation_json(const Annotation& a, std::ostream& out) {
   j["source"] = valid_utf8(a.source);
   j["total_samples"] = a.total_samples;
   j["warnings"] = json_strings(a.warnings);
+  if (!a.near.empty()) j["near"] = json_strings(a.near);
   j["functions"] = nlohmann::json::array();
   for (const AnnotatedFunction& f : a.functions) {
     nlohmann::json jf = json_named(f.name, f.object);

@@ -23,9 +23,12 @@
 namespace sprofil::report {
 
 struct AnnotateOptions {
-  std::string function;  // annotate this function (demangled, short or raw name); "" = hottest
-  size_t top = 3;        // without `function`: this many of the hottest functions
-  Options report;        // process filters, --object
+  // Annotate this function (demangled, short or raw name, an alias, or the last components of
+  // its short name: `spin` or `Worker::spin` for `ns::Worker::spin`, where none is named so);
+  // "" = the hottest.
+  std::string function;
+  size_t top = 3;  // without `function`: this many of the hottest functions
+  Options report;  // process filters, --object
 };
 
 struct AnnotatedInstruction {
@@ -65,7 +68,11 @@ struct Annotation {
   uint64_t total_samples = 0;
   std::vector<AnnotatedFunction> functions;
   std::vector<std::string> warnings;
+  // With a `function` that no function with samples is named or ends with: the (short) names
+  // of the hottest ones that hold it, at most kNearNames, for the error message.
+  std::vector<std::string> near;
 };
+constexpr size_t kNearNames = 5;
 
 // Empty `functions` when the named function has no samples (or is not in the profile).
 Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,

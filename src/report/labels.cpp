@@ -1,5 +1,6 @@
 #include "report/labels.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -90,6 +91,26 @@ std::string printable(const std::string& s) {
     }
     out.append(s, i, n);
     i += n;
+  }
+  return out;
+}
+
+std::string expand_tabs(const std::string& line, size_t stop) {
+  if (line.find('\t') == std::string::npos) return line;
+  std::string out;
+  size_t column = 0;
+  for (size_t i = 0; i < line.size();) {
+    if (line[i] == '\t') {
+      const size_t to = (column / stop + 1) * stop;
+      out.append(to - column, ' ');
+      column = to;
+      ++i;
+      continue;
+    }
+    const size_t n = std::max<size_t>(utf8_length(line, i), 1);  // an invalid byte: one column
+    out.append(line, i, n);
+    i += n;
+    ++column;
   }
   return out;
 }

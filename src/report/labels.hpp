@@ -31,6 +31,9 @@ std::string label_of(const Row& r, By by, bool short_names = false);
 // For a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8 as \xNN, so
 // that a command line, path or symbol cannot move the cursor or recolour the screen.
 std::string printable(const std::string& s);
+// A source line as an editor shows it: each tab to the next multiple of `stop` columns (a
+// column is a byte, or a UTF-8 sequence).
+std::string expand_tabs(const std::string& line, size_t stop = 8);
 // Valid UTF-8 for JSON and protobuf strings: every byte that is not part of a valid UTF-8
 // sequence becomes U+FFFD.
 std::string valid_utf8(const std::string& s);

@@ -5,6 +5,8 @@
 //   lib N    annotate_lib_spin() in libreport_annotate_lib.so.
 //   plugin N PATH  annotate_plugin_spin() of the plugin at PATH, dlopen'd.
 //   inline N inline_outer(): its loop's work is in an always-inlined helper (marked INL_ STEP).
+//   method N ann::Worker::spin(): a method of a class in a namespace, for --function by the
+//            name's last components; its loop's line (marked METHOD_ LOOP) is indented by a tab.
 //   mixed N  N multiply-adds in each of six static functions (mixed_hidden_0..5, 256 bytes
 //            apart: no dynamic symbol, so `[unknown]` in a stripped copy, six ranges), 4N in
 //            mixed_hot_a() and 3N in mixed_hot_b() (exported: named even when stripped). Each
@@ -57,6 +59,17 @@ __attribute__((noipa)) double mixed_hot_b(long n) {
   return x;
 }
 
+namespace ann {
+struct Worker {
+  double spin(long n);
+};
+__attribute__((noipa)) double Worker::spin(long n) {
+  double x = 6.0;
+	for (long i = 0; i < n; ++i) x = x * 0.9999996 + 0.0625;  // METHOD_LOOP
+  return x;
+}
+}  // namespace ann
+
 double mixed(long n) {
   double s = 0;
   // In 50 rounds, so that a slow phase of the machine hits every function alike.
@@ -82,13 +95,14 @@ int main(int argc, char** argv) {
     return 0;  // not dlclose'd: the region stays until the end, as most plugins do
   }
   if (argc != 3) {
-    std::fprintf(stderr, "usage: annotate_prog loops|lib|inline|mixed N | plugin N PATH\n");
+    std::fprintf(stderr, "usage: annotate_prog loops|lib|inline|method|mixed N | plugin N PATH\n");
     return 2;
   }
   long n = std::atol(argv[2]);
   double s = std::strcmp(argv[1], "lib") == 0      ? annotate_lib_spin(n)
              : std::strcmp(argv[1], "inline") == 0 ? inline_outer(n)
              : std::strcmp(argv[1], "mixed") == 0  ? mixed(n)
+             : std::strcmp(argv[1], "method") == 0 ? ann::Worker().spin(n)
                                                    : two_loops(n);
   std::printf("%g\n", s);
   return 0;

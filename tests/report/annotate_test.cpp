@@ -333,6 +333,36 @@ TEST(Annotate, TopRanksUnknownRangesByTheirOwnSamples) {
   EXPECT_EQ(hidden_hit.size(), 6u) << all.dump(1);
 }
 
+// A method is found by the last components of its name, as read off the report's line
+// (`spin`, `Worker::spin` for `ann::Worker::spin`), and its tab-indented line is printed with
+// the tab expanded to spaces, not as an escape. A name that no function ends with fails and
+// names the functions that hold it.
+TEST(Annotate, MethodByItsLastComponents) {
+  const int loop = marker_line(ANNOTATE_SOURCE, "METHOD_LOOP");
+  std::string file = record("method", kProg, "method", "100000000", "SPROFIL_BIN_BYTES=1");
+  for (const std::string want : {"ann::Worker::spin", "Worker::spin", "spin"}) {
+    Json j = annotate_json(file, want);
+    ASSERT_EQ(j["functions"].size(), 1u) << want << "\n" << j.dump(1);
+    const Json& f = j["functions"][0];
+    EXPECT_EQ(f["name"], "ann::Worker::spin(long)") << want;
+    double on_loop = 0;
+    for (const Json& l : f["lines"])
+      if (l["line"] == loop) on_loop += l["samples"].get<double>();
+    // The loop is the function's work: ~100 ms, nearly all of its samples on the loop's line.
+    EXPECT_GT(on_loop, 0.9 * f["samples"].get<double>()) << j.dump(1);
+  }
+  std::string text = run("'" + kTool + "' annotate '" + file + "' --function spin 2>&1");
+  EXPECT_EQ(text.find("\\x09"), std::string::npos) << text;
+  EXPECT_NE(text.find("        for (long i = 0; i < n; ++i) x = x * 0.9999996"), std::string::npos)
+      << text;
+  // Not a component: "pin" is part of "spin", not a name of its own.
+  int status = 0;
+  std::string err = run("'" + kTool + "' annotate '" + file + "' --function pin 2>&1", &status);
+  EXPECT_NE(status, 0) << err;
+  EXPECT_NE(err.find("no function named pin"), std::string::npos) << err;
+  EXPECT_NE(err.find("whose name holds it: ann::Worker::spin"), std::string::npos) << err;
+}
+
 TEST(Annotate, UnknownFunctionFails) {
   std::string file = record("loops_small", kProg, "loops", "10000000", "SPROFIL_BIN_BYTES=1");
   int status = 0;

@@ -34,12 +34,17 @@ int run_annotate(const AnnotateArgs& args) {
   else
     report::write_annotation_text(a, s);
   int status = 0;
-  if (a.functions.empty())
-    status = fail("annotate", args.input.file + ": " +
-                                  (args.function.empty()
-                                       ? "no function has samples"
-                                       : "no function named " + report::printable(args.function) +
-                                             " has samples"));
+  if (a.functions.empty()) {
+    std::string why = args.function.empty()
+                          ? "no function has samples"
+                          : "no function named " + report::printable(args.function) +
+                                " (or ending in ::" + report::printable(args.function) +
+                                ") has samples";
+    for (size_t i = 0; i < a.near.size(); ++i)
+      why += (i == 0 ? "; functions with samples whose name holds it: " : ", ") +
+             report::printable(a.near[i]);
+    status = fail("annotate", args.input.file + ": " + why);
+  }
   return write_text("annotate", args.out, s.str(), status);
 }
 
