@@ -718,4 +718,17 @@ bool read_profile(const std::string& path, Profile* out, std::string* error) {
   return ok;
 }
 
+bool starts_as_profile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) return false;
+  struct stat st;
+  bool yes = false;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    FileSource src(fd, static_cast<uint64_t>(st.st_size));
+    yes = kind_of(src) != Kind::kNone;
+  }
+  ::close(fd);
+  return yes;
+}
+
 }  // namespace sprofil::profile

@@ -23,6 +23,11 @@ namespace sprofil::profile {
 // On failure returns false and sets *error (without the path; callers prefix it).
 bool read_profile(const std::string& path, Profile* out, std::string* error);
 
+// Whether the regular file at `path` begins with the magic of a profile of either kind (a
+// process's or a run's): the one test of "this file is a profile" for whoever must not
+// replace any other file (`sprofil record -o`). False where it cannot be read.
+bool starts_as_profile(const std::string& path);
+
 // Parses a whole file image held in memory.
 bool parse_profile(const uint8_t* data, size_t size, Profile* out, std::string* error);
 

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "format/layout.hpp"
+#include "profile/reader.hpp"
 
 namespace sprofil::profile {
 
@@ -467,10 +468,24 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
 
 }  // namespace
 
+bool may_write_profile_at(const std::string& path, std::string* why) {
+  struct stat st;
+  if (path == "-" || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 ||
+      starts_as_profile(path))
+    return true;
+  *why = "exists and is not a sprofil profile: not replacing it (remove it, or name another file)";
+  return false;
+}
+
 bool write_profile(const Profile& p, const std::string& path, std::string* error,
                    uint32_t run_version) {
   std::string scratch;
   if (!error) error = &scratch;
+  if (std::string why; !may_write_profile_at(path, &why)) {
+    *error = why;
+    errno = EEXIST;
+    return false;
+  }
   if (p.run) {
     const Output to_path = [&](const Body& body, bool seek, std::string* err) {
       if (!seek) return write_output(path, body, err);

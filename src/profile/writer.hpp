@@ -21,8 +21,17 @@ namespace sprofil::profile {
 // Fails (with *error set) on an inconsistent Profile: counter_width not 2/4/8, bin_size 0,
 // start >= end, a bin unsorted, zero, past nbins() or with system > count, path or build-id
 // too long, argv too long for the header.
+// A file already at `path` that is regular, not empty and not a profile is not replaced
+// (may_write_profile_at).
 bool write_profile(const Profile& p, const std::string& path, std::string* error,
                    uint32_t run_version = SPROF_RUN_VERSION);
+
+// Whether a profile may be written at `path`: nothing there, something not regular (written in
+// place: /dev/null), a symbolic link (replaced, never followed), an empty file (mktemp's) or a
+// profile (a rerun's). Any other file is someone's data, which a profile written there would
+// take the name of (`-o main.c` for `-o main.sprof`): false, with *why. `sprofil record` asks
+// before it runs the command; write_profile asks again.
+bool may_write_profile_at(const std::string& path, std::string* why);
 
 // The file of p into `fd`, a seekable file at offset 0 (a memfd: `sprofil record`'s live
 // snapshots): a v1 file, or with `run` set a packed run profile. Fails as write_profile does.

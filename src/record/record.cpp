@@ -437,6 +437,12 @@ int make_run_dir(const Options& o, FILE* log, std::string* out_path, std::string
             out.c_str());
     return 2;
   }
+  // A file there that is someone's data, not a profile, is not replaced (before the command
+  // runs, not after).
+  if (std::string why; !profile::may_write_profile_at(out, &why)) {
+    fprintf(log, "sprofil record: %s %s\n", out.c_str(), why.c_str());
+    return 2;
+  }
   const size_t slash = out.rfind('/');
   const std::string dir = slash == 0 ? "/" : out.substr(0, slash);
   std::string base = out.substr(slash + 1);

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include <regex>
 #include <tuple>
@@ -85,6 +86,39 @@ TEST(Output, BadOutputFailsBeforeTheCommandRuns) {
   EXPECT_NE(r.status, 0) << describe(r);
   EXPECT_FALSE(exists(mark));
   EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+}
+
+// An output that is someone's data (a non-empty regular file that is not a profile: `-o main.c`
+// for `-o main.sprof`) is refused with status 2 before the command runs, the file as it was;
+// merge refuses it too. An empty file (mktemp's) and a profile (a rerun's) are replaced.
+TEST(Output, AFileThatIsNotAProfileIsNeverReplaced) {
+  const auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  TempDir dir;
+  const std::string mark = dir / "ran", data = dir / "main.c";
+  { std::ofstream(data) << "int main() { return 0; }\n"; }
+  Result r = record_nodash(data, {"touch", mark});
+  EXPECT_EQ(r.status, 2) << describe(r);
+  EXPECT_FALSE(exists(mark)) << "the command ran although its profile would replace a file";
+  EXPECT_NE(r.err.find("exists and is not a sprofil profile"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(data), "int main() { return 0; }\n");
+  // A rerun replaces the profile it made; an empty file is replaced.
+  const std::string p = dir / "p.sprof", empty = dir / "empty.sprof";
+  ASSERT_EQ(record_nodash(p, {kProg, "burn", "0.05"}).status, 0);
+  r = record_nodash(p, {kProg, "burn", "0.05"});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_GT(read(p).delivered, 0u);
+  { std::ofstream touch(empty); }
+  r = record_nodash(empty, {kProg, "burn", "0.05"});
+  EXPECT_EQ(r.status, 0) << describe(r);
+  EXPECT_GT(read(empty).delivered, 0u);
+  // merge: the same rule, the file as it was.
+  r = run({kTool, "merge", "-o", data, p, empty});
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_NE(r.err.find("exists and is not a sprofil profile"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(data), "int main() { return 0; }\n");
 }
 
 // --scratch DIR: the processes' files are kept in a private run directory made in DIR while
