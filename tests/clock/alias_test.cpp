@@ -79,22 +79,33 @@ TEST_P(Alias, PeriodicFunctionsGetEqualShares) {
 INSTANTIATE_TEST_SUITE_P(HalfPeriods, Alias, ::testing::Values("500", "250"));
 
 // func_a's and func_b's samples in two runs of the workload (half period `half` us, 2 s) under
-// `sprofil record -F 1000 ARGS`, summed.
-std::pair<double, double> record_twice(const char* half, const std::string& args) {
+// `sprofil record -F 1000 ARGS`, summed; *said gets each run's counts and record's own words,
+// for a failure's message.
+std::pair<double, double> record_twice(const char* half, const std::string& args,
+                                       std::string* said) {
   double a = 0, b = 0;
   for (int run_no = 0; run_no < 2; ++run_no) {
     // A name of this test process's own: AliasDefault and AliasAgent of the same half period
     // ran at once under ctest -j and each removed, or had refused to it, the other's profile.
     const std::string file =
         ::testing::TempDir() + "alias_record_" + half + "." + std::to_string(getpid()) + ".sprof";
-    run("env -u SPROFIL_PERF_MODE -u SPROFIL_JITTER " SPROFIL_TOOL " record -F 1000 " + args +
-        " -o " + file + " -- " ALIAS_WORKLOAD " " + half + " 2 2>/dev/null");
-    const auto j = nlohmann::json::parse(run(SPROFIL_TOOL " report --format json " + file));
-    for (const auto& row : j["rows"]) {
-      const std::string name = row["name"].get<std::string>();
-      if (name == "func_a") a += row["samples"].get<double>();
-      if (name == "func_b") b += row["samples"].get<double>();
-    }
+    const std::string log =
+        run("env -u SPROFIL_PERF_MODE -u SPROFIL_JITTER " SPROFIL_TOOL " record -F 1000 " + args +
+            " -o " + file + " -- " ALIAS_WORKLOAD " " + half + " 2 2>&1");
+    const auto j = nlohmann::json::parse(
+        run(SPROFIL_TOOL " report --format json " + file + " 2>&1"), nullptr, false);
+    double ra = 0, rb = 0;
+    if (!j.is_discarded())
+      for (const auto& row : j["rows"]) {
+        const std::string name = row["name"].get<std::string>();
+        if (name == "func_a") ra += row["samples"].get<double>();
+        if (name == "func_b") rb += row["samples"].get<double>();
+      }
+    *said += "run " + std::to_string(run_no + 1) + ": func_a " + std::to_string(ra) + ", func_b " +
+             std::to_string(rb) + (j.is_discarded() ? " (no report)" : "") +
+             "; record said: " + log + "\n";
+    a += ra;
+    b += rb;
     std::remove(file.c_str());
   }
   return {a, b};
@@ -109,9 +120,10 @@ TEST_P(AliasDefault, PeriodicFunctionsGetEqualShares) {
   if (!perf_events_allowed()) GTEST_SKIP() << "perf_event_open is not permitted here";
   // The same bound as alias_test.cpp (lockstep sampling gave 1460:0): two runs of 2 s at
   // 1000 Hz summed, |a - b| / (a + b) < 0.2. SPROFIL_PERF_MODE is cleared: the default mode.
-  const auto [a, b] = record_twice(GetParam(), "");
-  ASSERT_GT(a + b, 2000) << "too few samples in the two functions";
-  EXPECT_LT(std::abs(a - b) / (a + b), 0.2) << "func_a " << a << " vs func_b " << b;
+  std::string said;
+  const auto [a, b] = record_twice(GetParam(), "", &said);
+  ASSERT_GT(a + b, 2000) << "too few samples in the two functions\n" << said;
+  EXPECT_LT(std::abs(a - b) / (a + b), 0.2) << "func_a " << a << " vs func_b " << b << "\n" << said;
 }
 
 INSTANTIATE_TEST_SUITE_P(HalfPeriods, AliasDefault, ::testing::Values("500", "250"));
@@ -122,9 +134,10 @@ class AliasAgent : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(AliasAgent, PeriodicFunctionsGetEqualShares) {
   if (!perf_events_allowed()) GTEST_SKIP() << "perf_event_open is not permitted here";
-  const auto [a, b] = record_twice(GetParam(), "--agent");
-  ASSERT_GT(a + b, 2000) << "too few samples in the two functions";
-  EXPECT_LT(std::abs(a - b) / (a + b), 0.2) << "func_a " << a << " vs func_b " << b;
+  std::string said;
+  const auto [a, b] = record_twice(GetParam(), "--agent", &said);
+  ASSERT_GT(a + b, 2000) << "too few samples in the two functions\n" << said;
+  EXPECT_LT(std::abs(a - b) / (a + b), 0.2) << "func_a " << a << " vs func_b " << b << "\n" << said;
 }
 
 INSTANTIATE_TEST_SUITE_P(HalfPeriods, AliasAgent, ::testing::Values("500", "250"));
