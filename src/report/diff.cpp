@@ -25,13 +25,13 @@ std::string key_of(const Row& r, By by, bool with_comm) {
   return k;
 }
 
-std::string row_label(const DiffRow& r, By by) {
+std::string row_label(const DiffRow& r, By by, const std::set<std::string>& full) {
   Row tmp;
   tmp.name = r.name;
   tmp.object = r.object;
   tmp.file = r.file;
   tmp.line = r.line;
-  return label_of(tmp, by, true);
+  return label_of(tmp, by, true, &full);
 }
 
 bool ends_with(const std::string& s, std::string_view tail) {
@@ -203,15 +203,18 @@ void write_diff_text(const DiffTable& t, size_t limit, std::ostream& out) {
   out << buf;
   // A label another row shares (one name in two objects), or an `[unknown]` one, is followed by
   // its object, as `report`'s text shows every row's.
+  std::vector<std::string> names;
+  for (const DiffRow& r : t.rows) names.push_back(r.name);
+  const std::set<std::string> full = names_short_alike(names);
   std::map<std::string, size_t> uses;
-  for (const DiffRow& r : t.rows) ++uses[row_label(r, t.by)];
+  for (const DiffRow& r : t.rows) ++uses[row_label(r, t.by, full)];
   size_t shown = 0;
   for (const DiffRow& r : t.rows) {
     if (limit != 0 && shown++ >= limit) break;
     std::snprintf(buf, sizeof buf, "%-3s %7.2f %7.2f %+8.2f [%+8.2f, %+8.2f] %+10.3f %9.2g  ",
                   r.significant ? "*" : "", r.base_percent, r.new_percent, r.change,
                   r.change_ci95_low, r.change_ci95_high, r.change_seconds, r.p_adjusted);
-    const std::string label = row_label(r, t.by);
+    const std::string label = row_label(r, t.by, full);
     out << buf << label;
     if (t.by != By::kObject && !r.object.empty() &&
         (uses[label] > 1 || ends_with(r.name, "[unknown]")))

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "symbolize/symbolize.hpp"
 
@@ -207,10 +208,45 @@ std::string kept_processes(const profile::Profile& p, const Options& opts) {
   return s + " (" + process_filter(opts) + ")";
 }
 
-std::string label_of(const Row& r, By by, bool short_names) {
+namespace {
+
+bool shortened(const std::string& name) {
+  return name.size() > kShortNameAbove;
+}
+
+}  // namespace
+
+std::set<std::string> names_short_alike(const std::vector<std::string>& names) {
+  std::map<std::string, std::set<std::string>> by_short;
+  for (const std::string& n : names)
+    if (shortened(n)) by_short[symbolize::short_name(n)].insert(n);
+  std::set<std::string> alike;
+  for (const std::string& n : names)  // a short name a kept name already has
+    if (!shortened(n)) {
+      if (const auto it = by_short.find(n); it != by_short.end()) {
+        alike.insert(it->second.begin(), it->second.end());
+        by_short.erase(it);
+      }
+    }
+  for (const auto& [short_form, whole] : by_short)
+    if (whole.size() > 1) alike.insert(whole.begin(), whole.end());
+  return alike;
+}
+
+std::vector<std::string> shown_names(const std::vector<Row>& rows) {
+  std::vector<std::string> names;
+  for (const Row& r : rows) {
+    names.push_back(r.name);
+    for (const symbolize::Frame& f : r.frames) names.push_back(f.function);
+  }
+  return names;
+}
+
+std::string label_of(const Row& r, By by, bool short_names, const std::set<std::string>* full) {
   auto shown = [&](const std::string& name) {
-    return printable(short_names && name.size() > kShortNameAbove ? symbolize::short_name(name)
-                                                                  : name);
+    return printable(short_names && shortened(name) && !(full && full->count(name))
+                         ? symbolize::short_name(name)
+                         : name);
   };
   switch (by) {
     case By::kFunction:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,15 @@ constexpr size_t kShortNameAbove = 64;
 // The label of a row in text output: function, object, file:line function, or address (the
 // runtime address, then the object-relative one that addr2line -e OBJECT takes); with
 // `short_names`, names longer than kShortNameAbove are shortened.
-std::string label_of(const Row& r, By by, bool short_names = false);
+// `full`: names shown whole even with `short_names` (names_short_alike).
+std::string label_of(const Row& r, By by, bool short_names = false,
+                     const std::set<std::string>* full = nullptr);
+// Of `names`, those whose short form (the one label_of shows) another, different name has too:
+// two lambdas' std::thread::_State_impl<...{lambda()#1}...>::_M_run and ...#2... would read
+// alike as std::thread::_State_impl::_M_run, so both are shown whole.
+std::set<std::string> names_short_alike(const std::vector<std::string>& names);
+// The names of `rows` that label_of shows: each row's, and its inline frames' functions.
+std::vector<std::string> shown_names(const std::vector<Row>& rows);
 
 // For a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8 as \xNN, so
 // that a command line, path or symbol cannot move the cursor or recolour the screen.

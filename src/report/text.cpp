@@ -97,15 +97,14 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
       filtered);
   if (!cov.warning.empty()) out << "warning: " << cov.warning << "\n";
   for (const std::string& w : t.warnings) out << "warning: " << printable(w) << "\n";
+  const std::vector<std::string> names = shown_names(t.rows);
+  const std::set<std::string> full = names_short_alike(names);
   bool shortened = false;
   if (opts.short_names && t.by != By::kObject)
-    for (const Row& r : t.rows) {
-      shortened |= r.name.size() > kShortNameAbove;
-      for (const symbolize::Frame& f : r.frames) shortened |= f.function.size() > kShortNameAbove;
-    }
+    for (const std::string& n : names) shortened |= n.size() > kShortNameAbove && !full.count(n);
   out << "by " << by_name(t.by) << "; percent and ci95 are % of total samples"
-      << (shortened ? "; long C++ names without parameters and template arguments (--full-names "
-                      "keeps them)"
+      << (shortened ? "; long C++ names without parameters and template arguments, but where two "
+                      "would read alike (--full-names keeps them all)"
                     : "")
       << "\n\n";
   // With system data: the row's own time split into user and system (percent of the row).
@@ -131,7 +130,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
       std::snprintf(buf, sizeof buf, "%-15s  ", printable(r.comm).c_str());
       out << buf;
     }
-    out << label_of(r, t.by, opts.short_names);
+    out << label_of(r, t.by, opts.short_names, &full);
     if (t.by != By::kObject && !r.object.empty()) out << "  " << printable(r.object);
     out << "\n";
   }

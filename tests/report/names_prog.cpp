@@ -4,6 +4,7 @@
 //   malloc  malloc/free of small blocks (glibc's malloc, alias __libc_malloc)
 //   vdso    clock_gettime(CLOCK_MONOTONIC) through the vDSO (__vdso_clock_gettime)
 //   long    a function template with a long C++ name (parameter lists, template arguments)
+//   alike   two instantiations of that template, whose short names are the same
 // Usage: names_prog PHASE ITERATIONS
 #include <time.h>
 
@@ -36,7 +37,7 @@ __attribute__((noinline)) long very_long_name_worker(
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s plt|malloc|vdso|long ITERATIONS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s plt|malloc|vdso|long|alike ITERATIONS\n", argv[0]);
     return 2;
   }
   const long n = std::atol(argv[2]);
@@ -59,6 +60,13 @@ int main(int argc, char** argv) {
     names_demo::Table<std::string, std::vector<std::pair<int, double>>> t;
     std::map<std::string, std::vector<std::string>> index;
     sink += names_demo::very_long_name_worker(t, index, n);
+  } else if (std::strcmp(argv[1], "alike") == 0) {
+    names_demo::Table<std::string, std::vector<std::pair<int, double>>> t;
+    std::map<std::string, std::vector<std::string>> index;
+    names_demo::Table<int, std::vector<std::pair<long, float>>> u;
+    std::map<std::string, std::vector<int>> by_number;
+    sink += names_demo::very_long_name_worker(t, index, n);
+    sink += names_demo::very_long_name_worker(u, by_number, n);
   } else {
     return 2;
   }

@@ -417,6 +417,28 @@ TEST(Names, LongNamesShortInTextFullInJson) {
   EXPECT_TRUE(in_csv);
 }
 
+// Two functions whose short names would read alike (two instantiations of one template, as two
+// lambdas' std::thread::_State_impl<...>::_M_run) keep their full names in the text reports,
+// report's and diff's, so that their rows differ.
+TEST(Names, NamesThatWouldReadAlikeStayWhole) {
+  const std::string& file = recorded("alike", "60000000");  // ~0.25 s
+  Json j = report_json(file);
+  std::vector<std::string> whole;
+  for (const Json& r : j["rows"]) {
+    std::string n = r["name"];
+    if (n.find("names_demo::very_long_name_worker<") != std::string::npos) whole.push_back(n);
+  }
+  ASSERT_EQ(whole.size(), 2u) << j.dump(1);
+  ASSERT_NE(whole[0], whole[1]);
+  const std::string text = report(file, "");
+  const std::string diff = run(q(kTool) + " diff " + q(file) + " " + q(file) + " 2>/dev/null");
+  for (const std::string& n : whole) {
+    EXPECT_NE(text.find("  " + n + "  report_names_prog"), std::string::npos) << n << "\n" << text;
+    EXPECT_NE(diff.find("  " + n), std::string::npos) << n << "\n" << diff;
+  }
+  EXPECT_EQ(text.find("  names_demo::very_long_name_worker  "), std::string::npos) << text;
+}
+
 TEST(Names, ShortNameRules) {
   using symbolize::short_name;
   EXPECT_EQ(short_name("long ns::f<int>(int const*) const"), "ns::f");
