@@ -26,6 +26,10 @@ inline bool absolute_base(const char* output, char* base, size_t n) {
   return util::Join(base, n).add(strcmp(cwd, "/") == 0 ? "" : cwd).add("/").add(output).ok();
 }
 
+// The profile `sprofil record` writes and `report`, `annotate` and `diff` read when none is
+// named, as perf's perf.data.
+constexpr const char* kDefaultProfile = "sprofil.data";
+
 // How many .PID.N names a later image tries before it gives up (N < kMaxNameTries).
 constexpr int kMaxNameTries = 1000;
 

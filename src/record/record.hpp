@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "format/profile_name.hpp"
 #include "profile/profile.hpp"
 
 namespace sprofil::record {
@@ -22,7 +23,7 @@ namespace sprofil::record {
 struct Options {
   unsigned hz = 1000;
   std::string clock = "auto";
-  std::string output = "sprofil.data";
+  std::string output = naming::kDefaultProfile;
   std::vector<std::string> command;  // the command and its arguments, as given
   std::string runtime;               // path of libsprofil.so
   bool live = false;   // SPROFIL_LIVE=1 in the command's environment: the agent serves live

@@ -460,6 +460,24 @@ TEST(Inputs, NotAProfileAndFifo) {
   EXPECT_EQ(r.status, 1) << describe(r);
 }
 
+// No profile named and none recorded here yet: report and annotate say to record one first, as
+// perf report does; a named file that is missing gets the plain error.
+TEST(Inputs, NoDefaultProfileYetSaysToRecordOne) {
+  TempDir dir;
+  for (const char* sub : {"report", "annotate"}) {
+    Result r = run({kTool, sub}, {}, dir.path());
+    EXPECT_EQ(r.status, 1) << describe(r);
+    EXPECT_NE(r.err.find("sprofil.data: cannot open: No such file or directory (record one "
+                         "first: sprofil record CMD)"),
+              std::string::npos)
+        << r.err;
+  }
+  Result r = run({kTool, "report", "other.sprof"}, {}, dir.path());
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_NE(r.err.find("other.sprof: cannot open"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("record one first"), std::string::npos) << r.err;
+}
+
 // Merge writes 0600 less the umask, devices in place, and refuses
 // profiles of different programs unless forced.
 TEST(Merge, ModesDevicesAndDifferentPrograms) {

@@ -1,6 +1,7 @@
 #include "subcommands.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <charconv>
@@ -124,7 +125,11 @@ bool read_input(const char* cmd, const std::string& file, profile::Profile* p) {
     return true;
   }
   if (profile::read_profile(file, p, &err)) return true;
-  say(cmd, file + ": " + err);
+  // The default profile not there: the user has not recorded one here yet (perf's "try 'perf
+  // record' first").
+  const bool none_yet =
+      file == naming::kDefaultProfile && access(file.c_str(), F_OK) != 0 && errno == ENOENT;
+  say(cmd, file + ": " + err + (none_yet ? " (record one first: sprofil record CMD)" : ""));
   return false;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "format/profile_name.hpp"
 #include "profile/profile.hpp"
 #include "report/report.hpp"
 
@@ -108,7 +109,7 @@ int write_report(const char* cmd, const profile::Profile& p, const ReportRequest
 // What report and annotate read: the profile FILE (sprofil.data by default) and, with
 // --object, --pid and --comm, which of its rows to keep, by object and process.
 struct ProfileInput {
-  std::string file = "sprofil.data";
+  std::string file = naming::kDefaultProfile;
   std::string object;
   std::vector<int32_t> pids;
   std::vector<std::string> comms;
