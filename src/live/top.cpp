@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "live/client.hpp"
+#include "report/labels.hpp"
 #include "symbolize/symbolize.hpp"
 
 namespace sprofil::live {
@@ -61,11 +64,15 @@ void render_top_view(FILE* out, const profile::Profile& delta, const report::Tab
       tty ? "   [q quit, p pause, s sort]" : "");
   std::fprintf(out, "%9s %7s %15s  %s\n", "samples", "percent", "ci95 low-high",
                "function  object");
+  // Names as the text report shows them: long C++ names short unless two would read alike,
+  // and every name and path printable (a symbol or path cannot move the cursor).
+  const std::set<std::string> full = report::names_short_alike(report::shown_names(table.rows));
   size_t shown = 0;
   for (const report::Row& r : table.rows) {
     if (limit && shown++ >= limit) break;
     std::fprintf(out, "%9.0f %7.2f %7.2f-%-7.2f  %s  %s\n", r.samples, r.percent, r.ci95_lo,
-                 r.ci95_hi, r.name.c_str(), r.object.c_str());
+                 r.ci95_hi, report::label_of(r, report::By::kFunction, true, &full).c_str(),
+                 report::printable(r.object).c_str());
   }
   if (!tty) std::fputs("\n", out);
 }

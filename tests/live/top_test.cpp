@@ -114,6 +114,36 @@ TEST(TopView, OnATerminalClearsAndShowsTheKeys) {
                 kTitles + kHot + kCold);
 }
 
+// Names and paths as the text report shows them: a symbol or path cannot move the cursor or
+// recolour the screen (control bytes and invalid UTF-8 as \xNN); a long C++ name is shortened,
+// unless another would then read alike (two lambdas' thread functions), which stay whole.
+TEST(TopView, NamesArePrintableAndShortUnlessAlike) {
+  const std::string lambda1 =
+      "std::thread::_State_impl<std::thread::_Invoker<std::tuple<main::{lambda()#1}> > >::_M_run()";
+  const std::string lambda2 =
+      "std::thread::_State_impl<std::thread::_Invoker<std::tuple<main::{lambda()#2}> > >::_M_run()";
+  const std::string lone =
+      "long ns::worker<std::map<std::string, std::vector<int> >, double>(std::map<std::string, "
+      "std::vector<int> > const&, double)";
+  profile::Profile d;
+  d.pid = 9;
+  report::Table t;
+  t.total_samples = 40;
+  t.rows = {row(10, 25, 1, 2, lambda1, "app"), row(10, 25, 1, 2, lambda2, "app"),
+            row(10, 25, 1, 2, lone, "app"),
+            row(10, 25, 1, 2, "evil\x1b[2J\x1b]0;pwned\x07", "lib\xff\x1b[31m.so")};
+  const std::string out = render(d, t, 1, 0, false);
+  for (char c : out)
+    EXPECT_TRUE(c == '\n' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f))
+        << "control character " << int(static_cast<unsigned char>(c)) << " in\n"
+        << out;
+  EXPECT_NE(out.find("  " + lambda1 + "  app\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  " + lambda2 + "  app\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  ns::worker  app\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  evil\\x1b[2J\\x1b]0;pwned\\x07  lib\\xff\\x1b[31m.so\n"), std::string::npos)
+      << out;
+}
+
 // An empty interval: zeros, the titles, no rows.
 TEST(TopView, EmptyIntervalHasNoRows) {
   profile::Profile d;

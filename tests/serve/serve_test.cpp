@@ -356,6 +356,11 @@ TEST_F(Serve, BadRequestsGetClearErrors) {
   Http h = curl(url(port, "/no/such/path"), {}, d);
   EXPECT_EQ(h.code, 404);
   EXPECT_NE(h.body.find("unknown path"), std::string::npos) << h.body;
+  // A path of terminal control sequences (percent-encoded; the server decodes them): its line
+  // in the server's log is printable, so a client cannot clear or retitle the terminal the
+  // server runs in (the log printed the ESC bytes raw before).
+  h = curl(url(port, "/%1b[2J%1b]0;pwned%07"), {"-g"}, d);
+  EXPECT_EQ(h.code, 404);
   for (const char* s : {"-1", "abc", "100000", "0"}) {
     h = curl(url(port, std::string("/debug/pprof/profile?seconds=") + s), {}, d);
     EXPECT_EQ(h.code, 400) << s;
@@ -377,6 +382,10 @@ TEST_F(Serve, BadRequestsGetClearErrors) {
   h = curl(url(port, "/"), {}, d);
   EXPECT_EQ(h.code, 200);
   EXPECT_NE(h.body.find("/pid/" + std::to_string(pid) + "/debug/pprof/"), std::string::npos);
+  const std::string log = read_fd(server_.err);
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+  EXPECT_EQ(log.find('\a'), std::string::npos) << log;
+  EXPECT_NE(log.find("GET /\\x1b[2J\\x1b]0;pwned\\x07 -> 404"), std::string::npos) << log;
 }
 
 // Another user's profiled process is not served, even when its socket could be reached: run as

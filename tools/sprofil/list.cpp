@@ -3,6 +3,7 @@
 #include <string>
 
 #include "live/client.hpp"
+#include "report/labels.hpp"
 #include "subcommands.hpp"
 
 namespace sprofil::tool {
@@ -15,7 +16,9 @@ Run setup_list(CLI::App&) {
       return fail("list", err);
     }
     std::printf("%8s  %s\n", "PID", "COMMAND");
-    for (const live::Target& t : targets) std::printf("%8d  %s\n", t.pid, t.command.c_str());
+    // A command line as the text report shows one: it cannot move the cursor (printable).
+    for (const live::Target& t : targets)
+      std::printf("%8d  %s\n", t.pid, report::printable(t.command).c_str());
     return 0;
   };
 }

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "report/labels.hpp"
 #include "serve/serve.hpp"
 #include "subcommands.hpp"
 
@@ -55,7 +56,10 @@ int run_serve(const ServeOptions& o) {
   so.pids = o.pids;
   if (!o.quiet)
     so.log = [](const std::string& method, const std::string& path, int status) {
-      std::fprintf(stderr, "sprofil serve: %s %s -> %d\n", method.c_str(), path.c_str(), status);
+      // A client's request line, which the client chose: printable, so that it cannot reach the
+      // terminal's control sequences.
+      std::fprintf(stderr, "sprofil serve: %s %s -> %d\n", report::printable(method).c_str(),
+                   report::printable(path).c_str(), status);
     };
   std::unique_ptr<serve::Source> source = serve::live_source();
   serve::Server server(so, *source);
