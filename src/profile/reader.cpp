@@ -684,49 +684,61 @@ bool parse_profile(const uint8_t* data, size_t size, Profile* out, std::string* 
   return parse(src, out, error);
 }
 
-bool read_profile(const std::string& path, Profile* out, std::string* error) {
-  std::string scratch;
-  if (!error) error = &scratch;
-  // O_NONBLOCK: opening a FIFO must not wait for a writer; anything not regular is refused.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+namespace {
+
+// The profile file at `path` opened for reading: a regular file (O_NONBLOCK: opening a FIFO
+// must not wait for a writer; anything not regular is refused), its size in *size. -1 with
+// *error where it is not.
+int open_regular(const std::string& path, int flags, uint64_t* size, std::string* error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
   if (fd < 0) {
     *error = std::string("cannot open: ") + std::strerror(errno);
-    return false;
+    return -1;
   }
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     *error = std::string("cannot stat: ") + std::strerror(errno);
     ::close(fd);
-    return false;
+    return -1;
   }
   if (!S_ISREG(st.st_mode)) {
     *error = S_ISDIR(st.st_mode)    ? "not a regular file (a directory)"
              : S_ISFIFO(st.st_mode) ? "not a regular file (a FIFO; profiles are regular files)"
                                     : "not a regular file (profiles are regular files)";
     ::close(fd);
-    return false;
+    return -1;
   }
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+bool read_profile(const std::string& path, Profile* out, std::string* error) {
+  std::string scratch;
+  if (!error) error = &scratch;
+  uint64_t size = 0;
+  const int fd = open_regular(path, 0, &size, error);
+  if (fd < 0) return false;
   // No readahead: the counters are read a chunk at a time where the file has data, and most
   // of a profile's pages are reserved but unwritten (the agent's posix_fallocate). A read
   // made the kernel read ahead up to the device's read_ahead_kb (8 MB here) past it, zeroing
   // page after page of those extents: `sprofil record` of a shell loop spent 10-20 ms of
   // system time per process at the end of the run in that memset (bench/process_loop.sh).
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-  FileSource src(fd, static_cast<uint64_t>(st.st_size));
+  FileSource src(fd, size);
   bool ok = parse(src, out, error);
   ::close(fd);
   return ok;
 }
 
 bool starts_as_profile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  std::string ignored;
+  uint64_t size = 0;
+  const int fd = open_regular(path, O_NOFOLLOW, &size, &ignored);
   if (fd < 0) return false;
-  struct stat st;
-  bool yes = false;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    FileSource src(fd, static_cast<uint64_t>(st.st_size));
-    yes = kind_of(src) != Kind::kNone;
-  }
+  FileSource src(fd, size);
+  const bool yes = kind_of(src) != Kind::kNone;
   ::close(fd);
   return yes;
 }
