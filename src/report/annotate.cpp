@@ -352,11 +352,14 @@ Annotation annotate(const profile::Profile& p, symbolize::Symbolizer& sym,
     if (items.empty()) named(tail_matches);
     if (items.empty()) {
       // Nothing of that name: the hottest functions whose name holds it, for the message.
-      for (const Row& r : t.rows)  // rows come hottest first
-        if (r.samples > 0 && r.name != "[unknown]" && a.near.size() < kNearNames &&
-            symbolize::short_name(r.name).find(opts.function) != std::string::npos &&
-            std::find(a.near.begin(), a.near.end(), symbolize::short_name(r.name)) == a.near.end())
-          a.near.push_back(symbolize::short_name(r.name));
+      for (const Row& r : t.rows) {  // rows come hottest first
+        if (a.near.size() == kNearNames) break;
+        if (r.samples <= 0 || r.name == "[unknown]") continue;
+        std::string s = symbolize::short_name(r.name);
+        if (s.find(opts.function) != std::string::npos &&
+            std::find(a.near.begin(), a.near.end(), s) == a.near.end())
+          a.near.push_back(std::move(s));
+      }
     }
   }
   for (const Row& r : t.rows) {

@@ -208,13 +208,9 @@ std::string kept_processes(const profile::Profile& p, const Options& opts) {
   return s + " (" + process_filter(opts) + ")";
 }
 
-namespace {
-
-bool shortened(const std::string& name) {
-  return name.size() > kShortNameAbove;
+bool shortened(const std::string& name, const std::set<std::string>* full) {
+  return name.size() > kShortNameAbove && !(full && full->count(name));
 }
-
-}  // namespace
 
 std::set<std::string> names_short_alike(const std::vector<std::string>& names) {
   std::map<std::string, std::set<std::string>> by_short;
@@ -244,9 +240,7 @@ std::vector<std::string> shown_names(const std::vector<Row>& rows) {
 
 std::string label_of(const Row& r, By by, bool short_names, const std::set<std::string>* full) {
   auto shown = [&](const std::string& name) {
-    return printable(short_names && shortened(name) && !(full && full->count(name))
-                         ? symbolize::short_name(name)
-                         : name);
+    return printable(short_names && shortened(name, full) ? symbolize::short_name(name) : name);
   };
   switch (by) {
     case By::kFunction:

@@ -24,6 +24,8 @@ std::string format_samples(double s);
 // With short names (the text report's default), names longer than this lose their parameter
 // lists and template arguments (symbolize::short_name); shorter ones fit a line and are kept.
 constexpr size_t kShortNameAbove = 64;
+// Whether label_of shortens `name` (with short names, and unless `full` keeps it whole).
+bool shortened(const std::string& name, const std::set<std::string>* full = nullptr);
 // The label of a row in text output: function, object, file:line function, or address (the
 // runtime address, then the object-relative one that addr2line -e OBJECT takes); with
 // `short_names`, names longer than kShortNameAbove are shortened.

@@ -101,7 +101,7 @@ void write_text(const Profile& p, const Table& t, const Options& opts, std::ostr
   const std::set<std::string> full = names_short_alike(names);
   bool shortened = false;
   if (opts.short_names && t.by != By::kObject)
-    for (const std::string& n : names) shortened |= n.size() > kShortNameAbove && !full.count(n);
+    for (const std::string& n : names) shortened |= report::shortened(n, &full);
   out << "by " << by_name(t.by) << "; percent and ci95 are % of total samples"
       << (shortened ? "; long C++ names without parameters and template arguments, but where two "
                       "would read alike (--full-names keeps them all)"
