@@ -95,6 +95,35 @@ bool better_name(const RawSym& a, const RawSym& b) {
   return a.raw < b.raw;
 }
 
+// A synthetic `_start` at an executable's entry point where no function symbol covers it (a
+// stripped program: Debian's /usr/bin), as every libc's crt1 names it: record's default
+// counts there the end of each exec and the time of programs that ended before their first
+// sample (docs/agent.md). Only its first kEntryBytes, at most up to the next symbol: its size
+// is unknown, and the code after it is not its own.
+constexpr uint64_t kEntryBytes = 16;
+
+void entry_symbol(Elf* elf, std::vector<RawSym>* out) {
+  GElf_Ehdr eh;
+  if (elf == nullptr || gelf_getehdr(elf, &eh) == nullptr || eh.e_entry == 0) return;
+  bool program = eh.e_type == ET_EXEC;
+  size_t phnum = 0;
+  if (!program && eh.e_type == ET_DYN && elf_getphdrnum(elf, &phnum) == 0) {
+    for (size_t i = 0; i < phnum && !program; ++i) {
+      GElf_Phdr ph;
+      program = gelf_getphdr(elf, int(i), &ph) != nullptr && ph.p_type == PT_INTERP;
+    }
+  }
+  if (!program) return;  // a library's entry, if any, is no _start
+  const uint64_t at = eh.e_entry;
+  for (const RawSym& e : *out)
+    if (e.start == at || (e.start < at && at < e.start + e.size)) return;
+  RawSym e;
+  e.raw = "_start";
+  e.start = at;
+  e.size = kEntryBytes;
+  out->push_back(std::move(e));
+}
+
 const char* section_name(Elf* elf, size_t shstrndx, Elf_Scn* scn, GElf_Shdr* sh) {
   if (gelf_getshdr(scn, sh) == nullptr) return nullptr;
   return elf_strptr(elf, shstrndx, sh->sh_name);
@@ -363,7 +392,9 @@ void Object::load_symbols() {
     entries.push_back(std::move(e));
   }
   Dwarf_Addr main_bias = 0;
-  plt_symbols(dwfl_module_getelf(mod_, &main_bias), &entries);
+  Elf* main_elf = dwfl_module_getelf(mod_, &main_bias);
+  plt_symbols(main_elf, &entries);
+  entry_symbol(main_elf, &entries);
   std::sort(entries.begin(), entries.end(), [](const RawSym& a, const RawSym& b) {
     if (a.start != b.start) return a.start < b.start;
     return better_name(a, b);

@@ -710,5 +710,44 @@ TEST(Symbolize, SeparateDebugFileThroughDebuglink) {
   report_test::run("rm -rf '" + dir + "'");
 }
 
+// A stripped program's entry point is named `_start`, as its crt1 names it (where record's
+// default counts the end of each exec and the programs that ended before their first
+// sample): the PIE and the fixed-address program, stripped of every symbol. The name covers
+// its first 16 bytes only (its size is unknown there): the next byte is [unknown]. The
+// unstripped program keeps its own `_start` with its size.
+TEST(Symbolize, StrippedProgramsEntryPointIsStart) {
+  testproc::TempDir dir("sprofil_entry");
+  for (const std::string& prog : {std::string(TESTPROG), std::string(TESTPROG_NOPIE)}) {
+    SCOPED_TRACE(prog);
+    auto fns = nm_functions(prog);
+    ASSERT_TRUE(fns.count("_start")) << "crt1's _start in the unstripped program";
+    const NmSymbol start = fns["_start"];
+    ASSERT_GT(start.size, 16u);
+    const std::string copy = dir.path() + "/" + prog.substr(prog.rfind('/') + 1);
+    int status = 0;
+    report_test::run("strip -s -o '" + copy + "' '" + prog + "'", &status);
+    ASSERT_EQ(status, 0);
+    ASSERT_EQ(report_test::run("nm '" + copy + "' 2>/dev/null"), "") << "the copy has symbols";
+    const uint64_t bias = report_test::is_pie(prog) ? kProgBias : 0;
+    symbolize::Symbolizer sym;
+    for (uint64_t off : {uint64_t(0), uint64_t(15)}) {
+      symbolize::Resolved r =
+          sym.resolve(copy, report_test::build_id(copy), bias, bias + start.addr + off);
+      EXPECT_TRUE(r.known) << off;
+      EXPECT_EQ(r.function, "_start") << off;
+      EXPECT_EQ(r.symbol_start, bias + start.addr);
+      EXPECT_EQ(r.symbol_size, 16u);
+    }
+    symbolize::Resolved after =
+        sym.resolve(copy, report_test::build_id(copy), bias, bias + start.addr + 16);
+    EXPECT_FALSE(after.known) << after.function;
+    EXPECT_EQ(after.function, "[unknown]");
+    symbolize::Resolved own =
+        sym.resolve(prog, report_test::build_id(prog), bias, bias + start.addr + start.size - 1);
+    EXPECT_EQ(own.function, "_start");
+    EXPECT_EQ(own.symbol_size, start.size);
+  }
+}
+
 }  // namespace
 }  // namespace sprofil::report_test
