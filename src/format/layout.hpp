@@ -230,7 +230,8 @@ inline void region_le(sprof_region* r) {
 inline void run_header_le(sprof_run_header* h) {
   le_all(h->version, h->header_size, h->process_count, h->flags, h->table_offset, h->run_cpu_ns,
          h->dropped_processes, h->start_ns, h->end_ns, h->exit_status, h->cmdline_len, h->throttled,
-         h->unsampled_threads, h->unsampled_thread_ticks);
+         h->unsampled_threads, h->unsampled_thread_ticks, h->unsampled_processes,
+         h->unsampled_process_ticks);
 }
 
 inline void run_process_le(sprof_run_process* e) {

@@ -151,27 +151,30 @@ struct sprof_region {
 #define SPROF_RUN_NAME_MAX 32u
 
 struct sprof_run_header {
-  char magic[8];                   /* "SPRFRUN\0" */
-  uint32_t version;                /* SPROF_RUN_VERSION */
-  uint32_t header_size;            /* 4096 */
-  uint32_t process_count;          /* entries in the process table; the first is the run's root */
-  uint32_t flags;                  /* zero */
-  uint64_t table_offset;           /* 4096 */
-  uint64_t run_cpu_ns;             /* CPU (user + sys) of the whole run, every process, from
-                                      wait4's rusage; 0 = unknown */
-  uint64_t dropped_processes;      /* processes that took no sample, not stored */
-  uint64_t start_ns;               /* CLOCK_REALTIME when the command was started */
-  uint64_t end_ns;                 /* when it ended */
-  int32_t exit_status;             /* the command's exit status (128 + signal if killed) */
-  uint32_t cmdline_len;            /* bytes used in cmdline */
-  uint64_t throttled;              /* times the kernel throttled the sampling (perf clock:
-                                      PERF_RECORD_THROTTLE); their time is in the images'
-                                      `lost`. 0 = none seen (or not known: older writers) */
-  char cmdline[SPROF_CMDLINE_MAX]; /* the recorded command, each argument NUL-terminated */
-  uint64_t unsampled_threads;      /* threads that ended before their first sample (sampled from
-                                      outside), whose time is at their creators' last pc */
-  uint64_t unsampled_thread_ticks; /* their time so credited, in samples (ticks); 0 = none */
-  uint8_t reserved[SPROF_PAGE - 96 - SPROF_CMDLINE_MAX]; /* zero */
+  char magic[8];                    /* "SPRFRUN\0" */
+  uint32_t version;                 /* SPROF_RUN_VERSION */
+  uint32_t header_size;             /* 4096 */
+  uint32_t process_count;           /* entries in the process table; the first is the run's root */
+  uint32_t flags;                   /* zero */
+  uint64_t table_offset;            /* 4096 */
+  uint64_t run_cpu_ns;              /* CPU (user + sys) of the whole run, every process, from
+                                       wait4's rusage; 0 = unknown */
+  uint64_t dropped_processes;       /* processes that took no sample, not stored */
+  uint64_t start_ns;                /* CLOCK_REALTIME when the command was started */
+  uint64_t end_ns;                  /* when it ended */
+  int32_t exit_status;              /* the command's exit status (128 + signal if killed) */
+  uint32_t cmdline_len;             /* bytes used in cmdline */
+  uint64_t throttled;               /* times the kernel throttled the sampling (perf clock:
+                                       PERF_RECORD_THROTTLE); their time is in the images'
+                                       `lost`. 0 = none seen (or not known: older writers) */
+  char cmdline[SPROF_CMDLINE_MAX];  /* the recorded command, each argument NUL-terminated */
+  uint64_t unsampled_threads;       /* threads that ended before their first sample (sampled from
+                                       outside), whose time is at their creators' last pc */
+  uint64_t unsampled_thread_ticks;  /* their time so credited, in samples (ticks); 0 = none */
+  uint64_t unsampled_processes;     /* processes whose program ended before its first sample
+                                       (sampled from outside), whose time is at its entry point */
+  uint64_t unsampled_process_ticks; /* their time so credited, in samples (ticks); 0 = none */
+  uint8_t reserved[SPROF_PAGE - 112 - SPROF_CMDLINE_MAX]; /* zero */
 };
 
 struct sprof_run_process {
@@ -204,6 +207,7 @@ struct sprof_run_extent {
 static_assert(sizeof(sprof_run_header) == SPROF_PAGE, "run header is one page");
 static_assert(offsetof(sprof_run_header, cmdline) == 80, "run header layout");
 static_assert(offsetof(sprof_run_header, unsampled_threads) == 3152, "run header layout");
+static_assert(offsetof(sprof_run_header, unsampled_processes) == 3168, "run header layout");
 static_assert(sizeof(sprof_run_process) == SPROF_RUN_ENTRY, "run process entry");
 static_assert(offsetof(sprof_run_process, name) == 40, "run process layout");
 static_assert(offsetof(sprof_run_process, stored_size) == 72, "run process layout");

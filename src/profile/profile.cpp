@@ -273,18 +273,38 @@ uint64_t unsampled_cpu_ns(const Profile& p) {
   return p.run_cpu_ns > covered ? p.run_cpu_ns - covered : 0;
 }
 
-std::string unsampled_threads_note(const Profile& p) {
-  // Where it matters: a tenth of the samples or more (a thread per small task).
-  if (p.unsampled_threads == 0 || p.unsampled_thread_ticks == 0 ||
-      p.unsampled_thread_ticks * 10 < p.total_samples())
-    return "";
+namespace {
+
+// "" unless `count` tasks' `ticks` (credited without a sample of their own) are a tenth of the
+// samples or more, where it matters; else their count and time, "N threads ... their X s".
+std::string unsampled_lead(const Profile& p, uint64_t count, uint64_t ticks, const char* one,
+                           const char* many) {
+  if (count == 0 || ticks == 0 || ticks * 10 < p.total_samples()) return "";
   char s[64];
-  std::snprintf(s, sizeof s, "%.3f s", double(p.unsampled_thread_ticks) * double(p.tick_ns) / 1e9);
-  return util::count_of(p.unsampled_threads, "thread", "threads") +
-         " ended before their first sample (shorter than a period): their " + s +
-         " of CPU is at their creators' last pc, as system time, not at their own code; "
+  std::snprintf(s, sizeof s, "%.3f s", double(ticks) * double(p.tick_ns) / 1e9);
+  return util::count_of(count, one, many) + " ended before their first sample (shorter than a " +
+         "period): their " + s + " of CPU is at ";
+}
+
+}  // namespace
+
+std::string unsampled_threads_note(const Profile& p) {
+  std::string lead =
+      unsampled_lead(p, p.unsampled_threads, p.unsampled_thread_ticks, "thread", "threads");
+  if (lead.empty()) return "";
+  return lead +
+         "their creators' last pc, as system time, not at their own code; "
          "`sprofil record --agent` samples each thread from its start, or record with a higher "
          "-F";
+}
+
+std::string unsampled_processes_note(const Profile& p) {
+  std::string lead =
+      unsampled_lead(p, p.unsampled_processes, p.unsampled_process_ticks, "process", "processes");
+  if (lead.empty()) return "";
+  return lead +
+         "their programs' entry points (_start), as system time, not at their own code; "
+         "record with a higher -F to sample them";
 }
 
 Profile delta(const Profile& before, const Profile& after) {

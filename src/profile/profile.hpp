@@ -137,6 +137,9 @@ struct Profile {
   // Threads that ended before their first sample, and their time credited at their creators'
   // last pc, in samples (run profiles sampled from outside).
   uint64_t unsampled_threads = 0, unsampled_thread_ticks = 0;
+  // Processes whose program (after its exec) ended before its first sample, and their time
+  // credited at its entry point, in samples (run profiles sampled from outside).
+  uint64_t unsampled_processes = 0, unsampled_process_ticks = 0;
 
   bool finished() const;  // SPROF_F_FINISHED
   uint64_t counted() const { return delivered > lost ? delivered - lost : 0; }
@@ -180,6 +183,10 @@ uint64_t unsampled_cpu_ns(const Profile& p);
 // their creators' last pc as system time, and what samples them instead. Record's warning and
 // report's note (report/labels.hpp).
 std::string unsampled_threads_note(const Profile& p);
+
+// The same for processes (`unsampled_processes`): programs that ended before their first sample
+// (as in a shell loop of short commands), whose time is at their entry points as system time.
+std::string unsampled_processes_note(const Profile& p);
 
 // The whole of several profiles' tallies and times (a run's processes, merged runs): counts
 // saturate; start is the earliest, end the latest (0 unless every part finished); CPU time 0

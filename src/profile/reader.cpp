@@ -666,6 +666,8 @@ bool parse_run(Source& src, Profile* out, std::string* error) {
   p.throttled = h.throttled;
   p.unsampled_threads = h.unsampled_threads;
   p.unsampled_thread_ticks = h.unsampled_thread_ticks;
+  p.unsampled_processes = h.unsampled_processes;
+  p.unsampled_process_ticks = h.unsampled_process_ticks;
   *out = std::move(p);
   (void)samples;
   return true;

@@ -407,7 +407,9 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
                      .throttled = p.throttled,
                      .cmdline = {},
                      .unsampled_threads = p.unsampled_threads,
-                     .unsampled_thread_ticks = p.unsampled_thread_ticks};
+                     .unsampled_thread_ticks = p.unsampled_thread_ticks,
+                     .unsampled_processes = p.unsampled_processes,
+                     .unsampled_process_ticks = p.unsampled_process_ticks};
   std::memcpy(h.magic, SPROF_RUN_MAGIC, sizeof h.magic);
   const std::string cmdline = packed_cmdline(p.argv);
   std::memcpy(h.cmdline, cmdline.data(), cmdline.size());

@@ -48,7 +48,8 @@
 // - A thread shorter than its first period (an inherited copy's is a whole one) has no sample:
 //   its time is credited at the run's end at its creator's last pc (record warns where that is
 //   a tenth of the samples or more: Stats::unsampled_credited), or its program's entry
-//   point (a process's only thread after an exec, whose pc before is the image before's).
+//   point (a process's only thread after an exec, whose pc before is the image before's;
+//   record warns of those too: Stats::unsampled_process_credited).
 #pragma once
 
 #include <sys/types.h>
@@ -80,13 +81,15 @@ class Agentless {
     uint64_t tasks_started = 0;  // the command's threads and processes cloned (FORK records)
     uint64_t tasks_ended = 0;    // and ended (EXIT records), its first thread's end too
     uint64_t exit_credited = 0;  // periods credited at the threads' ends (run_end)
-    uint64_t unsampled_threads = 0;   // threads (not processes) that ended with no sample
-    uint64_t unsampled_credited = 0;  // of exit_credited, theirs: at their creator's last pc
-    uint64_t unplaced = 0;            // periods counted beyond the threads' ends' tails: no sample
-    uint64_t throttled = 0;           // times the kernel throttled an event (PERF_RECORD_THROTTLE)
-    uint64_t throttled_lost = 0;      // periods of the throttled time: lost samples
-    uint64_t images = 0;              // process images seen
-    bool kernel = false;              // kernel time is sampled (at the user pc it returns to)
+    uint64_t unsampled_threads = 0;    // threads (not processes) that ended with no sample
+    uint64_t unsampled_credited = 0;   // of exit_credited, theirs: at their creator's last pc
+    uint64_t unsampled_processes = 0;  // processes whose program ended with no sample
+    uint64_t unsampled_process_credited = 0;  // of exit_credited, at entry points: theirs
+    uint64_t unplaced = 0;        // periods counted beyond the threads' ends' tails: no sample
+    uint64_t throttled = 0;       // times the kernel throttled an event (PERF_RECORD_THROTTLE)
+    uint64_t throttled_lost = 0;  // periods of the throttled time: lost samples
+    uint64_t images = 0;          // process images seen
+    bool kernel = false;          // kernel time is sampled (at the user pc it returns to)
   };
   struct Image {
     profile::Profile profile;  // a single-process profile

@@ -133,6 +133,9 @@ void Agentless::State::thread_end(pid_t tid, const Gone& g) {
         e.unsampled_w += w;
         ++stats.unsampled_threads;
       }
+      // A process whose program took no sample (no pc since its exec): at its entry point.
+      if (pc == last_pc.end() && imgs[g.img].pid == tid && imgs[g.img].entry_pc)
+        ++stats.unsampled_processes;
     }
   }
   last_pc.erase(tid);
@@ -190,8 +193,13 @@ void Agentless::State::run_end() {
   }
   const std::vector<uint64_t> n = util::apportion(missing, w);
   size_t i = 0;
-  for (const auto& [at, e] : ends)
-    if (const uint64_t k = n[i++]) credit_at_end(&imgs[at.first], at.second, k);
+  for (const auto& [at, e] : ends) {
+    const uint64_t k = n[i++];
+    if (!k) continue;
+    // The ends with no pc in their image: its program's entry point (credit_at_end).
+    if (!at.second && imgs[at.first].entry_pc) stats.unsampled_process_credited += k;
+    credit_at_end(&imgs[at.first], at.second, k);
+  }
 }
 
 }  // namespace sprofil::record

@@ -718,6 +718,8 @@ int record(const Options& o, FILE* log, int* killed_by) {
   if (outside) {
     run.unsampled_threads = agentless.stats().unsampled_threads;
     run.unsampled_thread_ticks = agentless.stats().unsampled_credited;
+    run.unsampled_processes = agentless.stats().unsampled_processes;
+    run.unsampled_process_ticks = agentless.stats().unsampled_process_credited;
   }
   std::string error;
   bool written = profile::write_profile(run, out, &error);

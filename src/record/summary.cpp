@@ -83,6 +83,10 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
   // more (a thread per small task), say so, and what samples such threads where they run.
   if (const std::string note = profile::unsampled_threads_note(run); !note.empty())
     fprintf(log, "sprofil record: warning: %s\n", note.c_str());
+  // So does a process whose program ends before its first sample (a shell loop of short
+  // commands): its time is at its program's entry point.
+  if (const std::string note = profile::unsampled_processes_note(run); !note.empty())
+    fprintf(log, "sprofil record: warning: %s\n", note.c_str());
   if (const uint64_t throttled = run.throttled) {
     // Each throttled event took no samples till the next tick while its counter ran on: the
     // profile misses them (the agent's drain counts them as lost; perf report warns too).

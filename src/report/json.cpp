@@ -45,6 +45,9 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
   j["unsampled_threads"] = p.unsampled_threads;  // ended before their first sample (run profiles)
   j["unsampled_thread_seconds"] =
       significant(double(p.unsampled_thread_ticks) * double(p.tick_ns) / 1e9, 12);
+  j["unsampled_processes"] = p.unsampled_processes;  // their program ended before its first one
+  j["unsampled_process_seconds"] =
+      significant(double(p.unsampled_process_ticks) * double(p.tick_ns) / 1e9, 12);
   for (const RunNote& n : run_notes(p)) j[std::string(n.name) + "_warning"] = n.text;
   // samples x tick / cpu_seconds for CPU clocks (null for the wall clock or without cpu_ns);
   // coverage_warning is set when the samples fall far below the process's CPU time.

@@ -315,6 +315,8 @@ std::vector<RunNote> run_notes(const profile::Profile& p) {
   if (std::string n = throttled_note(p); !n.empty()) out.push_back({"throttled", std::move(n)});
   if (std::string n = profile::unsampled_threads_note(p); !n.empty())
     out.push_back({"short_threads", std::move(n)});
+  if (std::string n = profile::unsampled_processes_note(p); !n.empty())
+    out.push_back({"short_processes", std::move(n)});
   return out;
 }
 

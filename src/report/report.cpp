@@ -139,6 +139,8 @@ bool select_processes(const Profile& p, const Options& opts, Profile* out, std::
   o.throttled = p.throttled;  // the run's (its throttled time is in the kept processes' lost)
   o.unsampled_threads = p.unsampled_threads;  // (the run's too)
   o.unsampled_thread_ticks = p.unsampled_thread_ticks;
+  o.unsampled_processes = p.unsampled_processes;
+  o.unsampled_process_ticks = p.unsampled_process_ticks;
   // The kept processes' tallies, CPU and rate (one process: its own rate, as combine_processes
   // keeps it).
   sum.store(&o);

@@ -161,8 +161,9 @@ TEST(PackedRun, VersionThreeStoresOnlyTheUnitsWithDataAndReadsBackTheSame) {
   EXPECT_EQ(end, v3.size());
 }
 
-// The run header's throttle count (once reserved1, at 72) and its threads that ended before
-// their first sample (at 3152, after the command line, once reserved) are written and read back
+// The run header's throttle count (once reserved1, at 72), its threads that ended before their
+// first sample (at 3152, after the command line, once reserved) and its processes whose program
+// did (at 3168, once reserved) are written and read back
 // in both versions, at their offsets and little-endian; 0 where the writer counted none.
 TEST(PackedRun, ThrottleAndShortThreadCountsAreKeptInTheRunHeader) {
   TempDir dir;
@@ -170,6 +171,8 @@ TEST(PackedRun, ThrottleAndShortThreadCountsAreKeptInTheRunHeader) {
   run.throttled = 0x0102030405;
   run.unsampled_threads = 1494;
   run.unsampled_thread_ticks = 907;
+  run.unsampled_processes = 301;
+  run.unsampled_process_ticks = 46;
   std::string error;
   for (const uint32_t version :
        {SPROF_RUN_VERSION, SPROF_RUN_VERSION_PAGES, SPROF_RUN_VERSION_FULL}) {
@@ -184,7 +187,11 @@ TEST(PackedRun, ThrottleAndShortThreadCountsAreKeptInTheRunHeader) {
     EXPECT_EQ(back.throttled, run.throttled) << "version " << version;
     EXPECT_EQ(back.unsampled_threads, 1494u);
     EXPECT_EQ(back.unsampled_thread_ticks, 907u);
+    EXPECT_EQ(back.unsampled_processes, 301u);
+    EXPECT_EQ(back.unsampled_process_ticks, 46u);
     EXPECT_EQ(peek<uint64_t>(img, 3152), 1494u);
+    EXPECT_EQ(peek<uint64_t>(img, 3168), 301u);
+    EXPECT_EQ(peek<uint64_t>(img, 3176), 46u);
   }
   run.throttled = 0;
   ASSERT_TRUE(write_profile(run, dir.file("none.sprof"), &error)) << error;

@@ -348,6 +348,46 @@ TEST(Agentless, ShortExecdProgramsTimeIsInTheirOwnImage) {
   EXPECT_GT(own, 0) << j.dump(1).substr(0, 3000);
 }
 
+// 3f. The same loop at 250 Hz (a 4 ms period: /bin/true's exec, ld.so and exit, under 1 ms,
+// end before their first sample): record and report say how many processes ended so and how
+// much of their time is at their programs' entry points, and the report names that point
+// `_start` (/bin/true is stripped: the symbolizer names a stripped program's entry point), not
+// [unknown]. At least two thirds of the 300 (seq's and the command substitution's are a couple
+// more); their time is within the run's CPU, and the `_start` rows hold at least it (the
+// exec's own samples in the kernel are there too).
+TEST(Agentless, ShortExecdProgramsAreNamedAndCounted) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "execs.sprof";
+  Result r = agentless(out, 250, {"bash", "-c", "for i in $(seq 300); do /bin/true; done"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  const std::regex warned(
+      "warning: ([0-9]+) processes ended before their first sample .*: their ([0-9.]+) s of CPU "
+      "is at their programs' entry points");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, warned)) << r.err;
+  const uint64_t n = std::stoul(m[1]);
+  const double seconds = std::stod(m[2]);
+  EXPECT_GE(n, 200u) << r.err;
+  EXPECT_LE(n, 305u) << r.err;
+  const profile::Profile p = read(out);
+  EXPECT_EQ(p.unsampled_processes, n);
+  EXPECT_GT(seconds, 0) << r.err;
+  EXPECT_LE(seconds, 1.1 * double(p.run_cpu_ns) / 1e9) << r.err;
+  const Json j = report_json(out);
+  EXPECT_EQ(j.value("unsampled_processes", uint64_t{0}), n);
+  EXPECT_NEAR(j.value("unsampled_process_seconds", 0.0), seconds, 0.0041);
+  EXPECT_TRUE(j.contains("short_processes_warning")) << j.dump(1).substr(0, 2000);
+  double at_start = 0, true_unknown = 0;
+  for (const Json& row : j.at("rows")) {
+    if (row.value("name", "") == "_start") at_start += row.value("samples", 0.0);
+    if (row.value("object", "") == "true" && row.value("name", "") == "[unknown]")
+      true_unknown += row.value("samples", 0.0);
+  }
+  EXPECT_GE(at_start, seconds * 250 - 1) << j.dump(1).substr(0, 3000);
+  EXPECT_EQ(true_unknown, 0) << j.dump(1).substr(0, 3000);
+}
+
 // 4. SIGKILL of the program at a random moment loses no sample: record holds every ring, so
 // every sample the kernel took up to the kill is in the profile. As the default mode's test
 // (drain_test.cpp, Drain.SigkillAtARandomMomentLosesNoSample): status 128 + 9, the profile
