@@ -119,7 +119,8 @@ void write_json(const Profile& p, const Table& t, const Options& opts, std::ostr
       row["line"] = r.line;
     }
     if (t.by == By::kAddress) {
-      row["address"] = r.address;
+      // null where the processes that ran it had it at different load addresses
+      row["address"] = r.address != 0 ? nlohmann::json(r.address) : nlohmann::json();
       row["vaddr"] = r.vaddr;
     }
     if (!r.frames.empty()) {

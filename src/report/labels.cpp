@@ -263,7 +263,9 @@ std::string label_of(const Row& r, By by, bool short_names, const std::set<std::
     }
     case By::kAddress:
       if (r.object.empty()) return hex_addr(r.address) + " " + shown(r.name);
-      return hex_addr(r.address) + " (" + hex_addr(r.vaddr) + " in object) " + shown(r.name);
+      // (Processes that ran it at different load addresses: the object's address alone.)
+      return (r.address != 0 ? hex_addr(r.address) + " " : std::string()) + "(" +
+             hex_addr(r.vaddr) + " in object) " + shown(r.name);
   }
   return r.name;
 }

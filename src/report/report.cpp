@@ -312,7 +312,11 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
             row.file = frames.front().file;
             row.line = frames.front().line;
           }
-          key += hex_addr(pc.address);
+          // One row an instruction of the object, as by function and by line: the processes
+          // that ran it (a shell loop's, each at its own load address) are one row, whose
+          // run-time address is theirs where they agree, else 0 (row_label shows the
+          // object's address alone).
+          key += hex_addr(row.vaddr);
           break;
         }
       }
@@ -323,6 +327,7 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
     }
     auto [it, inserted] = index.emplace(key, t.rows.size());
     if (inserted && pc.sym != nullptr && opts.by != By::kObject) row.aliases = pc.sym->aliases;
+    if (!inserted && t.rows[it->second].address != row.address) t.rows[it->second].address = 0;
     if (inserted) t.rows.push_back(std::move(row));
     t.rows[it->second].samples += pc.samples;
     t.rows[it->second].system_samples += pc.system;
@@ -345,8 +350,8 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
   }
   std::sort(kept.begin(), kept.end(), [](const Row& a, const Row& b) {
     if (a.samples != b.samples) return a.samples > b.samples;
-    return std::tie(a.name, a.object, a.line, a.address, a.comm) <
-           std::tie(b.name, b.object, b.line, b.address, b.comm);
+    return std::tie(a.name, a.object, a.line, a.vaddr, a.address, a.comm) <
+           std::tie(b.name, b.object, b.line, b.vaddr, b.address, b.comm);
   });
   if (opts.limit != 0 && kept.size() > opts.limit) kept.resize(opts.limit);
   t.rows = std::move(kept);

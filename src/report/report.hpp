@@ -110,7 +110,8 @@ struct Row {
   std::string object_path;           // full path
   std::string file;                  // --by line / address: innermost frame's source file
   int line = 0;
-  uint64_t address = 0;                  // --by address: runtime address; 0 otherwise
+  uint64_t address = 0;                  // --by address: runtime address (0: the processes
+                                         // that ran it had it at different load addresses)
   uint64_t vaddr = 0;                    // --by address: link-time address
   std::vector<symbolize::Frame> frames;  // --by line with inline_frames: innermost first
   double samples = 0;

@@ -369,6 +369,54 @@ TEST(Report, ByAddress) {
   EXPECT_EQ(t.rows[0].name, "demo::Widget::spin(long)+0x2");
 }
 
+// By address, one row an instruction of an object, as by function: three processes of the test
+// program (a shell loop's, each at its own load address; 0 and 1 at one address, 2 at another)
+// give one row for the same instruction, its samples summed, with the run-time address of none
+// (0, null in JSON; the text shows the object's address alone). Two processes at one address
+// keep it.
+TEST(Report, ByAddressJoinsTheProcessesOfAnInstruction) {
+  auto fns = nm_functions(TESTPROG);
+  const NmSymbol& s = fns["demo::Widget::spin(long)"];
+  auto make = [&](uint32_t processes) {
+    profile::Profile p = report_test::base_profile(kTick);
+    for (uint32_t k = 0; k < processes; ++k) {
+      profile::Process pr;
+      pr.pid = 300 + int(k);
+      pr.comm = "report_testprog";
+      pr.tick_ns = kTick;
+      p.processes.push_back(pr);
+      const uint64_t bias = prog_bias() + (k == 2 ? 0x10000000ull : 0);
+      profile::Region r = report_test::text_region(TESTPROG, bias, 1, SPROF_R_MAIN);
+      report_test::add_at(&r, bias + s.addr + 2, 5 + k);
+      r.process = k;
+      p.regions.push_back(r);
+    }
+    return p;
+  };
+  symbolize::Symbolizer sym;
+  Options o;
+  o.by = By::kAddress;
+  Table two = report::aggregate(make(2), sym, o);
+  ASSERT_EQ(two.rows.size(), 1u);
+  EXPECT_EQ(two.rows[0].samples, 11);
+  EXPECT_EQ(two.rows[0].address, prog_bias() + s.addr + 2);
+  const profile::Profile p = make(3);
+  Table three = report::aggregate(p, sym, o);
+  ASSERT_EQ(three.rows.size(), 1u);
+  EXPECT_EQ(three.rows[0].samples, 18);
+  EXPECT_EQ(three.rows[0].address, 0u);
+  EXPECT_EQ(three.rows[0].vaddr, s.addr + 2);
+  EXPECT_EQ(three.rows[0].name, "demo::Widget::spin(long)+0x2");
+  EXPECT_EQ(report::label_of(three.rows[0], By::kAddress),
+            "(" + report::hex_addr(s.addr + 2) + " in object) demo::Widget::spin(long)+0x2");
+  std::ostringstream js;
+  report::write_json(p, three, o, js);
+  nlohmann::json j = nlohmann::json::parse(js.str());
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_TRUE(j["rows"][0]["address"].is_null()) << j["rows"][0].dump();
+  EXPECT_EQ(j["rows"][0]["vaddr"].get<uint64_t>(), s.addr + 2);
+}
+
 TEST(Report, JsonMatchesSchema) {
   Fixture f = make_fixture();
   symbolize::Symbolizer sym;
