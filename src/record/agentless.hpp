@@ -49,7 +49,9 @@
 //   its time is credited at the run's end at its creator's last pc (record warns where that is
 //   a tenth of the samples or more: Stats::unsampled_credited), or its program's entry
 //   point (a process's only thread after an exec, whose pc before is the image before's;
-//   record warns of those too: Stats::unsampled_process_credited).
+//   record warns of those too: Stats::unsampled_process_credited). Where most threads to end
+//   ran that short (a thread per small task), the threads cloned after them get a period a
+//   quarter as long, each sample weighted by its own (State::note_thread_cpu).
 #pragma once
 
 #include <sys/types.h>
@@ -85,11 +87,13 @@ class Agentless {
     uint64_t unsampled_credited = 0;   // of exit_credited, theirs: at their creator's last pc
     uint64_t unsampled_processes = 0;  // processes whose program ended with no sample
     uint64_t unsampled_process_credited = 0;  // of exit_credited, at entry points: theirs
-    uint64_t unplaced = 0;        // periods counted beyond the threads' ends' tails: no sample
-    uint64_t throttled = 0;       // times the kernel throttled an event (PERF_RECORD_THROTTLE)
-    uint64_t throttled_lost = 0;  // periods of the throttled time: lost samples
-    uint64_t images = 0;          // process images seen
-    bool kernel = false;          // kernel time is sampled (at the user pc it returns to)
+    uint64_t shortened_changes = 0;  // times the clones' periods were shortened or restored
+    uint64_t shortened_ns = 0;       // the nominal period of the clones so shortened; 0: never
+    uint64_t unplaced = 0;           // periods counted beyond the threads' ends' tails: no sample
+    uint64_t throttled = 0;          // times the kernel throttled an event (PERF_RECORD_THROTTLE)
+    uint64_t throttled_lost = 0;     // periods of the throttled time: lost samples
+    uint64_t images = 0;             // process images seen
+    bool kernel = false;             // kernel time is sampled (at the user pc it returns to)
   };
   struct Image {
     profile::Profile profile;  // a single-process profile

@@ -121,6 +121,9 @@ void Agentless::State::bound_throttled(uint64_t run_cpu_ns) {
 // clone) to its exit, at most a period (a copy's time after its last sample is under a
 // period unless it was in the kernel, and a thread that slept before it exited did not run).
 void Agentless::State::thread_end(pid_t tid, const Gone& g) {
+  if (const auto n = sampled_ns.find(tid); g.img != ~size_t{0} && imgs[g.img].pid != tid)
+    note_thread_cpu(n != sampled_ns.end() ? n->second : 0);
+  sampled_ns.erase(tid);
   if (const auto ns = last_ns.find(tid); ns != last_ns.end() && g.img != ~size_t{0}) {
     const auto pc = last_pc.find(tid);
     const uint64_t w = g.time > ns->second ? std::min(g.time - ns->second, period) : 0;

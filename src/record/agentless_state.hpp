@@ -52,6 +52,15 @@ constexpr uint64_t kWakeRingBytes = 128 * 1024;
 // After a pass that saw clones, the next this soon: the threads cloned meanwhile share the
 // period that pass re-drew (Agentless::State::redraw).
 constexpr int kClonePassMs = 4;
+// Threads that run less than a period (a thread per small task) end before their first
+// sample: an inherited copy's first period is a whole one. Where three quarters of the last
+// kShortWindow threads to end (not a process's first) had samples for less than a nominal
+// period, the threads cloned from then on get periods kShortenBy times shorter, no shorter
+// than kShortestNs, each sample weighted by its own period (count()); where a quarter or less
+// had, the nominal one again (note_thread_cpu()).
+constexpr unsigned kShortWindow = 64;
+constexpr uint64_t kShortenBy = 4;
+constexpr uint64_t kShortestNs = 100000;
 // A record read with a time this close to the pass's start, or later, waits for the pass after
 // (Agentless::State::pass): the kernel stamps a record a few microseconds before it makes it
 // readable, with preemption off between the two.
@@ -235,6 +244,12 @@ struct Agentless::State {
   std::unordered_map<pid_t, uint64_t> last_ns;  // by tid: the time of its last sample or clone
   std::unordered_map<pid_t, std::vector<uint64_t>> ids_of;  // by tid: its copies' event ids
   std::unordered_map<pid_t, size_t> born_in;                // by tid: the image it was cloned in
+  std::unordered_map<pid_t, uint64_t> sampled_ns;  // by tid: the periods its samples stood for
+  // The last kShortWindow threads' ends, whether each had samples for less than a nominal period
+  // (oldest first), how many, and whether the clones get shortened periods (note_thread_cpu()).
+  std::deque<bool> ran_short;
+  unsigned short_runs = 0;
+  bool shortened = false;
   // By tid: EXIT records of threads whose FORK record had not been taken (exit()).
   std::unordered_map<pid_t, Rec> early_exits;
   std::unordered_map<pid_t, Proc> procs;  // by pid: the image running now
@@ -358,6 +373,7 @@ struct Agentless::State {
   void exit(const Rec& r);
   void comm(const Rec& r);
   void redraw();
+  void note_thread_cpu(uint64_t ns);
   void enable(pid_t child);
   void close_go();
   void swap();

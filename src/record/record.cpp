@@ -752,6 +752,7 @@ int record(const Options& o, FILE* log, int* killed_by) {
   if (outside) {
     said.kernel = agentless.stats().kernel;
     said.unplaced = agentless.stats().unplaced;
+    said.shortened_ns = agentless.stats().shortened_ns;
   }
   say_summary(run, said, o.quiet, log);
   return code;

@@ -76,6 +76,16 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
     }
     summary += b;
   }
+  // Threads that lived less than a period made record shorten the clones' periods
+  // (Agentless::State::note_thread_cpu): the rate, and the overhead, rose for those threads.
+  if (s.shortened_ns != 0 && run.requested_hz != 0) {
+    char b[224];
+    snprintf(b, sizeof b,
+             "; most threads lived less than a period, so those cloned after them were sampled "
+             "every %.0f us (each sample counts its own period)",
+             double(s.shortened_ns) / 1e3);
+    summary += b;
+  }
   if (!quiet) fprintf(log, "%s\n", summary.c_str());
   // Sampled from outside, a thread's inherited event starts with a whole period: a thread that
   // ends before its first sample has none of its own, and its time is credited at its
@@ -162,7 +172,8 @@ void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
           "swaps of the two sets (the longest %.1f ms), %llu samples of record's own code and "
           "%llu of the set that was off (not counted), %llu threads and processes started and "
           "%llu ended, %llu periods credited at the threads' ends, %llu counted periods "
-          "unplaced, %llu process images\n",
+          "unplaced, %llu process images, %llu changes of the clones' period between the "
+          "nominal and a shortened one (short threads)\n",
           static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
           as.kernel ? "kernel time sampled at the user pc" : "user time only",
           static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
@@ -172,7 +183,8 @@ void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
           static_cast<unsigned long long>(as.tasks_started),
           static_cast<unsigned long long>(as.tasks_ended),
           static_cast<unsigned long long>(as.exit_credited),
-          static_cast<unsigned long long>(as.unplaced), static_cast<unsigned long long>(as.images));
+          static_cast<unsigned long long>(as.unplaced), static_cast<unsigned long long>(as.images),
+          static_cast<unsigned long long>(as.shortened_changes));
 }
 
 }  // namespace sprofil::record

@@ -23,6 +23,8 @@ struct Summary {
   bool outside = false;         // sampled from outside (agentless.hpp), not by the agent
   bool kernel = false;          // outside: kernel time sampled (at the user pc)
   uint64_t unplaced = 0;        // outside: periods the task clock counted with no sample
+  uint64_t shortened_ns = 0;    // outside: the shortened period of threads cloned after short
+                                // ones (Agentless::Stats::shortened_ns); 0: none
 };
 
 // The closing line on `log` (unless quiet), then the warnings (always), of `run`: the run

@@ -194,17 +194,17 @@ int threads(int n, double s) {
 }
 
 // n threads that each burn `us` microseconds in burn_child, `par` at a time (each group joined
-// before the next), then s seconds in burn_main: a program that runs short tasks on new
-// threads, on every CPU at once.
-int churn(int n, double us, int par, double s) {
+// before the next), then n2 threads of us2 microseconds each alike, then s seconds in
+// burn_main: a program that runs short tasks on new threads, on every CPU at once.
+int churn(int n, double us, int par, double s, int n2 = 0, double us2 = 0) {
   if (par < 1) par = 1;
   if (par > 64) par = 64;
   Late l[64];
   pthread_t tids[64];
   double used = 0;
-  for (int done = 0; done < n; done += par) {
+  for (int done = 0; done < n + n2; done += par) {
     for (int k = 0; k < par; ++k) {
-      l[k] = Late{burn_child, us * 1e-6, 0};
+      l[k] = Late{burn_child, (done < n ? us : us2) * 1e-6, 0};
       pthread_create(&tids[k], nullptr, late_thread, &l[k]);
     }
     for (int k = 0; k < par; ++k) {
@@ -657,7 +657,8 @@ int main(int argc, char** argv) {
   } else if (mode == "threads") {
     return threads(atoi(argv[i + 1]), i + 2 < argc ? atof(argv[i + 2]) : 0);
   } else if (mode == "churn" && i + 4 < argc) {
-    return churn(atoi(argv[i + 1]), atof(argv[i + 2]), atoi(argv[i + 3]), atof(argv[i + 4]));
+    return churn(atoi(argv[i + 1]), atof(argv[i + 2]), atoi(argv[i + 3]), atof(argv[i + 4]),
+                 i + 6 < argc ? atoi(argv[i + 5]) : 0, i + 6 < argc ? atof(argv[i + 6]) : 0);
   } else if (mode == "sleepburn") {
     return sleepburn(s);
   } else if (mode == "anonexec") {
