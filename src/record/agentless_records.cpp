@@ -269,10 +269,10 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   // Every sample here is a copy's, made at a clone (the original events are record's thread's,
   // whose samples pass() drops), whose period, fixed at its clone, the sample tells: 0.8 to
   // 1.33 times the nominal one (or a shortened one's: note_thread_cpu), counted in whole nominal
-  // periods. The copy's time not counted
-  // yet is rounded at random, up with the probability of its fraction (its expected count is
-  // that time exactly), the difference carried to its next sample: rounded down, a copy's end
-  // lost half a period on average (docs/agent.md, "Weights").
+  // periods. The copy's time not counted yet is rounded at random, up with the probability of
+  // its fraction (its expected count is that time exactly), the difference carried to its next
+  // sample: rounded down, a copy's end lost half a period on average (docs/agent.md,
+  // "Weights").
   c.acc += static_cast<int64_t>(len);
   const int64_t v = c.acc + static_cast<int64_t>(util::xorshift(&rng) % period);
   const uint64_t w = v > 0 ? static_cast<uint64_t>(v) / period : 0;
