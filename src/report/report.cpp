@@ -314,7 +314,7 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
           }
           // One row an instruction of the object, as by function and by line: the processes
           // that ran it (a shell loop's, each at its own load address) are one row, whose
-          // run-time address is theirs where they agree, else 0 (row_label shows the
+          // run-time address is theirs where they agree, else 0 (label_of shows the
           // object's address alone).
           key += hex_addr(row.vaddr);
           break;
