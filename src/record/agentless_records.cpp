@@ -288,7 +288,9 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   }
   last_pc[tid] = ip;
   last_ns[tid] = time;
-  sampled_ns[tid] += len;
+  Own& o = own_of[tid];
+  o.ns += len;
+  o.user = !in_kernel;
   if (w && m) add(m, ip, w, in_kernel ? w : 0);
 }
 

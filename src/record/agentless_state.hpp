@@ -244,7 +244,12 @@ struct Agentless::State {
   std::unordered_map<pid_t, uint64_t> last_ns;  // by tid: the time of its last sample or clone
   std::unordered_map<pid_t, std::vector<uint64_t>> ids_of;  // by tid: its copies' event ids
   std::unordered_map<pid_t, size_t> born_in;                // by tid: the image it was cloned in
-  std::unordered_map<pid_t, uint64_t> sampled_ns;  // by tid: the periods its samples stood for
+  // By tid: the periods its own samples stood for, and whether the last was in user space.
+  struct Own {
+    uint64_t ns = 0;
+    bool user = false;
+  };
+  std::unordered_map<pid_t, Own> own_of;
   // The last kShortWindow threads' ends, whether each had samples for less than a nominal period
   // (oldest first), how many, and whether the clones get shortened periods (note_thread_cpu()).
   std::deque<bool> ran_short;
@@ -262,10 +267,11 @@ struct Agentless::State {
   };
   std::unordered_map<pid_t, Gone> gone_tids;
   // The threads' ends, to take their share of the periods that no sample credited (run_end):
-  // by (image, the thread's last pc), the sum of their weights, and of those of threads that
-  // had no sample of their own (their pc is their creator's).
+  // by (image, the thread's last pc), the sum of their weights, of those of threads that had
+  // no sample of their own (their pc is their creator's), and of those whose last own sample
+  // was in user space (their tail is taken for user time).
   struct Tail {
-    uint64_t w = 0, unsampled_w = 0;
+    uint64_t w = 0, unsampled_w = 0, user_w = 0;
   };
   std::map<std::pair<size_t, uint64_t>, Tail> ends;
   std::unordered_map<pid_t, std::pair<size_t, int>> gone_procs;  // pid -> image, passes left
@@ -381,7 +387,7 @@ struct Agentless::State {
 
   // The time that no sample stands for: throttled events, the threads' ends
   // (agentless_ends.cpp).
-  void credit_at_end(Img* m, uint64_t pc, uint64_t w);
+  void credit_at_end(Img* m, uint64_t pc, uint64_t w, uint64_t system_w);
   void throttled(const Rec& r);
   void ended_throttled(pid_t tid, uint64_t time);
   void unthrottled(const Rec& r);
