@@ -208,8 +208,7 @@ void Agentless::State::run_end() {
     if (!k) continue;
     // The ends with no pc in their image: its program's entry point (credit_at_end).
     if (!at.second && imgs[at.first].entry_pc) stats.unsampled_process_credited += k;
-    const uint64_t user =
-        static_cast<uint64_t>(static_cast<unsigned __int128>(k) * e.user_w / e.w);
+    const uint64_t user = static_cast<uint64_t>(static_cast<unsigned __int128>(k) * e.user_w / e.w);
     credit_at_end(&imgs[at.first], at.second, k, k - user);
   }
 }
