@@ -519,6 +519,40 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
   EXPECT_LE(p.unsampled_threads, 1500u / 4) << r.err;
 }
 
+// 7d. Where record does not re-draw the periods (SPROFIL_JITTER=0, bench/compare's one-set
+// configuration), the clones' period is never shortened, and the threads of test 7 end before
+// their first sample: their time is at their creator's last pc, not burn_child's, and record
+// says so, naming at least half of the 1,500 (1,494 in a run here) and CPU of at least 60% of
+// their burn_child time (111%: their kernel time is in it), at most 110% of the process's CPU
+// less burn_main's (their time is the task clocks', which count the steal that the process's
+// CPU does not: a CI run credited 1.099 s against 1.073 s of CPU). The run profile keeps the
+// counts, and report says the same (JSON: the counts and the note).
+TEST(Agentless, ShortThreadsWithoutReDrawsAreWarnedOf) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "churn.sprof", truth_file = dir / "truth";
+  Result r =
+      agentless(out, 1000, {kProg, "--truth", truth_file, "churn", "1500", "400", "2", "0.3"},
+                {{"SPROFIL_JITTER", "0"}});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  auto truth = read_truth(truth_file);
+  const std::regex warned(
+      "warning: ([0-9]+) threads ended before their first sample .*: their ([0-9.]+) s of CPU");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, warned)) << r.err;
+  EXPECT_GE(std::stoul(m[1]), 750u) << r.err;
+  EXPECT_GE(std::stod(m[2]), 0.6 * truth.at("burn_child")) << r.err;
+  EXPECT_LE(std::stod(m[2]), 1.1 * (truth.at("process_cpu") - truth.at("burn_main"))) << r.err;
+  EXPECT_EQ(r.err.find("so those cloned after them were sampled every"), std::string::npos)
+      << r.err;
+  const profile::Profile p = read(out);
+  const Json j = report_json(out);
+  EXPECT_EQ(p.unsampled_threads, std::stoul(m[1]));
+  EXPECT_EQ(j.value("unsampled_threads", uint64_t{0}), p.unsampled_threads);
+  EXPECT_NEAR(j.value("unsampled_thread_seconds", 0.0), std::stod(m[2]), 0.0011);
+  EXPECT_TRUE(j.contains("short_threads_warning")) << j.dump(1).substr(0, 2000);
+}
+
 // 7c. The shortened period is the short threads' only: agent_prog churn of 300 threads of 0.4 ms
 // (the period of the clones after the first 64 shortened), then 200 threads of 3 ms (three
 // nominal periods each: once three quarters of the last 64 ended with samples for a period or
