@@ -137,9 +137,8 @@ void Agentless::State::thread_end(pid_t tid, const Gone& g) {
       Tail& e = ends[{g.img, pc != last_pc.end() ? pc->second : 0}];
       e.w += w;
       if (user_tail && pc != last_pc.end()) e.user_w += w;
-      // A thread (not a process's first) with no sample of its own (no copy that sampled):
-      // its pc is its creator's.
-      if (!ids_of.count(tid) && imgs[g.img].pid != tid) {
+      // A thread (not a process's first) with no sample of its own: its pc is its creator's.
+      if (!sampled && imgs[g.img].pid != tid) {
         e.unsampled_w += w;
         ++stats.unsampled_threads;
       }

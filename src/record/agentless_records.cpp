@@ -219,7 +219,8 @@ void Agentless::State::pass(bool all) {
     argv_pending |= imgs[p.img].argv_pending;
   }
   // A new period for the clones to come where some were made.
-  if (jitter && forked) redraw();
+  if (jitter && (forked || redraw_due)) redraw();
+  redraw_due = false;
 }
 
 // How long run() waits for the next pass: 1 ms while an exec's arguments are pending or an
@@ -497,7 +498,7 @@ void Agentless::State::note_thread_cpu(uint64_t ns) {
   if (shortened && short_runs * 4 <= kShortWindow) shortened = false;
   if (shortened == was) return;
   stats.shortened_changes += 1;
-  forked = true;  // re-drawn at this pass's end, for the clones to come
+  redraw_due = true;  // at this pass's end, for the clones to come
 }
 
 // Every thread re-phased while it runs. A copy's period is the one its thread was cloned with

@@ -255,6 +255,7 @@ struct Agentless::State {
   std::deque<bool> ran_short;
   unsigned short_runs = 0;
   bool shortened = false;
+  bool redraw_due = false;  // shortened changed: re-draw at the pass's end (pass())
   // By tid: EXIT records of threads whose FORK record had not been taken (exit()).
   std::unordered_map<pid_t, Rec> early_exits;
   std::unordered_map<pid_t, Proc> procs;  // by pid: the image running now

@@ -78,7 +78,7 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
   }
   // Threads that ran less than a period made record shorten the clones' periods
   // (Agentless::State::note_thread_cpu): the rate, and the overhead, rose for those threads.
-  if (s.shortened_ns != 0 && run.requested_hz != 0) {
+  if (s.shortened_ns != 0) {
     char b[224];
     snprintf(b, sizeof b,
              "; most threads ran less than a period, so those cloned after them were sampled "
