@@ -129,11 +129,31 @@ const char* section_name(Elf* elf, size_t shstrndx, Elf_Scn* scn, GElf_Shdr* sh)
   return elf_strptr(elf, shstrndx, sh->sh_name);
 }
 
-// Synthetic `callee@plt` symbols for the PLT entries of `elf` (link-time addresses), named by
-// the relocation of the GOT slot each entry jumps through (.rela.plt / .rela.dyn), as perf does.
-// x86-64: every entry of .plt (after PLT0), .plt.sec and .plt.got is decoded for its
-// `jmp *disp(%rip)`; elsewhere the entries of .plt after PLT0 follow .rela.plt in order.
-void plt_symbols(Elf* elf, std::vector<RawSym>* out) {
+// True if relocation type `type` of machine `machine` is an IFUNC's (IRELATIVE): its slot gets
+// what the resolver at the addend returns, and it names no symbol.
+bool irelative(unsigned machine, uint64_t type) {
+  return (machine == EM_X86_64 && type == R_X86_64_IRELATIVE) ||
+         (machine == EM_AARCH64 && type == R_AARCH64_IRELATIVE);
+}
+
+// The name of the function symbol that starts at `addr` among `syms`, as load_symbols would
+// choose it, or "" if none does.
+std::string name_at(const std::vector<RawSym>& syms, uint64_t addr) {
+  const RawSym* best = nullptr;
+  for (const RawSym& s : syms)
+    if (s.start == addr && (best == nullptr || better_name(s, *best))) best = &s;
+  return best != nullptr ? without_default_version(best->raw) : std::string();
+}
+
+// Synthetic `callee@plt` symbols for the PLT entries of `elf` (link-time addresses; `bias`
+// turns them into those of `out`'s symbols), named by the relocation of the GOT slot each entry
+// jumps through (.rela.plt / .rela.dyn), as perf does. An IFUNC's slot (IRELATIVE: a static
+// program's calls of memcpy or sin, libc's own) is named by its resolver's symbol, where perf
+// has `*ABS*+0x...@plt` or the preceding symbol. x86-64: the entries of .plt, .plt.sec and
+// .plt.got are found by their `jmp *disp(%rip)` through a named slot (a static program's .plt
+// has 8-byte entries and no PLT0); elsewhere the entries of .plt after PLT0 follow .rela.plt
+// in order.
+void plt_symbols(Elf* elf, uint64_t bias, std::vector<RawSym>* out) {
   GElf_Ehdr eh;
   size_t shstrndx = 0;
   if (elf == nullptr || gelf_getehdr(elf, &eh) == nullptr || elf_getshdrstrndx(elf, &shstrndx) != 0)
@@ -155,28 +175,36 @@ void plt_symbols(Elf* elf, std::vector<RawSym>* out) {
       GElf_Shdr symsh;
       Elf_Data* data = elf_getdata(scn, nullptr);
       Elf_Data* syms = symscn != nullptr ? elf_getdata(symscn, nullptr) : nullptr;
-      if (data == nullptr || syms == nullptr || gelf_getshdr(symscn, &symsh) == nullptr) continue;
+      if (data == nullptr) continue;
+      // A static program's .rela.plt links no symbol table: its relocations are IRELATIVE.
+      if (syms != nullptr && gelf_getshdr(symscn, &symsh) == nullptr) continue;
       bool is_plt = std::strcmp(name, ".rela.plt") == 0 || std::strcmp(name, ".rel.plt") == 0;
       size_t n = sh.sh_entsize != 0 ? sh.sh_size / sh.sh_entsize : 0;
       for (size_t i = 0; i < n; ++i) {
         uint64_t offset = 0, info = 0;
+        int64_t addend = 0;
         if (sh.sh_type == SHT_RELA) {
           GElf_Rela r;
           if (gelf_getrela(data, int(i), &r) == nullptr) break;
           offset = r.r_offset;
           info = r.r_info;
+          addend = r.r_addend;
         } else {
           GElf_Rel r;
           if (gelf_getrel(data, int(i), &r) == nullptr) break;
           offset = r.r_offset;
           info = r.r_info;
         }
-        size_t symi = eh.e_ident[EI_CLASS] == ELFCLASS64 ? GELF_R_SYM(info) : ELF32_R_SYM(info);
+        const bool elf64 = eh.e_ident[EI_CLASS] == ELFCLASS64;
+        size_t symi = elf64 ? GELF_R_SYM(info) : ELF32_R_SYM(info);
+        uint64_t type = elf64 ? GELF_R_TYPE(info) : ELF32_R_TYPE(info);
         std::string sym;
         GElf_Sym s;
-        if (symi != 0 && gelf_getsym(syms, int(symi), &s) != nullptr) {
+        if (symi != 0 && syms != nullptr && gelf_getsym(syms, int(symi), &s) != nullptr) {
           const char* sn = elf_strptr(elf, symsh.sh_link, s.st_name);
           if (sn != nullptr) sym = sn;
+        } else if (symi == 0 && irelative(eh.e_machine, type) && sh.sh_type == SHT_RELA) {
+          sym = name_at(*out, uint64_t(addend) + bias);
         }
         if (is_plt) plt_order.push_back(sym);
         if (!sym.empty()) slot_name.emplace(offset, sym);
@@ -202,24 +230,32 @@ void plt_symbols(Elf* elf, std::vector<RawSym>* out) {
   };
   for (const Plt& p : plts) {
     const auto* bytes = static_cast<const unsigned char*>(p.data->d_buf);
+    if (eh.e_machine == EM_X86_64) {
+      // Each entry's `jmp *disp32(%rip)` (ff 25) through a named slot, possibly after endbr64
+      // (f3 0f 1e fa) and bnd (f2); PLT0's jumps through a slot no relocation names.
+      std::vector<std::pair<uint64_t, std::string>> found;  // entry offset, callee
+      for (uint64_t i = 0; i + 6 <= p.size; ++i) {
+        if (bytes[i] != 0xff || bytes[i + 1] != 0x25) continue;
+        int32_t disp;
+        std::memcpy(&disp, bytes + i + 2, 4);
+        auto it = slot_name.find(p.addr + i + 6 + uint64_t(int64_t(disp)));
+        if (it == slot_name.end()) continue;
+        uint64_t at = i;
+        if (at >= 1 && bytes[at - 1] == 0xf2) --at;
+        if (at >= 4 && std::memcmp(bytes + at - 4, "\xf3\x0f\x1e\xfa", 4) == 0) at -= 4;
+        found.emplace_back(at, it->second);
+        i += 5;
+      }
+      for (size_t k = 0; k < found.size(); ++k) {
+        uint64_t end = k + 1 < found.size() ? found[k + 1].first : p.size;
+        add(found[k].second, p.addr + found[k].first, std::min(p.entsize, end - found[k].first));
+      }
+      continue;
+    }
     uint64_t first = p.name == ".plt" ? (eh.e_machine == EM_AARCH64 ? 32 : p.entsize) : 0;
     for (uint64_t off = first, k = 0; off + p.entsize <= p.size; off += p.entsize, ++k) {
-      std::string callee;
-      if (eh.e_machine == EM_X86_64) {
-        // jmp *disp32(%rip): ff 25, possibly after endbr64 (f3 0f 1e fa) and bnd (f2).
-        for (uint64_t i = off; i + 6 <= off + p.entsize && callee.empty(); ++i) {
-          if (bytes[i] != 0xff || bytes[i + 1] != 0x25) continue;
-          int32_t disp;
-          std::memcpy(&disp, bytes + i + 2, 4);
-          uint64_t slot = p.addr + i + 6 + uint64_t(int64_t(disp));
-          auto it = slot_name.find(slot);
-          if (it != slot_name.end()) callee = it->second;
-          break;
-        }
-      } else if (p.name == ".plt" && k < plt_order.size()) {
-        callee = plt_order[k];
-      }
-      if (!callee.empty()) add(callee, p.addr + off, p.entsize);
+      if (p.name == ".plt" && k < plt_order.size() && !plt_order[k].empty())
+        add(plt_order[k], p.addr + off, p.entsize);
     }
   }
 }
@@ -393,7 +429,7 @@ void Object::load_symbols() {
   }
   Dwarf_Addr main_bias = 0;
   Elf* main_elf = dwfl_module_getelf(mod_, &main_bias);
-  plt_symbols(main_elf, &entries);
+  plt_symbols(main_elf, main_bias, &entries);
   entry_symbol(main_elf, &entries);
   std::sort(entries.begin(), entries.end(), [](const RawSym& a, const RawSym& b) {
     if (a.start != b.start) return a.start < b.start;

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -201,6 +202,100 @@ TEST(Names, PltStubIsCalleeAtPlt) {
 
 // Samples in malloc are named malloc, not __libc_malloc, which JSON lists among its aliases;
 // free is named free, not cfree@GLIBC_2.2.5.
+// A static program's IFUNC stubs, from binutils alone: each .plt entry's address (objdump's
+// `jmp *...(%rip) # SLOT`) with the names nm gives its resolver (the addend of the slot's
+// IRELATIVE relocation, readelf). objdump itself leaves them unnamed.
+struct IfuncStub {
+  uint64_t addr = 0;
+  std::set<std::string> names;
+};
+std::vector<IfuncStub> ifunc_stubs(const std::string& prog) {
+  std::map<uint64_t, uint64_t> resolver_of;  // slot -> resolver
+  std::istringstream rel(run("readelf -rW " + q(prog) + " 2>/dev/null"));
+  for (std::string line; std::getline(rel, line);) {
+    std::istringstream f(line);
+    std::string offset, info, type, addend;
+    if (f >> offset >> info >> type >> addend && type == "R_X86_64_IRELATIVE")
+      resolver_of[std::stoull(offset, nullptr, 16)] = std::stoull(addend, nullptr, 16);
+  }
+  std::map<uint64_t, std::set<std::string>> names_at;
+  std::istringstream nm(run("nm " + q(prog) + " 2>/dev/null"));
+  for (std::string line; std::getline(nm, line);) {
+    std::istringstream f(line);
+    std::string addr, type, name;
+    if (f >> addr >> type >> name) names_at[std::stoull(addr, nullptr, 16)].insert(name);
+  }
+  std::vector<IfuncStub> out;
+  std::istringstream dis(run("objdump -d -j .plt " + q(prog) + " 2>/dev/null"));
+  for (std::string line; std::getline(dis, line);) {
+    const size_t jmp = line.find("jmp    *"), hash = line.find("# ");
+    if (jmp == std::string::npos || hash == std::string::npos || line.find(':') == 0) continue;
+    auto slot = resolver_of.find(std::stoull(line.substr(hash + 2), nullptr, 16));
+    if (slot == resolver_of.end()) continue;
+    out.push_back({std::stoull(line, nullptr, 16), names_at[slot->second]});
+  }
+  return out;
+}
+
+// A static program's PLT holds IFUNC stubs (memchr, strlen, strchr: 8 bytes each, no PLT0),
+// which jump through IRELATIVE slots that name no symbol. Each stub is named after its
+// resolver's symbol with @plt (perf names them _init, objdump not at all): samples placed at
+// each stub's last instruction are in that stub's row, and the recorded samples in the .plt
+// are in @plt rows.
+TEST(Names, StaticProgramsIfuncStubsAreNamed) {
+  const std::string prog = IFUNC_STATIC;
+  const std::vector<IfuncStub> stubs = ifunc_stubs(prog);
+  ASSERT_GE(stubs.size(), 3u) << "binutils show fewer IFUNC stubs than the program calls";
+  const std::string file = temp_dir() + "/ifunc_static.sprof";
+  int status = 0;
+  std::string log =
+      run(q(kTool) + " record -q -o " + q(file) + " -- " + q(prog) + " 20000000 2>&1 >/dev/null",
+          &status);
+  ASSERT_EQ(status, 0) << log;
+  const uint64_t plt_lo = stubs.front().addr, plt_hi = stubs.back().addr + 8;
+  const Json recorded_rows = report_json(file, "--by address");
+  for (const Json& r : recorded_rows["rows"]) {
+    const uint64_t v = r["vaddr"].get<uint64_t>();
+    if (r["object"] != "report_ifunc_static" || v < plt_lo || v >= plt_hi) continue;
+    // By address, a row's name is its function's with the offset: strlen@plt+0x6.
+    const std::string name =
+        r["name"].get<std::string>().substr(0, r["name"].get<std::string>().rfind("+0x"));
+    EXPECT_TRUE(name.size() > 4 && name.compare(name.size() - 4, 4, "@plt") == 0) << r.dump();
+  }
+  profile::Profile p;
+  std::string err;
+  ASSERT_TRUE(profile::read_profile(file, &p, &err)) << err;
+  int placed = 0;
+  for (profile::Region& r : p.regions) {
+    if (r.path.find("report_ifunc_static") == std::string::npos) continue;
+    for (const IfuncStub& s : stubs) {
+      const uint64_t at = s.addr + 6 + r.load_bias;  // the stub's `xchg %ax,%ax`
+      if (at < r.start || at >= r.end) continue;
+      r.add((at - r.start) / r.bin_size, 20);
+      ++placed;
+    }
+  }
+  ASSERT_EQ(placed, int(stubs.size())) << "the profile's regions do not hold the stubs";
+  const std::string placed_file = temp_dir() + "/ifunc_static_placed.sprof";
+  ASSERT_TRUE(profile::write_profile(p, placed_file, &err)) << err;
+  std::map<uint64_t, std::string> name_of;
+  const Json placed_rows = report_json(placed_file, "--by address");
+  for (const Json& r : placed_rows["rows"])
+    if (r["object"] == "report_ifunc_static") name_of[r["vaddr"].get<uint64_t>()] = r["name"];
+  for (const IfuncStub& s : stubs) {
+    // The row of the bin that holds the stub's last instruction: it starts inside the stub.
+    auto row = name_of.upper_bound(s.addr + 6);
+    ASSERT_NE(row, name_of.begin()) << "no row at the stub " << std::hex << s.addr;
+    --row;
+    ASSERT_GE(row->first, s.addr) << "no row at the stub " << std::hex << s.addr;
+    const std::string name = row->second.substr(0, row->second.rfind("+0x"));
+    ASSERT_GT(name.size(), 4u) << name;
+    EXPECT_EQ(name.substr(name.size() - 4), "@plt") << name;
+    EXPECT_EQ(s.names.count(name.substr(0, name.size() - 4)), 1u)
+        << name << " at " << std::hex << s.addr << " is not a name of its resolver";
+  }
+}
+
 TEST(Names, MallocByItsPublicName) {
   Json j = report_json(malloc_profile());
   const Json* m = row_named(j, "malloc");
