@@ -93,6 +93,7 @@ class Agentless {
     uint64_t throttled = 0;          // times the kernel throttled an event (PERF_RECORD_THROTTLE)
     uint64_t throttled_lost = 0;     // periods of the throttled time: lost samples
     uint64_t images = 0;             // process images seen
+    uint64_t regions_dropped = 0;    // mappings of ended images that nothing needed (compact())
     bool kernel = false;             // kernel time is sampled (at the user pc it returns to)
   };
   struct Image {

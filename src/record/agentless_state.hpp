@@ -276,6 +276,10 @@ struct Agentless::State {
   };
   std::map<std::pair<size_t, uint64_t>, Tail> ends;
   std::unordered_map<pid_t, std::pair<size_t, int>> gone_procs;  // pid -> image, passes left
+  // Images that ended (an exit or an exec), each with the passes left till compact() drops
+  // its mappings that no sample or thread's end needs: one pass more than gone_procs and
+  // gone_tids keep theirs, so that no record can reach it but its threads' ends (ends).
+  std::deque<std::pair<size_t, int>> ended_imgs;
   std::deque<Img> imgs;      // (a deque: an image's address stays while others are added)
   int unshared = -1;         // record's event the fork does not copy, till root() (attach)
   uint64_t attached_ns = 0;  // CLOCK_MONOTONIC of attach(): the command's first image's start
@@ -364,7 +368,8 @@ struct Agentless::State {
   Img& new_img(pid_t pid, pid_t ppid, uint64_t time);
   Img* img_of(pid_t pid);
   size_t img_index(pid_t pid) const;
-  void end_img(Img* m, uint64_t time, bool finished);
+  void end_img(size_t img, uint64_t time, bool finished);
+  void compact(size_t img);
   static std::vector<std::string> cmdline(pid_t pid, bool* gone);
   void settle_argv(Img* m, bool ending);
   void pass(bool all = false);

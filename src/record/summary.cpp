@@ -164,6 +164,12 @@ void say_drain_stats(const Drainer::Stats& ds, FILE* log) {
       static_cast<unsigned long long>(ds.dropped), double(ds.dropped_cpu_ns) / 1e9);
 }
 
+// Record's own peak resident set (getrusage), in KB; -1 if unknown.
+static long peak_rss_kb() {
+  rusage ru{};
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
 void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
   fprintf(log,
           "sprofil record: agentless: %llu threads' copies of the events sampled, %llu sample "
@@ -172,8 +178,9 @@ void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
           "swaps of the two sets (the longest %.1f ms), %llu samples of record's own code and "
           "%llu of the set that was off (not counted), %llu threads and processes started and "
           "%llu ended, %llu periods credited at the threads' ends, %llu counted periods "
-          "unplaced, %llu process images, %llu changes of the clones' period between the "
-          "nominal and a shortened one (short threads)\n",
+          "unplaced, %llu process images (%llu mappings of ended ones dropped), %llu changes "
+          "of the clones' period between the nominal and a shortened one (short threads), "
+          "record's peak resident memory %ld KB\n",
           static_cast<unsigned long long>(as.copies), static_cast<unsigned long long>(as.samples),
           as.kernel ? "kernel time sampled at the user pc" : "user time only",
           static_cast<unsigned long long>(as.lost), static_cast<unsigned long long>(as.redraws),
@@ -184,7 +191,8 @@ void say_agentless_stats(const Agentless::Stats& as, FILE* log) {
           static_cast<unsigned long long>(as.tasks_ended),
           static_cast<unsigned long long>(as.exit_credited),
           static_cast<unsigned long long>(as.unplaced), static_cast<unsigned long long>(as.images),
-          static_cast<unsigned long long>(as.shortened_changes));
+          static_cast<unsigned long long>(as.regions_dropped),
+          static_cast<unsigned long long>(as.shortened_changes), peak_rss_kb());
 }
 
 }  // namespace sprofil::record
