@@ -1,5 +1,7 @@
 #include "symbolize/symbolize.hpp"
 
+#include "symbolize/perf_map.hpp"
+
 #include <cxxabi.h>
 #include <dwarf.h>
 #include <elf.h>
@@ -469,7 +471,7 @@ void Object::load_symbols() {
 
 std::vector<Frame> Object::frames(uint64_t vaddr) const {
   std::vector<Frame> out;
-  if (!ok_) return out;
+  if (!ok_ || mod_ == nullptr) return out;  // (a perf map has no lines)
   auto cached = frame_cache_.find(vaddr);
   if (cached != frame_cache_.end()) return cached->second;
 
@@ -542,6 +544,32 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
   obj->path_ = path;
   const bool vdso = path == "[vdso]";
   if (path.empty() || (path[0] == '[' && !vdso)) {
+    return objects_.emplace(key, std::move(obj)).first->second.get();
+  }
+  if (is_perf_map_path(path)) {  // JIT code (SPROF_R_JIT): names from the JIT's perf map
+    std::vector<PerfMapSymbol> syms;
+    uint64_t skipped = 0;
+    std::string why;
+    if (!read_perf_map(path, &syms, &skipped, &why)) {
+      obj->warning_ = path + ": " + why +
+                      "; the JIT code's samples are reported as [unknown] (a JIT writes this "
+                      "file when asked: node --perf-basic-prof, python3.12 -X perf, the JVM's "
+                      "perf-map-agent, DOTNET_PerfMapEnabled=1)";
+    } else {
+      obj->ok_ = true;
+      for (PerfMapSymbol& m : syms) {
+        Symbol sym;
+        sym.name = demangle(m.name);
+        sym.raw = std::move(m.name);
+        sym.start = m.start;
+        sym.end = m.end;
+        obj->functions_.push_back(std::move(sym));
+      }
+      if (skipped != 0)
+        obj->warning_ = path + ": " + std::to_string(skipped) +
+                        " lines that are not \"START SIZE NAME\" skipped";
+    }
+    if (!obj->warning_.empty()) warnings_.push_back(obj->warning_);
     return objects_.emplace(key, std::move(obj)).first->second.get();
   }
 

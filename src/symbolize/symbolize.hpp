@@ -54,7 +54,9 @@ class Object : util::NoCopy {
   const std::string& path() const { return path_; }
   // False for files that could not be opened (and a "[vdso]" that is not this kernel's): every
   // address is "[unknown]". A "[vdso]" region is read from this process's own vDSO image
-  // (getauxval(AT_SYSINFO_EHDR)) when its build-id matches the profile's.
+  // (getauxval(AT_SYSINFO_EHDR)) when its build-id matches the profile's. A perf map's path
+  // (/tmp/perf-PID.map: a JIT region's, SPROF_R_JIT) gives the JIT's function names at their
+  // runtime addresses and no lines (perf_map.hpp).
   bool ok() const { return ok_; }
   // Why the object could not be opened, or a build-id mismatch; empty otherwise.
   const std::string& warning() const { return warning_; }
