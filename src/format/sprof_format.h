@@ -63,6 +63,7 @@ enum sprof_clock { SPROF_CLOCKS(SPROF_CLOCK_ENUM_) SPROF_CLOCK_COUNT };
 #define SPROF_R_UNLOADED 0x4u /* dlclose'd; the counts are kept */
 #define SPROF_R_DLOPEN 0x8u   /* loaded after profiling started */
 #define SPROF_R_SYSTEM 0x10u  /* a system-time array follows the counters (system_offset) */
+#define SPROF_R_JIT 0x20u     /* anonymous executable memory (JIT code): path is its perf map */
 
 struct sprof_header {
   char magic[8];                   /* "SPROFIL\0" */

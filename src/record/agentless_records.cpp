@@ -14,6 +14,7 @@
 #include "clock/perf.hpp"
 #include "format/sprof_format.h"
 #include "record/process_end.hpp"
+#include "symbolize/perf_map.hpp"
 #include "util/clock_ns.hpp"
 #include "util/xorshift.hpp"
 
@@ -375,18 +376,22 @@ void Agentless::State::mmap2(const Rec& r) {
   }
   if (!(prot & PROT_EXEC) || path.empty()) return;
   const bool vdso = path == "[vdso]";
-  if (path[0] == '[' && !vdso) return;            // [vsyscall], [uprobes]
-  if (path.compare(0, 7, "//anon") == 0) return;  // JIT code: its samples count as overflow
+  // JIT code: anonymous executable memory (named or not: PR_SET_VMA_ANON_NAME), or a memfd's.
+  // Its names are in the perf map the JIT writes for the process, if any: the report reads it.
+  const bool jit = path.compare(0, 6, "//anon") == 0 || path.compare(0, 6, "[anon:") == 0 ||
+                   path.compare(0, 7, "/memfd:") == 0;
+  if (path[0] == '[' && !vdso && !jit) return;  // [vsyscall], [uprobes]
   Reg g;
-  g.r.path = path;
+  g.r.path = jit ? symbolize::perf_map_path(pid) : path;
   g.r.bin_size = bin_bytes;
   g.r.load_ns = r.time + real_minus_mono;
-  g.r.flags = vdso ? SPROF_R_VDSO : 0;
-  if (m->regs.empty() && !vdso) g.r.flags |= SPROF_R_MAIN;  // an exec maps its program first
+  g.r.flags = vdso ? SPROF_R_VDSO : jit ? SPROF_R_JIT : 0;
+  if (m->regs.empty() && !vdso && !jit)
+    g.r.flags |= SPROF_R_MAIN;  // an exec maps its program first
   const ElfFile* f = nullptr;
   if (vdso) {
     g.r.build_id = vdso_id;
-  } else {
+  } else if (!jit) {
     const uint64_t ino = field<uint64_t>(b, 40);
     auto c = files.find({path, ino});
     if (c == files.end()) c = files.emplace(std::make_pair(path, ino), read_elf(path, ino)).first;
@@ -403,8 +408,9 @@ void Agentless::State::mmap2(const Rec& r) {
   } else {  // the mapping as it is (the vDSO: its addresses are its ELF image's)
     g.r.start = addr;
     g.r.end = addr + len;
-    g.r.file_offset = pgoff;
-    g.r.load_bias = vdso ? addr : addr - pgoff;
+    g.r.file_offset = jit ? 0 : pgoff;
+    // A perf map gives runtime addresses; an anonymous mapping's pgoff is its page number.
+    g.r.load_bias = vdso ? addr : jit ? 0 : addr - pgoff;
   }
   if ((g.r.flags & SPROF_R_MAIN) && f && f->read && f->entry)
     m->entry_pc = g.r.load_bias + f->entry;

@@ -183,7 +183,9 @@ AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions&
 
   std::string bytes, why;
   uint16_t machine = 0;
-  if (!read_text(first.path, s->start, s->end, &bytes, &machine, &why) ||
+  if (first.flags & SPROF_R_JIT) {  // its perf map has names, and its code is gone
+    f.note = "no disassembly: JIT code, whose instructions ended with its process";
+  } else if (!read_text(first.path, s->start, s->end, &bytes, &machine, &why) ||
       !disassemble(bytes, s->start, machine, &f.instructions, &why, starts_before)) {
     f.note = "no disassembly: " + why;
   }
