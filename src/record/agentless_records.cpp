@@ -64,6 +64,10 @@ void Agentless::State::end_img(size_t img, uint64_t time, bool finished) {
   m->ended = true;
   m->finished = finished;
   m->end = time;
+  // The exec's work before a program that never gave its entry point (count()): outside any
+  // object, counted.
+  if (m->before_entry) add(m, 0, m->before_entry, m->before_entry);
+  m->before_entry = 0;
   ended_imgs.emplace_back(img, 3);
 }
 
@@ -324,8 +328,18 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   c.acc -= static_cast<int64_t>(w * period);
   // A thread that made an exec has the image before's user pc till the kernel sets the new
   // one as the exec ends: a sample in the kernel in between is the exec's work, counted at
-  // the program's entry point (where a thread with no pc of its own is: credit_at_end).
+  // the program's entry point (where a thread with no pc of its own is: credit_at_end), or,
+  // before the exec has mapped its program (its comm record comes first), once it has
+  // (mmap2(); about one run in 40 of a single program had such a sample outside any object).
   if (m && !execd.empty() && execd.count(tid)) {
+    if (in_kernel && !m->region_of(ip) && !m->entry_pc && !m->ended) {
+      last_ns[tid] = time;
+      Own& o = own_of[tid];
+      o.ns += len;
+      o.user = false;
+      m->before_entry += w;
+      return;
+    }
     if (in_kernel && !m->region_of(ip) && m->entry_pc)
       ip = m->entry_pc;
     else
@@ -362,11 +376,23 @@ void Agentless::State::mmap2(const Rec& r) {
   const size_t name_end = b.size() - kSampleIdBytes;
   std::string path(reinterpret_cast<const char*>(b.data()) + 64,
                    strnlen(reinterpret_cast<const char*>(b.data()) + 64, name_end - 64));
-  // The mappings it replaces (a dlclose, then a dlopen over the same addresses).
+  // JIT code: anonymous executable memory (named or not: PR_SET_VMA_ANON_NAME), or a memfd's.
+  // Its names are in the perf map the JIT writes for the process, if any: the report reads it.
+  const bool jit = (prot & PROT_EXEC) &&
+                   (path.compare(0, 6, "//anon") == 0 || path.compare(0, 6, "[anon:") == 0 ||
+                    path.compare(0, 7, "/memfd:") == 0);
+  // The mappings it replaces (a dlclose, then a dlopen over the same addresses). JIT code
+  // mapped over JIT code keeps its region (a JIT's mprotect of a page of a larger mapping,
+  // made executable again once written: the same perf map names both), and only the rest
+  // of the new mapping gets regions.
+  std::vector<std::pair<uint64_t, uint64_t>> kept;  // the JIT regions kept, in address order
   for (auto it = m->live.lower_bound(addr > (1ull << 32) ? addr - (1ull << 32) : 0);
        it != m->live.end() && it->first < addr + len;) {
     Reg& g = m->regs[it->second];
-    if (g.r.end > addr) {
+    if (g.r.end > addr && jit && (g.r.flags & SPROF_R_JIT)) {
+      kept.emplace_back(g.r.start, g.r.end);
+      ++it;
+    } else if (g.r.end > addr) {
       g.r.unload_ns = r.time + real_minus_mono;
       g.r.flags |= SPROF_R_UNLOADED;
       it = m->live.erase(it);
@@ -374,24 +400,40 @@ void Agentless::State::mmap2(const Rec& r) {
       ++it;
     }
   }
+  if (jit) {
+    const auto add_jit = [&](uint64_t from, uint64_t to) {
+      if (from >= to) return;
+      Reg g;
+      g.r.path = symbolize::perf_map_path(pid);
+      g.r.bin_size = bin_bytes;
+      g.r.load_ns = r.time + real_minus_mono;
+      g.r.flags = SPROF_R_JIT;
+      g.r.start = from;  // (load bias 0: a perf map gives runtime addresses)
+      g.r.end = to;
+      m->live[from] = m->regs.size();
+      m->regs.push_back(std::move(g));
+    };
+    uint64_t at = addr;
+    for (const auto& [from, to] : kept) {
+      add_jit(at, from);
+      at = std::max(at, to);
+    }
+    add_jit(at, addr + len);
+    return;
+  }
   if (!(prot & PROT_EXEC) || path.empty()) return;
   const bool vdso = path == "[vdso]";
-  // JIT code: anonymous executable memory (named or not: PR_SET_VMA_ANON_NAME), or a memfd's.
-  // Its names are in the perf map the JIT writes for the process, if any: the report reads it.
-  const bool jit = path.compare(0, 6, "//anon") == 0 || path.compare(0, 6, "[anon:") == 0 ||
-                   path.compare(0, 7, "/memfd:") == 0;
-  if (path[0] == '[' && !vdso && !jit) return;  // [vsyscall], [uprobes]
+  if (path[0] == '[' && !vdso) return;  // [vsyscall], [uprobes]
   Reg g;
-  g.r.path = jit ? symbolize::perf_map_path(pid) : path;
+  g.r.path = path;
   g.r.bin_size = bin_bytes;
   g.r.load_ns = r.time + real_minus_mono;
-  g.r.flags = vdso ? SPROF_R_VDSO : jit ? SPROF_R_JIT : 0;
-  if (m->regs.empty() && !vdso && !jit)
-    g.r.flags |= SPROF_R_MAIN;  // an exec maps its program first
+  g.r.flags = vdso ? SPROF_R_VDSO : 0;
+  if (m->regs.empty() && !vdso) g.r.flags |= SPROF_R_MAIN;  // an exec maps its program first
   const ElfFile* f = nullptr;
   if (vdso) {
     g.r.build_id = vdso_id;
-  } else if (!jit) {
+  } else {
     const uint64_t ino = field<uint64_t>(b, 40);
     auto c = files.find({path, ino});
     if (c == files.end()) c = files.emplace(std::make_pair(path, ino), read_elf(path, ino)).first;
@@ -408,14 +450,17 @@ void Agentless::State::mmap2(const Rec& r) {
   } else {  // the mapping as it is (the vDSO: its addresses are its ELF image's)
     g.r.start = addr;
     g.r.end = addr + len;
-    g.r.file_offset = jit ? 0 : pgoff;
-    // A perf map gives runtime addresses; an anonymous mapping's pgoff is its page number.
-    g.r.load_bias = vdso ? addr : jit ? 0 : addr - pgoff;
+    g.r.file_offset = pgoff;
+    g.r.load_bias = vdso ? addr : addr - pgoff;
   }
-  if ((g.r.flags & SPROF_R_MAIN) && f && f->read && f->entry)
-    m->entry_pc = g.r.load_bias + f->entry;
+  const bool entry = (g.r.flags & SPROF_R_MAIN) && f && f->read && f->entry;
+  if (entry) m->entry_pc = g.r.load_bias + f->entry;
   m->live[g.r.start] = m->regs.size();
   m->regs.push_back(std::move(g));
+  if (entry && m->before_entry) {  // the exec's work till now (count())
+    add(m, m->entry_pc, m->before_entry, m->before_entry);
+    m->before_entry = 0;
+  }
 }
 
 void Agentless::State::fork(const Rec& r) {
@@ -495,6 +540,10 @@ void Agentless::State::comm(const Rec& r) {
   Img* m = &imgs[p->second.img];
   if (m->root && !root_execd) {  // the command's own exec
     root_execd = true;
+    // Its user pc is record's, in the child before the exec, till the exec ends: a sample in
+    // the kernel in between (the exec's work, once in about 40 runs) is at the program's
+    // entry point, as another exec's (count()), not outside any object.
+    execd.insert(pid);
     return;
   }
   // The thread that made the exec (now the process's only one, its tid the pid) has no pc in

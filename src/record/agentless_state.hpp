@@ -203,6 +203,7 @@ struct Img {
   uint64_t throttled_lost = 0;  // of lost, the throttled time's (resumed())
   uint64_t entry_pc = 0;        // its program's entry point (_start), where a thread with no pc of
                                 // its own is credited
+  uint64_t before_entry = 0;    // periods of its exec's work before entry_pc was known (count())
 
   // The mapping of now that holds pc, or null.
   Reg* region_of(uint64_t pc) {

@@ -186,7 +186,7 @@ AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions&
   if (first.flags & SPROF_R_JIT) {  // its perf map has names, and its code is gone
     f.note = "no disassembly: JIT code, whose instructions ended with its process";
   } else if (!read_text(first.path, s->start, s->end, &bytes, &machine, &why) ||
-      !disassemble(bytes, s->start, machine, &f.instructions, &why, starts_before)) {
+             !disassemble(bytes, s->start, machine, &f.instructions, &why, starts_before)) {
     f.note = "no disassembly: " + why;
   }
   if (!symbol)  // what is shown: up to the last whole instruction

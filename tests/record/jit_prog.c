@@ -1,6 +1,8 @@
-// A tiny JIT: copies a counting loop twice into anonymous memory, makes it executable, names
-// the two copies jit_hot and jit_cold in /tmp/perf-PID.map (unless "nomap"), and runs them
-// in turn, jit_hot with twice the count. Prints the CPU each took (its own measure, in
+// A tiny JIT: copies a counting loop into the first and the third page of three of anonymous
+// memory, makes them executable, names the two copies jit_hot and jit_cold in
+// /tmp/perf-PID.map (unless "nomap"), writes the middle page as a JIT does (writable, then
+// executable again: the kernel reports a new executable mapping of that page alone), and
+// runs the two in turn, jit_hot with twice the count. Prints the CPU each took (its own measure, in
 // seconds) as "jit_hot S\njit_cold S\n" on stdout. x86-64 only.
 //
 //   jit_prog ITERATIONS [nomap]
@@ -26,23 +28,29 @@ int main(int argc, char** argv) {
   const long n = atol(argv[1]);
   // mov %rdi,%rax; 1: dec %rax; jnz 1b; ret
   static const unsigned char loop[] = {0x48, 0x89, 0xf8, 0x48, 0xff, 0xc8, 0x75, 0xfb, 0xc3};
+  const long page = sysconf(_SC_PAGESIZE);
   unsigned char* code =
-      mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (code == MAP_FAILED) return 1;
-  memcpy(code, loop, sizeof loop);
-  memcpy(code + 64, loop, sizeof loop);
-  if (mprotect(code, 4096, PROT_READ | PROT_EXEC) != 0) return 1;
+  unsigned char* const hot_at = code;
+  unsigned char* const cold_at = code + 2 * page;
+  memcpy(hot_at, loop, sizeof loop);
+  memcpy(cold_at, loop, sizeof loop);
+  if (mprotect(code, 3 * page, PROT_READ | PROT_EXEC) != 0) return 1;
+  if (mprotect(code + page, page, PROT_READ | PROT_WRITE) != 0) return 1;
+  memcpy(code + page, loop, sizeof loop);
+  if (mprotect(code + page, page, PROT_READ | PROT_EXEC) != 0) return 1;
   if (argc < 3 || strcmp(argv[2], "nomap") != 0) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
     FILE* f = fopen(path, "w");
     if (f == NULL) return 1;
-    fprintf(f, "%lx %zx jit_hot\n%lx %zx jit_cold\n", (unsigned long)code, sizeof loop,
-            (unsigned long)(code + 64), sizeof loop);
+    fprintf(f, "%lx %zx jit_hot\n%lx %zx jit_cold\n", (unsigned long)hot_at, sizeof loop,
+            (unsigned long)cold_at, sizeof loop);
     fclose(f);
   }
-  long (*hot)(long) = (long (*)(long))(void*)code;
-  long (*cold)(long) = (long (*)(long))(void*)(code + 64);
+  long (*hot)(long) = (long (*)(long))(void*)hot_at;
+  long (*cold)(long) = (long (*)(long))(void*)cold_at;
   double t_hot = 0, t_cold = 0;
   long sum = 0;
   for (int k = 0; k < 20; ++k) {
