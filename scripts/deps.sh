@@ -7,7 +7,7 @@ PKGS=(build-essential cmake ninja-build pkgconf g++-12 clang-format clang libcla
       libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
       binutils ccache golang-go linux-perf google-perftools libgoogle-perftools-dev hyperfine
       groff-base man-db chromium libcpp-httplib-dev libcapstone-dev time
-      golang-github-google-pprof-dev)
+      golang-github-google-pprof-dev nodejs)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
