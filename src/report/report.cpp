@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "format/sprof_format.h"
 #include "report/labels.hpp"
 
 namespace sprofil::report {
@@ -278,9 +279,12 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
     } else {
       const Region& r = p.regions[pc.region];
       row.object_path = r.path;
-      row.object = basename_of(r.path);
+      // JIT code is one object, whatever process's perf map names it: a function's rows of
+      // several processes (a node cluster's) are one, and a diff of two runs matches them.
+      const bool jit = (r.flags & SPROF_R_JIT) != 0;
+      row.object = jit ? std::string(kJitObject) : basename_of(r.path);
       row.name = pc.sym != nullptr ? pc.sym->name : std::string("[unknown]");
-      key = r.path + '\0';
+      key = (jit && opts.by != By::kAddress ? row.object : r.path) + '\0';
       switch (opts.by) {
         case By::kObject:
           row.name = row.object;

@@ -21,6 +21,10 @@ namespace sprofil::report {
 
 enum class By { kFunction, kLine, kObject, kAddress };
 
+// The object of JIT code's rows (regions with SPROF_R_JIT, whose path is a process's perf map):
+// one object for every process's JIT code.
+inline constexpr const char* kJitObject = "[JIT]";
+
 // Every By, in the order --help lists them: its name (--by's value, the reports' "by" field)
 // and whether `sprofil diff` compares by it (diff matches rows by name, not by address).
 struct ByName {

@@ -1,6 +1,7 @@
 // Names of JIT-compiled code from the perf map a JIT writes for its process (the convention of
-// perf and of every JIT that supports it: node --perf-basic-prof, the JVM's perf-map-agent,
-// LuaJIT, Python 3.12's -X perf, .NET's DOTNET_PerfMapEnabled): /tmp/perf-PID.map, one line
+// perf and of every JIT that supports it: node --perf-basic-prof, the JVM's
+// -XX:+DumpPerfMapAtExit or perf-map-agent, LuaJIT, .NET's DOTNET_PerfMapEnabled):
+// /tmp/perf-PID.map, one line
 // "START SIZE NAME" a function, START and SIZE hexadecimal, NAME the rest of the line.
 //
 // Record's default names a process's anonymous executable mappings by this file (a region

@@ -553,8 +553,9 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
     if (!read_perf_map(path, &syms, &skipped, &why)) {
       obj->warning_ = path + ": " + why +
                       "; the JIT code's samples are reported as [unknown] (a JIT writes this "
-                      "file when asked: node --perf-basic-prof, python3.12 -X perf, the JVM's "
-                      "perf-map-agent, DOTNET_PerfMapEnabled=1)";
+                      "file when asked: node --perf-basic-prof, java "
+                      "-XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit, "
+                      "DOTNET_PerfMapEnabled=1)";
     } else {
       obj->ok_ = true;
       for (PerfMapSymbol& m : syms) {
