@@ -1,7 +1,6 @@
-// Names of JIT-compiled code from the perf map a JIT writes for its process (the convention of
-// perf and of every JIT that supports it: node --perf-basic-prof, the JVM's
-// -XX:+DumpPerfMapAtExit or perf-map-agent, LuaJIT, .NET's DOTNET_PerfMapEnabled):
-// /tmp/perf-PID.map, one line
+// Names of JIT-compiled code from the perf map a JIT writes for its process, /tmp/perf-PID.map
+// (the convention of perf and of the JITs that support it: node --perf-basic-prof, the JVM's
+// -XX:+DumpPerfMapAtExit or perf-map-agent, LuaJIT, .NET's DOTNET_PerfMapEnabled): one line
 // "START SIZE NAME" a function, START and SIZE hexadecimal, NAME the rest of the line.
 //
 // Record's default names a process's anonymous executable mappings by this file (a region
