@@ -501,7 +501,10 @@ TEST(Agentless, NodesJitFunctionsAreNamedByItsPerfMap) {
   if (run({"sh", "-c", "command -v node"}).status != 0) GTEST_SKIP() << "no node (nodejs)";
   TempDir dir;
   const std::string out = dir / "node.sprof";
-  Result r = agentless(out, 1000, {"node", "--perf-basic-prof", JIT_NODE_JS, "60000000"});
+  // In the test's directory: node writes its code log (isolate-*-v8.log) where it runs.
+  Result r = run({kTool, "record", "--agentless", "-F", "1000", "-o", out, "--", "node",
+                  "--perf-basic-prof", JIT_NODE_JS, "60000000"},
+                 {}, dir.path());
   const profile::Profile p = read(out);
   const Json j = report_json(out);
   if (!p.processes.empty())
