@@ -420,7 +420,13 @@ TEST(Agentless, EndedProcessesKeepLittleOfRecordsMemory) {
     EXPECT_GT(row_sum(j, "_start", "samples"), 0) << j.dump(1).substr(0, 2000);
   }
   const double per_process = double(peak[1] - peak[0]) / (loops[1] - loops[0]);
+#if defined(__SANITIZE_ADDRESS__)
+  // The tool is built with ASan too: its allocator's redzones and quarantine (18 KB a process
+  // in CI's ASan build) are no measure of record's own memory.
+  std::cout << "note: ASan build: " << per_process << " KB a process, not checked\n";
+#else
   EXPECT_LT(per_process, 4.0) << "KB a process: " << peak[0] << " KB, then " << peak[1] << " KB";
+#endif
 }
 
 // JIT code, in anonymous executable memory, is a region of its own whose names are the perf
