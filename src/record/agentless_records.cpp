@@ -64,10 +64,7 @@ void Agentless::State::end_img(size_t img, uint64_t time, bool finished) {
   m->ended = true;
   m->finished = finished;
   m->end = time;
-  // The exec's work before a program that never gave its entry point (count()): outside any
-  // object, counted.
-  if (m->before_entry) add(m, 0, m->before_entry, m->before_entry);
-  m->before_entry = 0;
+  add_before_entry(m);
   ended_imgs.emplace_back(img, 3);
 }
 
@@ -331,26 +328,32 @@ void Agentless::State::count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uin
   // the program's entry point (where a thread with no pc of its own is: credit_at_end), or,
   // before the exec has mapped its program (its comm record comes first), once it has
   // (mmap2(); about one run in 40 of a single program had such a sample outside any object).
+  bool before_entry = false;
   if (m && !execd.empty() && execd.count(tid)) {
-    if (in_kernel && !m->region_of(ip) && !m->entry_pc && !m->ended) {
-      last_ns[tid] = time;
-      Own& o = own_of[tid];
-      o.ns += len;
-      o.user = false;
-      m->before_entry += w;
-      return;
-    }
     if (in_kernel && !m->region_of(ip) && m->entry_pc)
       ip = m->entry_pc;
+    else if (in_kernel && !m->region_of(ip) && !m->ended)
+      before_entry = true;  // no pc of its own yet: credit_at_end's entry point, from its pc 0
     else
       execd.erase(tid);
   }
-  last_pc[tid] = ip;
+  if (!before_entry) last_pc[tid] = ip;
   last_ns[tid] = time;
   Own& o = own_of[tid];
   o.ns += len;
   o.user = !in_kernel;
-  if (w && m) add(m, ip, w, in_kernel ? w : 0);
+  if (!w || !m) return;
+  if (before_entry)
+    m->before_entry += w;
+  else
+    add(m, ip, w, in_kernel ? w : 0);
+}
+
+// The exec's work that count() held till its program's entry point was known: there, or
+// outside any object where the image ended without one.
+void Agentless::State::add_before_entry(Img* m) {
+  if (m->before_entry) add(m, m->entry_pc, m->before_entry, m->before_entry);
+  m->before_entry = 0;
 }
 
 void Agentless::State::add(Img* m, uint64_t ip, uint64_t w, uint64_t system_w) {
@@ -400,18 +403,26 @@ void Agentless::State::mmap2(const Rec& r) {
       ++it;
     }
   }
+  // A new region, and its placing among the mappings of now.
+  const auto region = [&](std::string p, uint32_t flags) {
+    Reg g;
+    g.r.path = std::move(p);
+    g.r.bin_size = bin_bytes;
+    g.r.load_ns = r.time + real_minus_mono;
+    g.r.flags = flags;
+    return g;
+  };
+  const auto place = [&](Reg g) {
+    m->live[g.r.start] = m->regs.size();
+    m->regs.push_back(std::move(g));
+  };
   if (jit) {
     const auto add_jit = [&](uint64_t from, uint64_t to) {
       if (from >= to) return;
-      Reg g;
-      g.r.path = symbolize::perf_map_path(pid);
-      g.r.bin_size = bin_bytes;
-      g.r.load_ns = r.time + real_minus_mono;
-      g.r.flags = SPROF_R_JIT;
+      Reg g = region(symbolize::perf_map_path(pid), SPROF_R_JIT);
       g.r.start = from;  // (load bias 0: a perf map gives runtime addresses)
       g.r.end = to;
-      m->live[from] = m->regs.size();
-      m->regs.push_back(std::move(g));
+      place(std::move(g));
     };
     uint64_t at = addr;
     for (const auto& [from, to] : kept) {
@@ -424,12 +435,8 @@ void Agentless::State::mmap2(const Rec& r) {
   if (!(prot & PROT_EXEC) || path.empty()) return;
   const bool vdso = path == "[vdso]";
   if (path[0] == '[' && !vdso) return;  // [vsyscall], [uprobes]
-  Reg g;
-  g.r.path = path;
-  g.r.bin_size = bin_bytes;
-  g.r.load_ns = r.time + real_minus_mono;
-  g.r.flags = vdso ? SPROF_R_VDSO : 0;
-  if (m->regs.empty() && !vdso) g.r.flags |= SPROF_R_MAIN;  // an exec maps its program first
+  // (An exec maps its program first.)
+  Reg g = region(path, vdso ? SPROF_R_VDSO : m->regs.empty() ? SPROF_R_MAIN : 0u);
   const ElfFile* f = nullptr;
   if (vdso) {
     g.r.build_id = vdso_id;
@@ -455,12 +462,8 @@ void Agentless::State::mmap2(const Rec& r) {
   }
   const bool entry = (g.r.flags & SPROF_R_MAIN) && f && f->read && f->entry;
   if (entry) m->entry_pc = g.r.load_bias + f->entry;
-  m->live[g.r.start] = m->regs.size();
-  m->regs.push_back(std::move(g));
-  if (entry && m->before_entry) {  // the exec's work till now (count())
-    add(m, m->entry_pc, m->before_entry, m->before_entry);
-    m->before_entry = 0;
-  }
+  place(std::move(g));
+  if (entry) add_before_entry(m);
 }
 
 void Agentless::State::fork(const Rec& r) {

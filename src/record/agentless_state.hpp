@@ -381,6 +381,7 @@ struct Agentless::State {
   void count(pid_t pid, pid_t tid, uint64_t id, uint64_t ip, uint64_t time, uint64_t len,
              bool in_kernel);
   void add(Img* m, uint64_t ip, uint64_t w, uint64_t system_w);
+  void add_before_entry(Img* m);
   void mmap2(const Rec& r);
   void fork(const Rec& r);
   void exit(const Rec& r);
