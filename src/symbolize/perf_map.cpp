@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -71,43 +72,34 @@ bool read_perf_map(const std::string& path, std::vector<PerfMapSymbol>* out, uin
     *why = "larger than " + std::to_string(kMaxPerfMapBytes >> 20) + " MiB";
     ok = false;
   }
-  // Entries in the order written: a later one over an earlier one's range wins.
-  std::vector<PerfMapSymbol> all;
-  std::string line, pending;
-  char buf[65536];
-  uint64_t total = 0;
-  while (ok) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *why = std::strerror(errno);
-      ok = false;
-      break;
-    }
-    total += uint64_t(n);
-    if (n == 0 || total > kMaxPerfMapBytes) break;  // (grown since the fstat: what was read)
-    for (ssize_t i = 0; i < n; ++i) {
-      if (buf[i] != '\n') {
-        pending.push_back(buf[i]);
-        continue;
-      }
-      PerfMapSymbol s;
-      if (parse_line(pending, &s))
-        all.push_back(std::move(s));
-      else if (!pending.empty())
-        ++*skipped;
-      pending.clear();
-    }
+  FILE* f = ok ? ::fdopen(fd, "re") : nullptr;
+  if (f == nullptr) {
+    if (ok) *why = std::strerror(errno);
+    ::close(fd);
+    return false;
   }
-  ::close(fd);
-  if (!ok) return false;
-  if (!pending.empty()) {  // a last line without its newline
-    PerfMapSymbol s;
-    if (parse_line(pending, &s))
-      all.push_back(std::move(s));
-    else
+  // Entries in the order written: a later one over an earlier one's range wins. A line is
+  // "START SIZE NAME" with its newline, if any, dropped; no more than kMaxPerfMapBytes are
+  // read (a JIT may write more while it is read).
+  std::vector<PerfMapSymbol> all;
+  char* line = nullptr;
+  size_t cap = 0;
+  uint64_t total = 0;
+  for (ssize_t n; total <= kMaxPerfMapBytes && (n = ::getline(&line, &cap, f)) > 0;) {
+    total += uint64_t(n);
+    std::string text(line, size_t(n));
+    if (text.back() == '\n') text.pop_back();
+    PerfMapSymbol sym;
+    if (parse_line(text, &sym))
+      all.push_back(std::move(sym));
+    else if (!text.empty())
       ++*skipped;
   }
+  std::free(line);
+  const bool failed = ::ferror(f) != 0;
+  if (failed) *why = std::strerror(errno);
+  ::fclose(f);
+  if (failed) return false;
   // Newest first, each entry takes what no newer one holds: a map of the ranges taken.
   std::map<uint64_t, uint64_t> taken;  // start -> end, disjoint
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
