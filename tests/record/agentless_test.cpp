@@ -632,6 +632,16 @@ TEST(Agentless, EveryThreadIsSampledInProportion) {
   EXPECT_FALSE(j.contains("short_threads_warning")) << j.dump(1).substr(0, 2000);
 }
 
+// The command of test 7 below, agent_prog churn (1,500 threads of 0.4 ms, two at a time, then 0.3 s
+// of burn_main), recorded at 1 kHz into DIR/churn.sprof with `env`: record's result, and the
+// program's truth in *truth.
+Result record_churn(const TempDir& dir, const Env& env, std::map<std::string, double>* truth) {
+  Result r = agentless(dir / "churn.sprof", 1000,
+                       {kProg, "--truth", dir / "truth", "churn", "1500", "400", "2", "0.3"}, env);
+  *truth = read_truth(dir / "truth");
+  return r;
+}
+
 // 7. Short threads on every CPU at once: 1,500 threads of 0.4 ms of burn_child (less than the
 // 1 ms period: at it, they would have no sample of their own), two at a time on the 2-core
 // machines of docs/benchmarks.md, then 0.3 s of burn_main. Record once took each copy's end
@@ -658,12 +668,10 @@ TEST(Agentless, EveryThreadIsSampledInProportion) {
 TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
-  const std::string out = dir / "churn.sprof", truth_file = dir / "truth";
-  Result r =
-      agentless(out, 1000, {kProg, "--truth", truth_file, "churn", "1500", "400", "2", "0.3"},
-                {{"SPROFIL_DRAIN_STATS", "1"}});
+  const std::string out = dir / "churn.sprof";
+  std::map<std::string, double> truth;
+  Result r = record_churn(dir, {{"SPROFIL_DRAIN_STATS", "1"}}, &truth);
   ASSERT_EQ(r.status, 0) << describe(r);
-  auto truth = read_truth(truth_file);
   const Json j = report_json(out);
   expect_burn(samples_of(j, "burn_main") - row_sum(j, "burn_main", "system_samples"), truth,
               "burn_main", 1000, "burn_main's user time after the threads\n" + r.err);
@@ -696,12 +704,10 @@ TEST(Agentless, ShortThreadsOnEveryCpuLoseNothing) {
 TEST(Agentless, ShortThreadsWithoutReDrawsAreWarnedOf) {
   SKIP_WITHOUT_PERF();
   TempDir dir;
-  const std::string out = dir / "churn.sprof", truth_file = dir / "truth";
-  Result r =
-      agentless(out, 1000, {kProg, "--truth", truth_file, "churn", "1500", "400", "2", "0.3"},
-                {{"SPROFIL_JITTER", "0"}});
+  const std::string out = dir / "churn.sprof";
+  std::map<std::string, double> truth;
+  Result r = record_churn(dir, {{"SPROFIL_JITTER", "0"}}, &truth);
   ASSERT_EQ(r.status, 0) << describe(r);
-  auto truth = read_truth(truth_file);
   const std::regex warned(
       "warning: ([0-9]+) threads ended before their first sample .*: their ([0-9.]+) s of CPU");
   std::smatch m;
