@@ -10,13 +10,16 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 
+#include "symbolize/symbolize.hpp"
 #include "test_util.hpp"
 
 namespace sprofil::report_test {
@@ -216,7 +219,9 @@ TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
   const std::string prog = DIFF_PROG;
   std::string stripped = temp_dir() + "/diff_prog_stripped";
   int status = 0;
-  std::string log = run("strip -s -o '" + stripped + "' '" + prog + "' 2>&1", &status);
+  // Stripped of its call-frame table too: no function is found by its FDE (fun_<address>).
+  std::string log = run(
+      "strip -s -R .eh_frame_hdr -R .eh_frame -o '" + stripped + "' '" + prog + "' 2>&1", &status);
   ASSERT_EQ(status, 0) << log;
   std::string file = temp_dir() + "/stripped_all.sprof";
   log = run("env SPROFIL_BIN_BYTES=1 timeout 120 '" + kTool + "' record -o '" + file + "' -- '" +
@@ -255,14 +260,16 @@ TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
   EXPECT_GT(total, 0.9 * j["total_samples"].get<double>()) << j.dump(1);
 }
 
-// A stripped program (dynamic symbols only: -rdynamic) whose six static functions of N
-// multiply-adds each are six "[unknown]" ranges (6N together, more than either named function)
-// and whose exported mixed_hot_a and mixed_hot_b do 4N and 3N: --top ranks each range by its
-// own samples, so the two named functions come first.
+// A stripped program (dynamic symbols only: -rdynamic, and no call-frame table, which would
+// name them fun_<address>) whose six static functions of N multiply-adds each are six
+// "[unknown]" ranges (6N together, more than either named function) and whose exported
+// mixed_hot_a and mixed_hot_b do 4N and 3N: --top ranks each range by its own samples, so the
+// two named functions come first.
 TEST(Annotate, TopRanksUnknownRangesByTheirOwnSamples) {
   std::string stripped = temp_dir() + "/annotate_prog_mixed";
   int status = 0;
-  std::string log = run("strip -s -o '" + stripped + "' '" + kProg + "' 2>&1", &status);
+  std::string log = run(
+      "strip -s -R .eh_frame_hdr -R .eh_frame -o '" + stripped + "' '" + kProg + "' 2>&1", &status);
   ASSERT_EQ(status, 0) << log;
   // ~0.5 s: 13 x 14e6 multiply-adds, ~40 samples a hidden function, ~160 and ~120 the named.
   std::string file = record("mixed", stripped, "mixed", "14000000", "SPROFIL_BIN_BYTES=1");
@@ -331,6 +338,84 @@ TEST(Annotate, TopRanksUnknownRangesByTheirOwnSamples) {
         hidden_hit.insert(fn);
   }
   EXPECT_EQ(hidden_hit.size(), 6u) << all.dump(1);
+}
+
+// The same stripped program with its call-frame table (as `strip` leaves it, and as Debian's
+// programs are shipped): each static function is found by its FDE and named fun_<its link-time
+// address>, with the extent the unstripped program's symbols give it, in the symbolizer, the
+// report and annotate; none of the program's samples is "[unknown]".
+TEST(Annotate, StrippedFunctionsAreNamedByTheirCallFrames) {
+  std::string stripped = temp_dir() + "/annotate_prog_cfi";
+  int status = 0;
+  std::string log = run("strip -s -o '" + stripped + "' '" + kProg + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << log;
+  ASSERT_EQ(run("readelf -S '" + stripped + "' | grep -c '\\.eh_frame_hdr'"), "1\n");
+  std::map<std::string, report_test::NmSymbol> nm = report_test::nm_functions(kProg);
+  auto fun_name = [](uint64_t a) {
+    char b[32];
+    std::snprintf(b, sizeof b, "fun_%" PRIx64, a);
+    return std::string(b);
+  };
+  symbolize::Symbolizer sym;
+  const symbolize::Object* obj = sym.open(stripped, {});
+  ASSERT_TRUE(obj->ok()) << obj->warning();
+  std::map<std::string, std::string> hidden;  // fun_<address> -> the unstripped name
+  for (const auto& [fn, s] : nm) {
+    if (fn.rfind("mixed_hidden_", 0) != 0) continue;
+    for (uint64_t at : {s.addr, s.addr + s.size - 1}) {
+      const symbolize::Symbol* f = obj->function_at(at);
+      ASSERT_NE(f, nullptr) << fn;
+      EXPECT_EQ(f->name, fun_name(s.addr)) << fn;
+      EXPECT_EQ(f->start, s.addr) << fn;
+      EXPECT_EQ(f->end, s.addr + s.size) << fn;
+    }
+    hidden[fun_name(s.addr)] = fn;
+  }
+  ASSERT_EQ(hidden.size(), 6u);
+  // The exported functions keep their dynamic symbols' names and extents.
+  const report_test::NmSymbol& hot_a = nm["mixed_hot_a(long)"];
+  const symbolize::Symbol* named = obj->function_at(hot_a.addr);
+  ASSERT_NE(named, nullptr);
+  EXPECT_EQ(named->name, "mixed_hot_a(long)");
+  EXPECT_EQ(named->end, hot_a.addr + hot_a.size);
+
+  // ~0.5 s: 13 x 14e6 multiply-adds, ~40 samples a hidden function, ~160 and ~120 the named.
+  std::string file = record("cfi", stripped, "mixed", "14000000", "SPROFIL_BIN_BYTES=1");
+  Json rep = Json::parse(run("'" + kTool + "' report '" + file + "' --format json 2>/dev/null"));
+  std::map<std::string, double> per;
+  double unknown = 0, named_hot = 0;
+  for (const Json& r : rep["rows"]) {
+    if (r["object"] != "annotate_prog_cfi") continue;
+    const std::string name = r["name"].get<std::string>();
+    const double samples = r["samples"].get<double>();
+    if (name == "[unknown]") unknown += samples;
+    if (hidden.count(name)) per[name] += samples;
+    if (name.rfind("mixed_hot_", 0) == 0) named_hot += samples;
+  }
+  EXPECT_EQ(unknown, 0) << rep.dump(1);
+  ASSERT_EQ(per.size(), 6u) << rep.dump(1);
+  double in_hidden = 0;
+  for (const auto& [name, samples] : per) {
+    EXPECT_GE(samples, 10) << name << " (" << hidden[name] << "), ~40 expected";
+    in_hidden += samples;
+  }
+  // 6N of the 13N the seven functions do (0.46; the bound is over 4 sd of ~500 samples).
+  ASSERT_GT(in_hidden + named_hot, 300) << rep.dump(1);
+  EXPECT_NEAR(in_hidden / (in_hidden + named_hot), 6.0 / 13.0, 0.1) << rep.dump(1);
+
+  // Annotate disassembles a fun_ function over its extent.
+  const std::string first = per.begin()->first;
+  const report_test::NmSymbol& s = nm[hidden[first]];
+  Json a = annotate_json(file, first);
+  ASSERT_EQ(a["functions"].size(), 1u) << a.dump(1);
+  const Json& f = a["functions"][0];
+  EXPECT_EQ(f["start"].get<uint64_t>(), s.addr) << f.dump(1);
+  EXPECT_EQ(f["end"].get<uint64_t>(), s.addr + s.size) << f.dump(1);
+  ASSERT_FALSE(f["instructions"].empty()) << f.dump(1);
+  double sum = 0;
+  for (const Json& ins : f["instructions"]) sum += ins["samples"].get<double>();
+  EXPECT_NEAR(sum, f["samples"].get<double>(), 1e-6);
+  EXPECT_NEAR(f["samples"].get<double>(), per[first], 1e-6);
 }
 
 // A method is found by the last components of its name, as read off the report's line
