@@ -2,12 +2,10 @@
 // 1) followed by GMON_TAG_TIME_HIST records covering ONE executable's text in its link-time
 // addresses (a gmon.out describes one program).
 //
-// Which executable: of the processes the options keep (--pid, --comm), the root's (the first
-// kept process: the command `sprofil record` ran), unless its text holds less than 10% of the
-// samples in the kept main executables' text (a shell or launcher that only waited: sh -c,
-// env, make), then the executable with the most samples there. Every kept process of that
-// executable (same path, and same build-id where both have one) is summed in; a warning names
-// the executable and the samples of the others left out.
+// Which executable: report.hpp's main_executable() (the recorded command's, or the most sampled
+// where the command's text holds under 10%: a shell). Every kept process of that executable
+// (same path, and same build-id where both have one) is summed in; a warning names the
+// executable and the samples of the others left out.
 //
 // Bins: gprof counts addresses in 2-byte units (gprof/hist.c: UNIT is 2 bytes, its scale is
 // (highpc - lowpc) / 2 / num_bins), so a bin narrower than 2 bytes reads wrong (1-byte bins:
@@ -45,73 +43,6 @@ constexpr uint64_t kGmonMaxBins = uint64_t{1} << 28;
 // The finest bin gprof reads right: one UNIT (2 bytes) of its histogram arithmetic.
 constexpr uint64_t kGmonMinBin = 2;
 
-// Below this share of the kept main executables' samples (1 / kRootShareDivisor), the root's
-// executable is taken for a launcher and the most-sampled executable is exported instead. A
-// shell's fork, exec and wait put 3 of 244 samples (1.2%) in its text in a loaded CI run of
-// `sh -c 'A; B'` (tests/interop Gprof.RecordedRunOfTwoProgramsExportsOne): at 1% it was
-// exported in place of A.
-constexpr double kRootShareDivisor = 10;
-
-// One executable of the profile: its main-executable regions in the kept processes.
-struct Executable {
-  std::string path;
-  std::vector<uint8_t> build_id;
-  std::vector<size_t> regions;      // indexes in Profile::regions
-  std::vector<uint32_t> processes;  // distinct, in order
-  uint64_t samples = 0;
-
-  bool is(const Region& r) const {
-    return r.path == path && (r.build_id.empty() || build_id.empty() || r.build_id == build_id);
-  }
-};
-
-// The kept processes' main-executable regions, grouped by executable in the order of their
-// first region (the processes' order).
-std::vector<Executable> executables(const Profile& p, const Options& opts) {
-  std::vector<Executable> out;
-  for (size_t i = 0; i < p.regions.size(); ++i) {
-    const Region& r = p.regions[i];
-    if ((r.flags & SPROF_R_MAIN) == 0 || r.nbins() == 0) continue;
-    if (!process_selected(p, r.process, opts)) continue;
-    auto it = std::find_if(out.begin(), out.end(), [&](const Executable& e) { return e.is(r); });
-    if (it == out.end()) {
-      out.push_back({r.path, r.build_id, {}, {}, 0});
-      it = out.end() - 1;
-    }
-    if (it->build_id.empty()) it->build_id = r.build_id;
-    it->regions.push_back(i);
-    if (std::find(it->processes.begin(), it->processes.end(), r.process) == it->processes.end())
-      it->processes.push_back(r.process);
-    it->samples = profile::sat_add(it->samples, r.total());
-  }
-  return out;
-}
-
-// The executable to export (see the top of this file); exes is not empty.
-size_t choose(const Profile& p, const Options& opts, const std::vector<Executable>& exes) {
-  uint32_t root = 0;  // the first kept process (every region's process is 0 without processes)
-  for (uint32_t i = 0; i < p.processes.size(); ++i)
-    if (process_selected(p, i, opts)) {
-      root = i;
-      break;
-    }
-  uint64_t all = 0;
-  size_t most = 0;
-  for (size_t k = 0; k < exes.size(); ++k) {
-    all = profile::sat_add(all, exes[k].samples);
-    if (exes[k].samples > exes[most].samples) most = k;
-  }
-  for (size_t k = 0; k < exes.size(); ++k) {
-    const std::vector<uint32_t>& ps = exes[k].processes;
-    if (std::find(ps.begin(), ps.end(), root) == ps.end()) continue;
-    if (double(exes[k].samples) * kRootShareDivisor >= double(all) &&
-        (exes[k].samples > 0 || all == 0))
-      return k;
-    break;
-  }
-  return most;
-}
-
 // One output record: a link-time range [low, high), a multiple of the bin size, and its
 // non-zero bins (index, count) summed from every region over it.
 struct Record {
@@ -133,7 +64,7 @@ bool gmon_bytes(const Profile& p, std::string* bytes, std::string* error,
                    : "the processes --pid and --comm keep have no main-executable region for gmon";
     return false;
   }
-  const Executable& exe = exes[choose(p, opts, exes)];
+  const Executable& exe = exes[main_executable(p, opts, exes)];
   // Only executables whose text holds samples are named: one with none (a shell that exec'd
   // the command, say) loses nothing by being left out.
   uint64_t left = 0, others = 0;

@@ -1,8 +1,8 @@
 // pprof export: a gzipped perftools.profiles.Profile with one Sample per attributed piece of a
 // non-zero bin, symbolized locations (inline frames as several Line entries, innermost first)
 // and one Mapping per region with its build-id and file offset, so that pprof can also
-// re-symbolize from the binaries. A profile of several processes labels each sample with its
-// process (pid, comm).
+// re-symbolize from the binaries; the first is the run's program's (pprof's main binary). A profile
+// of several processes labels each sample with its process (pid, comm).
 #include <zlib.h>
 
 #include <algorithm>
@@ -110,11 +110,22 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
 
   std::vector<Piece> pieces = attribute(p, symbolizer);
 
-  // Mappings: one per region with counts.
+  // Mappings: one per region with counts, the run's program's first (pprof's main binary, its
+  // `File:`; main_executable(): in a compiler's run cc1plus, not the libc that its first
+  // region with samples was), then the others in the pieces' order.
   std::map<size_t, uint64_t> mapping_of;
-  for (const Piece& pc : pieces) {
-    if (pc.region == SIZE_MAX || mapping_of.count(pc.region)) continue;
-    const profile::Region& r = p.regions[pc.region];
+  std::map<size_t, const Piece*> first_piece;  // of each region with pieces
+  std::vector<size_t> order;
+  const std::vector<Executable> exes = executables(p, Options{});
+  if (!exes.empty()) order = exes[main_executable(p, Options{}, exes)].regions;
+  for (const Piece& pc : pieces)
+    if (pc.region != SIZE_MAX && first_piece.emplace(pc.region, &pc).second)
+      order.push_back(pc.region);
+  for (size_t region : order) {
+    const auto first = first_piece.find(region);
+    if (first == first_piece.end() || mapping_of.count(region)) continue;
+    const Piece* pc = first->second;
+    const profile::Region& r = p.regions[region];
     auto* m = out.add_mapping();
     m->set_id(uint64_t(out.mapping_size()));
     m->set_memory_start(r.start);
@@ -122,12 +133,12 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
     m->set_file_offset(r.file_offset);
     m->set_filename(str.id(r.path));
     m->set_build_id(str.id(symbolize::hex(r.build_id)));
-    bool known = pc.object != nullptr && pc.object->ok();
+    bool known = pc->object != nullptr && pc->object->ok();
     m->set_has_functions(known);
     m->set_has_filenames(known);
     m->set_has_line_numbers(known);
     m->set_has_inline_frames(known);
-    mapping_of[pc.region] = m->id();
+    mapping_of[region] = m->id();
   }
 
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> functions;

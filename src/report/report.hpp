@@ -70,6 +70,29 @@ bool process_selected(const profile::Profile& p, uint32_t index, const Options& 
 // True if --pid or --comm is given.
 bool filters_processes(const Options& opts);
 
+// One executable of a profile: its main-executable regions (SPROF_R_MAIN) with counts in the
+// processes the options keep, grouped by path and build-id (where both have one).
+struct Executable {
+  std::string path;
+  std::vector<uint8_t> build_id;
+  std::vector<size_t> regions;      // indexes in Profile::regions
+  std::vector<uint32_t> processes;  // distinct, in order
+  uint64_t samples = 0;
+
+  bool is(const profile::Region& r) const {
+    return r.path == path && (r.build_id.empty() || build_id.empty() || r.build_id == build_id);
+  }
+};
+// The kept processes' executables, in the order of their first region (the processes' order).
+std::vector<Executable> executables(const profile::Profile& p, const Options& opts);
+// The run's program, an index in `exes` (not empty): the root's executable (the first kept
+// process: the command `sprofil record` ran), unless its text holds less than 1/10 of the
+// samples in the kept executables' text (a shell or launcher that only waited: sh -c, env,
+// make), then the executable with the most samples there. gmon exports it; pprof lists its
+// mappings first (pprof's main binary).
+size_t main_executable(const profile::Profile& p, const Options& opts,
+                       const std::vector<Executable>& exes);
+
 // The part of the run `p` that the --pid/--comm of `opts` keep, for every format to report
 // from (write_report calls it once): the kept processes and their regions (renumbered in
 // order), with header figures of theirs alone -- overflow, delivered, lost, cpu_ns,

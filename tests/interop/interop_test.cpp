@@ -385,6 +385,36 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
   report_test::run("rm -rf '" + dir + "'");
 }
 
+// pprof's main binary is its first mapping (`go tool pprof` names it in `File:` and symbolizes
+// with it): the run's program, as gmon exports it (report::main_executable), not the object of
+// the first region with samples (a compiler's run was `File: libc.so.6`): here the library's
+// region comes first in the profile.
+TEST(Pprof, TheRunsProgramIsTheMainMapping) {
+  if (report_test::run("command -v go").empty()) GTEST_SKIP() << "no go toolchain";
+  const std::string dir = temp_dir("pprof_main");
+  const std::string pie = PROG_PIE;
+  profile::Profile p = make_profile(pie);
+  ASSERT_GE(p.regions.size(), 2u);
+  ASSERT_NE(p.regions.front().flags & SPROF_R_MAIN, 0u);
+  std::rotate(p.regions.begin(), p.regions.begin() + 1, p.regions.end());
+  ASSERT_EQ(p.regions.front().flags & SPROF_R_MAIN, 0u);
+  const std::string file = write_pprof(p, dir);
+  ASSERT_FALSE(file.empty());
+  const std::string env =
+      "HOME=" + q(dir) + " GOCACHE=" + q(dir + "/gocache") + " PPROF_TMPDIR=" + q(dir) + " ";
+  int status = 0;
+  std::string raw = report_test::run(env + "go tool pprof -raw " + q(file) + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << raw;
+  const size_t mappings = raw.find("Mappings\n1: ");
+  ASSERT_NE(mappings, std::string::npos) << raw;
+  const std::string first = raw.substr(mappings, raw.find('\n', mappings + 9) - mappings);
+  EXPECT_NE(first.find(" " + pie + " "), std::string::npos) << first;
+  std::string top = report_test::run(env + "go tool pprof -top " + q(file) + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << top;
+  EXPECT_EQ(top.rfind("File: " + pie.substr(pie.rfind('/') + 1) + "\n", 0), 0u) << top;
+  report_test::run("rm -rf " + q(dir));
+}
+
 // Line.column is newer than the copy of pprof's schema the exporter is built from, so it is
 // written as that field's number (3 of Line, inside Location's field 4) by hand: protoc's raw
 // decoder, which knows no schema, must find it there, with DWARF's columns (1-based, small).
