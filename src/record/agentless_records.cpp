@@ -478,8 +478,11 @@ void Agentless::State::fork(const Rec& r) {
     const Img* parent = img_of(ppid);  // (stays: imgs is a deque)
     Img& m = new_img(pid, ppid, r.time);
     m.child = true;
-    if (parent) {
+    if (parent) {  // the same program: its name, and its arguments (or, where not yet read,
+                   // the child's own, read at the pass's end as its parent's are)
+      m.comm = parent->comm;
       m.argv = parent->argv;
+      m.argv_pending = parent->argv_pending;
       m.entry_pc = parent->entry_pc;
       for (const auto& [start, i] : parent->live) {
         Reg g;

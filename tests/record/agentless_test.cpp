@@ -207,10 +207,41 @@ TEST(Agentless, ForkedChildIsAProcessOfItsOwn) {
   EXPECT_EQ(forked.process.ppid, parent_pid);
   EXPECT_TRUE(forked.process.flags & SPROF_F_CHILD) << forked.process.flags;
   EXPECT_EQ(forked.process.argv, root.process.argv);  // a fork keeps the image's command line
+  EXPECT_EQ(forked.process.comm, "agent_prog");       // and its name
   expect_burn(samples_of(forked.report, "burn_child"), child, "child_cpu", 2000, "child");
   expect_burn(samples_of(root.report, "burn_parent"), parent, "parent_cpu", 2000, "parent");
   EXPECT_EQ(samples_of(forked.report, "burn_parent"), 0);
   EXPECT_EQ(samples_of(root.report, "burn_child"), 0) << "the child's burn is in the parent";
+}
+
+// 3a'. A child forked right after an exec, before record has read the new image's arguments
+// (they are read at a pass's end; the command's own are record's from the start): a shell's
+// command substitution in a script a shell exec'd, as pyenv's shims make. It has its parent's
+// name and command line (the subshells of a python3 shim had none).
+TEST(Agentless, ChildForkedRightAfterAnExecHasItsParentsNameAndArguments) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "subshell.sprof";
+  const std::string script =
+      "x=$(i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo $i); echo $x";
+  Result r = agentless(out, 1000, {"/bin/sh", "-c", "exec /bin/sh -c '" + script + "'"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, "200000\n");
+  const profile::Profile run = read(out);
+  const std::vector<std::string> execd_argv{"/bin/sh", "-c", script};
+  const profile::Process* execd = nullptr;
+  for (const profile::Process& pr : run.processes)
+    if (pr.argv == execd_argv && (pr.flags & SPROF_F_CHILD) == 0) execd = &pr;
+  ASSERT_NE(execd, nullptr) << r.err;
+  EXPECT_EQ(execd->comm, "sh");
+  size_t subshells = 0;
+  for (const profile::Process& pr : run.processes) {
+    if (pr.ppid != execd->pid || (pr.flags & SPROF_F_CHILD) == 0) continue;
+    ++subshells;
+    EXPECT_EQ(pr.comm, "sh") << pr.pid;
+    EXPECT_EQ(pr.argv, execd_argv) << pr.pid;
+  }
+  EXPECT_EQ(subshells, 1u) << r.err;  // the loop's, stored for its samples
 }
 
 // 3b. An exec starts a process image of its own (same pid, named .PID or .PID.N, after the
