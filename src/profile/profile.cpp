@@ -307,6 +307,23 @@ std::string unsampled_processes_note(const Profile& p) {
          "record with a higher -F to sample them";
 }
 
+std::string unwaited_note(const Profile& p) {
+  if (p.run_cpu_ns == 0 || counts_off_cpu(p.clock)) return "";
+  const unsigned __int128 sampled = static_cast<unsigned __int128>(p.total_samples()) * p.tick_ns;
+  const unsigned __int128 bound =
+      static_cast<unsigned __int128>(p.run_cpu_ns) + p.run_cpu_ns / 20 + 2 * p.tick_ns;
+  if (sampled <= bound) return "";
+  char s[320];
+  std::snprintf(s, sizeof s,
+                "the samples stand for %.3f s of CPU, %.3f s more than the run's %.3f s: the "
+                "run's CPU counts each process once its parent has waited for it, and those "
+                "still running at the command's end, or left to init (daemons), are in the "
+                "samples only",
+                double(sampled) / 1e9, double(sampled - p.run_cpu_ns) / 1e9,
+                double(p.run_cpu_ns) / 1e9);
+  return s;
+}
+
 Profile delta(const Profile& before, const Profile& after) {
   auto minus = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
   Profile d = after;

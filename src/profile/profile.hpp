@@ -188,6 +188,13 @@ std::string unsampled_threads_note(const Profile& p);
 // (as in a shell loop of short commands), whose time is at their entry points as system time.
 std::string unsampled_processes_note(const Profile& p);
 
+// "" unless the samples stand for more CPU than the run's (run_cpu_ns: the command's tree as
+// wait4 counts it, a process once its parent waited for it) by over a twentieth and two ticks
+// (CPU clocks): then by how much, and why. A process that no parent waited for before the
+// command ended (still running then, as a browser's helpers, or left to init, a daemon) is in
+// the samples and not in the run's CPU, which then read as if nothing were unsampled.
+std::string unwaited_note(const Profile& p);
+
 // The whole of several profiles' tallies and times (a run's processes, merged runs): counts
 // saturate; start is the earliest, end the latest (0 unless every part finished); CPU time 0
 // unless every part's is known; the rate is the CPU-weighted mean of the parts' rates. A part

@@ -97,6 +97,10 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
   // commands): its time is at its program's entry point.
   if (const std::string note = profile::unsampled_processes_note(run); !note.empty())
     fprintf(log, "sprofil record: warning: %s\n", note.c_str());
+  // And processes that outlived the command (or were left to init): their samples are not in
+  // the run's CPU, which the summary above compares with.
+  if (const std::string note = profile::unwaited_note(run); !note.empty())
+    fprintf(log, "sprofil record: warning: %s\n", note.c_str());
   if (const uint64_t throttled = run.throttled) {
     // Each throttled event took no samples till the next tick while its counter ran on: the
     // profile misses them (the agent's drain counts them as lost; perf report warns too).

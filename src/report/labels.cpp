@@ -319,6 +319,8 @@ std::vector<RunNote> run_notes(const profile::Profile& p) {
     out.push_back({"short_threads", std::move(n)});
   if (std::string n = profile::unsampled_processes_note(p); !n.empty())
     out.push_back({"short_processes", std::move(n)});
+  if (std::string n = profile::unwaited_note(p); !n.empty())
+    out.push_back({"unwaited", std::move(n)});
   return out;
 }
 

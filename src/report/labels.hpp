@@ -94,7 +94,7 @@ std::string throttled_note(const profile::Profile& p);
 // What a run profile's header says of how its sampling went, beyond its tallies, for every
 // format alike: each note with its name (the HTML header's row, the JSON key before
 // "_warning"): "throttled" (throttled_note), "short_threads" (profile::unsampled_threads_note),
-// "short_processes" (profile::unsampled_processes_note).
+// "short_processes" (profile::unsampled_processes_note), "unwaited" (profile::unwaited_note).
 struct RunNote {
   const char* name;
   std::string text;

@@ -244,6 +244,36 @@ TEST(Agentless, ChildForkedRightAfterAnExecHasItsParentsNameAndArguments) {
   EXPECT_EQ(subshells, 1u) << r.err;  // the loop's, stored for its samples
 }
 
+// 3a''. A process left running when the command ends (`sh -c 'agent_prog burn 0.6 & sleep
+// 0.2'`): its samples up to then are in the profile, its CPU is not in the run's (wait4 counts
+// a process once its parent waited for it), and record's summary and the report say so, where
+// the run's CPU read as if nothing were unsampled ("0.000 s of the run's 0.003 s"). The same
+// program waited for has no such note.
+TEST(Agentless, ProcessesNoParentWaitedForAreNoted) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string left = dir / "left.sprof", waited = dir / "waited.sprof";
+  Result r = agentless(left, 1000, {"/bin/sh", "-c", "'" + kProg + "' burn 0.6 & sleep 0.2"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find("warning: the samples stand for"), std::string::npos) << r.err;
+  Json j = report_json(left);
+  ASSERT_TRUE(j.contains("unwaited_warning")) << j.dump(1).substr(0, 2000);
+  const double sampled = j["total_samples"].get<double>() * j["tick_seconds"].get<double>();
+  EXPECT_GT(sampled, 0.1) << j.dump(1).substr(0, 2000);
+  EXPECT_LT(j["run_cpu_seconds"].get<double>(), 0.5 * sampled) << j.dump(1).substr(0, 2000);
+  char excess[32];
+  std::snprintf(excess, sizeof excess, "%.3f s more", sampled - j["run_cpu_seconds"].get<double>());
+  EXPECT_NE(j["unwaited_warning"].get<std::string>().find(excess), std::string::npos)
+      << j["unwaited_warning"] << " " << excess;
+
+  r = agentless(waited, 1000, {"/bin/sh", "-c", "'" + kProg + "' burn 0.3; true"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.err.find("warning: the samples stand for"), std::string::npos) << r.err;
+  j = report_json(waited);
+  EXPECT_FALSE(j.contains("unwaited_warning")) << j.dump(1).substr(0, 2000);
+  EXPECT_GT(j["total_samples"].get<double>(), 250) << j.dump(1).substr(0, 2000);
+}
+
 // 3b. An exec starts a process image of its own (same pid, named .PID or .PID.N, after the
 // root): agent_prog burns 0.2 s in burn_main, then execs agent_prog split 0.3 (burn_a and
 // burn_b) at 2 kHz. Each image has its own program's burns only, within expect_burn's 10% (the
