@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -259,11 +260,16 @@ void Live::counts_grow_under_record(const std::vector<std::string>& mode) {
   const std::string environ_text((std::istreambuf_iterator<char>(environ_file)),
                                  std::istreambuf_iterator<char>());
   EXPECT_EQ(environ_text.find("SPROFIL_OUTPUT=") != std::string::npos, !mode.empty());
-  // `sprofil list` shows it.
+  // `sprofil list` shows it, with its samples so far and the CPU they stand for.
   const Proc l = run({kTool, "list"}, env_);
   EXPECT_EQ(l.status, 0);
-  EXPECT_NE(l.stdout_text.find(std::to_string(pid) + "  " + kProg + " plain 8"), std::string::npos)
-      << l.stdout_text;
+  const std::string prog = std::regex_replace(kProg, std::regex(R"([.^$|()\[\]{}*+?\\])"), "\\$&");
+  const std::regex listed("(^|\n) *" + std::to_string(pid) + "  +([0-9]+)  +([0-9.]+)  " + prog +
+                          " plain 8\n");
+  std::smatch row;
+  ASSERT_TRUE(std::regex_search(l.stdout_text, row, listed)) << l.stdout_text;
+  EXPECT_GT(std::stoul(row[2]), 0u) << l.stdout_text;  // it burns from its start
+  EXPECT_GT(std::stod(row[3]), 0.0) << l.stdout_text;
   grows(p, pid, sock(pid), t0, dir_ / "s2.sprof");
   if (mode.empty()) {
     // Sampled from outside, record answers with a packed run profile of the process (the pages
