@@ -9,7 +9,10 @@
 //   the PLT, so each needs its own interposer.
 // - sigprocmask, pthread_sigmask: sprofil's signal is removed from what the program blocks
 //   (else a program that blocks everything before creating its workers is never sampled);
-//   the program still reads its own view in the old set (a per-thread virtual bit).
+//   the program still reads its own view in the old set (a per-thread virtual bit). The same
+//   for the BSD and System V calls glibc makes without the PLT: sigsetmask, sigblock,
+//   siggetmask, sighold, sigrelse (and sigignore as signal()).
+// - sigignore: as signal(SIG_IGN).
 // - sigsuspend: sprofil's signal is added to the mask (a sample must not end the wait).
 // - sigwait, sigwaitinfo, sigtimedwait, signalfd: sprofil's signal is removed from the set
 //   (the program never receives a sample as its own signal).
@@ -209,6 +212,74 @@ SPROFIL_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) 
 
 SPROFIL_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) __THROW {
   return masked(real_fn(g_sigprocmask, "sigprocmask"), how, set, old);
+}
+
+// The BSD and System V mask calls, which glibc makes with its internal sigprocmask (not
+// through the PLT), so each needs its own interposer, as signal() does: the same mask change
+// through masked(). Debian's /bin/sh (dash) blocks every signal with sigprocmask around a
+// vfork and clears the mask with sigsetmask in the child before its exec: without these, the
+// agent took the signal for still blocked by the program, blocked it for the exec (exec.cpp),
+// and every command of `sh -c 'a; b'` ran with sprofil's signal blocked: no sample under the
+// signal clocks (the sampler fallback too).
+namespace {
+
+// A BSD mask (signals 1 to 32, bit s-1) as a set, and back.
+sigset_t bsd_set(int mask) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s = 1; s <= 32; ++s)
+    if ((static_cast<unsigned>(mask) >> (s - 1)) & 1u) sigaddset(&set, s);
+  return set;
+}
+int bsd_mask(const sigset_t& set) {
+  unsigned mask = 0;
+  for (int s = 1; s <= 32; ++s)
+    if (sigismember(&set, s) == 1) mask |= 1u << (s - 1);
+  return static_cast<int>(mask);
+}
+int bsd_change(int how, int mask) {
+  const sigset_t set = bsd_set(mask);
+  sigset_t old;
+  if (masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), how, &set, &old) != 0) return -1;
+  return bsd_mask(old);
+}
+int one_change(int how, int sig) {
+  sigset_t one;
+  sigemptyset(&one);
+  if (sigaddset(&one, sig) != 0) return -1;  // EINVAL, as glibc's
+  return masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), how, &one, nullptr);
+}
+
+}  // namespace
+
+SPROFIL_EXPORT int sigsetmask(int mask) __THROW {
+  return bsd_change(SIG_SETMASK, mask);
+}
+
+SPROFIL_EXPORT int sigblock(int mask) __THROW {
+  return bsd_change(SIG_BLOCK, mask);
+}
+
+SPROFIL_EXPORT int siggetmask(void) __THROW {
+  sigset_t old;
+  if (masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), SIG_BLOCK, nullptr, &old) != 0)
+    return -1;
+  return bsd_mask(old);
+}
+
+SPROFIL_EXPORT int sighold(int sig) __THROW {
+  return one_change(SIG_BLOCK, sig);
+}
+
+SPROFIL_EXPORT int sigrelse(int sig) __THROW {
+  return one_change(SIG_UNBLOCK, sig);
+}
+
+SPROFIL_EXPORT int sigignore(int sig) __THROW {
+  using sigignore_fn = int (*)(int);
+  static std::atomic<sigignore_fn> real{nullptr};
+  if (sig <= 0 || sig != current_signal()) return real_fn(real, "sigignore")(sig);
+  return set_handler(sig, SIG_IGN, 0, false) == SIG_ERR ? -1 : 0;
 }
 
 SPROFIL_EXPORT int sigsuspend(const sigset_t* mask) {
