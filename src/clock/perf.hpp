@@ -93,16 +93,24 @@ inline uint64_t jitter_block(uint64_t* rng, uint64_t period, uint64_t credited) 
          (kJitterBlock / 2 + (util::xorshift(rng) >> 8) % (kJitterBlock + 1));
 }
 
+// The shortest period a task clock keeps: the kernel times a software clock event's periods
+// with an hrtimer of at least 10 us (perf_swevent_start_hrtimer), while its samples report the
+// period asked for. So no period is drawn below it (jittered_period), and `sprofil record`
+// samples the perf clock at most 1e9 / kMinPeriodNs times a second (record.cpp): at -F 200000
+// each sample stood for 5 us of a thread's time that the kernel had made 10 us and more, and
+// the profile's CPU time was half the program's.
+constexpr uint64_t kMinPeriodNs = 10000;
+
 // A period of P / f, f drawn uniformly from [3/4, 5/4] in steps of 1/1024: the periods span
 // [4P/5, 4P/3] and the rate is on average exactly the one asked, 1/P. (Periods drawn uniformly
 // from [3P/4, 5P/4] average P, but their rate is 1/P times (2 ln (5/3)) = 1.022: 2.2% more
 // overflows, each about 50 us of the thread's time at 10 kHz on the AMD EPYC VM of
 // docs/benchmarks.md, than perf record's fixed period; the weights were unbiased either way.)
-// Never 0. Signal-safe.
+// Never below kMinPeriodNs (a period near it: the draws below it are raised to it). Signal-safe.
 inline uint64_t jittered_period(uint64_t period, uint64_t* rng) {
   const uint64_t f = 768 + (util::xorshift(rng) >> 8) % 513;  // 1024 f
   const uint64_t next = period * 1024 / f;
-  return next ? next : 1;
+  return next > kMinPeriodNs ? next : kMinPeriodNs;
 }
 
 // The kernel's first period for an event whose random first period (the phase, P - first,

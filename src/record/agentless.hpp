@@ -138,8 +138,8 @@ class Agentless {
   // After the command's end: its last records read, every event closed.
   void finish();
   // After finish(): the periods the images stand for, sampled and lost, are at most the run's
-  // CPU, every process's (wait4's rusage): the throttled time counted as lost gives back what
-  // passes it (agentless_ends.cpp).
+  // CPU, every process's (wait4's rusage): the time counted as lost, the throttled time's
+  // first, then the full rings', gives back what passes it (agentless_ends.cpp).
   void bound_throttled(uint64_t run_cpu_ns);
   // The process images seen, the command's first image first, then by start time.
   std::vector<Image> take_images();

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "clock/perf.hpp"
 #include "format/profile_name.hpp"
 #include "format/sprof_format.h"
 #include "profile/profile.hpp"
@@ -501,7 +502,8 @@ pid_t start_outside(const Options& o, const std::string& out, uint64_t start_ns,
 }
 }  // namespace
 
-int record(const Options& o, FILE* log, int* killed_by) {
+int record(const Options& asked, FILE* log, int* killed_by) {
+  Options o = asked;
   if (killed_by) *killed_by = 0;
   // One malloc arena for record's threads. A thread's own arena grows a page at a time, an
   // mprotect(2) each (glibc pads only the main arena's growth): the rings' thread, whose images
@@ -518,6 +520,17 @@ int record(const Options& o, FILE* log, int* killed_by) {
   // samples. Live snapshots of a command sampled from outside are record's (live_server.hpp).
   const bool may_be_perf =
       o.clock == "auto" || o.clock == profile::clock_name(profile::Clock::kPerf);
+  // The task clock's shortest period (rt::perf::kMinPeriodNs): at a higher -F each sample
+  // would stand for a shorter period than the kernel made it.
+  constexpr unsigned kPerfMaxHz = 1000000000u / rt::perf::kMinPeriodNs;
+  if (may_be_perf && o.hz > kPerfMaxHz) {
+    if (!o.quiet)
+      fprintf(log,
+              "sprofil record: -F %u: the perf clock takes a sample at most every %u us (the "
+              "kernel's floor for its timer): sampling at %u Hz\n",
+              o.hz, unsigned(rt::perf::kMinPeriodNs / 1000), kPerfMaxHz);
+    o.hz = kPerfMaxHz;
+  }
   std::string outside_why;
   bool outside = !o.agent && may_be_perf && Agentless::allowed(&outside_why);
   if (o.agentless && !outside) {

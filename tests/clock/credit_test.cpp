@@ -3,6 +3,7 @@
 // in the kernel (no overflow), and runs on alone while the host steals the virtual CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "clock/perf.hpp"
@@ -106,6 +107,18 @@ TEST(JitteredPeriod, AverageRateIsTheOneAskedAndTheSpreadIsKept) {
     EXPECT_LE(hi, p * 4 / 3 + 1) << "P = " << p;
     EXPECT_LT(lo, p * 81 / 100) << "P = " << p;  // the whole spread is drawn
     EXPECT_GT(hi, p * 132 / 100) << "P = " << p;
+  }
+}
+
+// At the task clock's floor (rt::perf::kMinPeriodNs, the kernel's shortest hrtimer period for
+// a software clock) no period is drawn below it: the kernel would make it that long while the
+// sample reported the shorter one.
+TEST(JitteredPeriod, NeverBelowTheTaskClocksFloor) {
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  for (const uint64_t p : {rt::perf::kMinPeriodNs, uint64_t{11000}, uint64_t{12500}}) {
+    uint64_t lo = UINT64_MAX;
+    for (int i = 0; i < 100000; ++i) lo = std::min(lo, rt::perf::jittered_period(p, &rng));
+    EXPECT_EQ(lo, rt::perf::kMinPeriodNs) << "P = " << p;
   }
 }
 

@@ -137,6 +137,33 @@ TEST(Agentless, SharesAndCpuMatchTheTruth) {
   EXPECT_LE(sampled, 1.05 * cpu + 0.005) << "sampled " << sampled << " s of " << cpu << " s";
 }
 
+// 1b. A rate above the task clock's ceiling (rt::perf::kMinPeriodNs: the kernel makes a
+// software clock's period 10 us at the least, while its samples report the period asked for):
+// record says so and samples at 100 kHz, each sample standing for the 10 us it took. Before,
+// at -F 200000 the profile's tick was 5 us, and its CPU time about half the program's. At that
+// rate the rings fill and this VM's timer fires late and skips periods: the profile's CPU (its
+// periods, sampled and lost) is at least half what the program measured (58-100% seen), and
+// never more than the run's (wait4's): a full ring's LOST record gave counts of 1 to 36
+// million records in about one run of three, and a profile of 24 s for 0.4 s of CPU, before
+// the lost periods were bounded by the run's CPU (agentless_ends.cpp, bound_throttled).
+TEST(Agentless, RateAboveTheTaskClocksCeilingIsLowered) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string out = dir / "fast.sprof", truth_file = dir / "truth";
+  Result r = agentless(out, 200000, {kProg, "--truth", truth_file, "burn", "0.3"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find("-F 200000: the perf clock takes a sample at most every 10 us"),
+            std::string::npos)
+      << r.err;
+  const double cpu = read_truth(truth_file).at("process_cpu");
+  ASSERT_GT(cpu, 0.25);
+  const profile::Profile p = read(out);
+  EXPECT_EQ(p.tick_ns, 10000u);
+  EXPECT_EQ(p.requested_hz, 100000u);
+  EXPECT_GE(double(p.cpu_ns) / 1e9, 0.5 * cpu) << r.err;
+  EXPECT_LE(p.cpu_ns, p.run_cpu_ns + p.tick_ns) << r.err;
+}
+
 // 2. Nothing is loaded into the program: `env` prints exactly what it prints natively (no
 // LD_PRELOAD, no SPROFIL_* variable: the test takes them out of both runs' environments), and
 // no mapping of grep's or cat's has "sprofil" in its path (record --agent's agent,
