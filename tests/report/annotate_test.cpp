@@ -189,10 +189,9 @@ TEST(Annotate, InlinedLinesNameTheInlinedFunction) {
 }
 
 TEST(Annotate, StrippedBinaryGivesDisassemblyOnlyAndSaysWhy) {
-  std::string stripped = temp_dir() + "/annotate_prog_stripped";
-  int status = 0;
-  std::string log = run("strip -s -o '" + stripped + "' '" + kProg + "' 2>&1", &status);
-  ASSERT_EQ(status, 0) << log;
+  std::string log;
+  const std::string stripped = strip_copy(kProg, "annotate_prog_stripped", Strip::kSymbols, &log);
+  ASSERT_FALSE(stripped.empty()) << log;
   ASSERT_EQ(run("readelf -S '" + stripped + "' | grep -c debug_line"), "0\n");
   std::string file = record("stripped", stripped, "loops", "30000000", "SPROFIL_BIN_BYTES=1");
   Json j = annotate_json(file, "two_loops");
@@ -217,12 +216,12 @@ TEST(Annotate, StrippedBinaryGivesDisassemblyOnlyAndSaysWhy) {
 // sampled ranges are disassembled from their first sampled address and say why.
 TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
   const std::string prog = DIFF_PROG;
-  std::string stripped = temp_dir() + "/diff_prog_stripped";
-  int status = 0;
   // Stripped of its call-frame table too: no function is found by its FDE (fun_<address>).
-  std::string log = run(
-      "strip -s -R .eh_frame_hdr -R .eh_frame -o '" + stripped + "' '" + prog + "' 2>&1", &status);
-  ASSERT_EQ(status, 0) << log;
+  std::string log;
+  const std::string stripped =
+      strip_copy(prog, "diff_prog_stripped", Strip::kSymbolsAndFrames, &log);
+  ASSERT_FALSE(stripped.empty()) << log;
+  int status = 0;
   std::string file = temp_dir() + "/stripped_all.sprof";
   log = run("env SPROFIL_BIN_BYTES=1 timeout 120 '" + kTool + "' record -o '" + file + "' -- '" +
                 stripped + "' 30000000 1 2>&1",
@@ -266,11 +265,11 @@ TEST(Annotate, FullyStrippedCodeIsDisassembledByRange) {
 // mixed_hot_a and mixed_hot_b do 4N and 3N: --top ranks each range by its own samples, so the
 // two named functions come first.
 TEST(Annotate, TopRanksUnknownRangesByTheirOwnSamples) {
-  std::string stripped = temp_dir() + "/annotate_prog_mixed";
+  std::string log;
+  const std::string stripped =
+      strip_copy(kProg, "annotate_prog_mixed", Strip::kSymbolsAndFrames, &log);
+  ASSERT_FALSE(stripped.empty()) << log;
   int status = 0;
-  std::string log = run(
-      "strip -s -R .eh_frame_hdr -R .eh_frame -o '" + stripped + "' '" + kProg + "' 2>&1", &status);
-  ASSERT_EQ(status, 0) << log;
   // ~0.5 s: 13 x 14e6 multiply-adds, ~40 samples a hidden function, ~160 and ~120 the named.
   std::string file = record("mixed", stripped, "mixed", "14000000", "SPROFIL_BIN_BYTES=1");
   // The case to rank: report's "[unknown]" row (every range together) is hotter than either
@@ -345,10 +344,9 @@ TEST(Annotate, TopRanksUnknownRangesByTheirOwnSamples) {
 // address>, with the extent the unstripped program's symbols give it, in the symbolizer, the
 // report and annotate; none of the program's samples is "[unknown]".
 TEST(Annotate, StrippedFunctionsAreNamedByTheirCallFrames) {
-  std::string stripped = temp_dir() + "/annotate_prog_cfi";
-  int status = 0;
-  std::string log = run("strip -s -o '" + stripped + "' '" + kProg + "' 2>&1", &status);
-  ASSERT_EQ(status, 0) << log;
+  std::string log;
+  const std::string stripped = strip_copy(kProg, "annotate_prog_cfi", Strip::kSymbols, &log);
+  ASSERT_FALSE(stripped.empty()) << log;
   ASSERT_EQ(run("readelf -S '" + stripped + "' | grep -c '\\.eh_frame_hdr'"), "1\n");
   std::map<std::string, report_test::NmSymbol> nm = report_test::nm_functions(kProg);
   auto fun_name = [](uint64_t a) {

@@ -38,6 +38,21 @@ inline std::string run(const std::string& cmd, int* status = nullptr) {
   return out;
 }
 
+// How a test strips a copy of a program (strip_copy): of every symbol but the dynamic ones,
+// with its call-frame table kept (as `strip -s` leaves it, and as Debian ships its programs:
+// its functions are named fun_<address>), or of that table too (its code is "[unknown]").
+enum class Strip { kSymbols, kSymbolsAndFrames };
+
+// `prog` stripped as `how` into temp_dir()/name: its path, or "" with *log saying why.
+inline std::string strip_copy(const std::string& prog, const std::string& name, Strip how,
+                              std::string* log) {
+  const std::string copy = temp_dir() + "/" + name;
+  const char* frames = how == Strip::kSymbolsAndFrames ? " -R .eh_frame_hdr -R .eh_frame" : "";
+  int status = 0;
+  *log = run(std::string("strip -s") + frames + " -o '" + copy + "' '" + prog + "' 2>&1", &status);
+  return status == 0 ? copy : "";
+}
+
 struct NmSymbol {
   std::string name;  // demangled (nm -C)
   uint64_t addr = 0, size = 0;
