@@ -456,8 +456,8 @@ void Agentless::finish() {
   s.loop.join();
 }
 
-void Agentless::bound_throttled(uint64_t run_cpu_ns) {
-  s_->bound_throttled(run_cpu_ns);
+void Agentless::bound_lost(uint64_t run_cpu_ns) {
+  s_->bound_lost(run_cpu_ns);
 }
 
 std::vector<Agentless::Image> Agentless::take_images() {

@@ -140,7 +140,7 @@ class Agentless {
   // After finish(): the periods the images stand for, sampled and lost, are at most the run's
   // CPU, every process's (wait4's rusage): the time counted as lost, the throttled time's
   // first, then the full rings', gives back what passes it (agentless_ends.cpp).
-  void bound_throttled(uint64_t run_cpu_ns);
+  void bound_lost(uint64_t run_cpu_ns);
   // The process images seen, the command's first image first, then by start time.
   std::vector<Image> take_images();
   Stats stats() const;

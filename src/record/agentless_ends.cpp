@@ -90,7 +90,7 @@ void Agentless::State::resumed(const Throttle& t, uint64_t time) {
 //   periods of the ring's mean one (lost_periods()). At -F 100000 (a period of 10 us, the
 //   task clock's floor) the kernel gave counts of 1 to 36 million in about one run of three
 //   (`agent_prog burn 0.3`: 30,000 periods), and the profile stood for 24 s of CPU.
-void Agentless::State::bound_throttled(uint64_t run_cpu_ns) {
+void Agentless::State::bound_lost(uint64_t run_cpu_ns) {
   const uint64_t cap = run_cpu_ns / period;
   // Takes back what passes the cap, at most all of `w` (each image's part of its lost
   // periods), in proportion to it, from each image's lost and delivered periods; the cuts.

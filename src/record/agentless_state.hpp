@@ -403,7 +403,7 @@ struct Agentless::State {
   template <class Stop>
   void resume_if(Stop stop, uint64_t time);
   void resumed(const Throttle& t, uint64_t time);
-  void bound_throttled(uint64_t run_cpu_ns);
+  void bound_lost(uint64_t run_cpu_ns);
   void thread_end(pid_t tid, const Gone& g);
   void run_end();
 };

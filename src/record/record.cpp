@@ -698,7 +698,7 @@ int record(const Options& asked, FILE* log, int* killed_by) {
           1000u;
 
   // 4. One run, one profile.
-  if (outside) agentless.bound_throttled(run_cpu_ns);
+  if (outside) agentless.bound_lost(run_cpu_ns);
   Collected c = outside ? collect_images(agentless.take_images()) : collect(rundir.path);
   if (outside && getenv("SPROFIL_DRAIN_STATS")) say_agentless_stats(agentless.stats(), log);
   if (drain) {  // the processes whose empty files the drainer removed at their exit

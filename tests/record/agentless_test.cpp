@@ -145,7 +145,7 @@ TEST(Agentless, SharesAndCpuMatchTheTruth) {
 // periods, sampled and lost) is at least half what the program measured (58-100% seen), and
 // never more than the run's (wait4's): a full ring's LOST record gave counts of 1 to 36
 // million records in about one run of three, and a profile of 24 s for 0.4 s of CPU, before
-// the lost periods were bounded by the run's CPU (agentless_ends.cpp, bound_throttled).
+// the lost periods were bounded by the run's CPU (agentless_ends.cpp, bound_lost).
 TEST(Agentless, RateAboveTheTaskClocksCeilingIsLowered) {
   SKIP_WITHOUT_PERF();
   TempDir dir;

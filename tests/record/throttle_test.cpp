@@ -165,7 +165,7 @@ TEST_F(Throttled, ThreadsSharingTheCpusLoseOnlyTheirTimeOnThem) {
 // and then switched out for them is seen to leave the CPU only at the next tick (no thread of
 // the command took the CPU), so its lost time took theirs too: delivered x tick was 132% of
 // the process's CPU. The periods the image stands for, sampled and lost, are at most the run's
-// CPU now (Agentless::bound_throttled): 80-100% of it (100% plus a period of rounding).
+// CPU now (Agentless::bound_lost): 80-100% of it (100% plus a period of rounding).
 TEST_F(Throttled, ThreadsBesideAnotherProgramLoseNoMoreThanTheirCpu) {
   // The loops: children of this test spinning until killed, or at most 20 s.
   pid_t loops[2] = {-1, -1};
