@@ -106,6 +106,11 @@ int masked(sigmask_fn real, int how, const sigset_t* set, sigset_t* old) {
   return rc;
 }
 
+// The program's mask change (pthread_sigmask's semantics) with sprofil's signal kept unblocked.
+int program_mask(int how, const sigset_t* set, sigset_t* old) {
+  return masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), how, set, old);
+}
+
 int do_sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   if (program_sigaction(sig, act, old)) return 0;
   return real_fn(g_sigaction, "sigaction")(sig, act, old);
@@ -184,14 +189,12 @@ SPROFIL_EXPORT sighandler_t sigset(int sig, sighandler_t disp) __THROW {
   struct sigaction cur;
   if (disp == SIG_HOLD) {
     if (do_sigaction(sig, nullptr, &cur) != 0) return SIG_ERR;
-    if (masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), SIG_BLOCK, &one, &old) != 0)
-      return SIG_ERR;
+    if (program_mask(SIG_BLOCK, &one, &old) != 0) return SIG_ERR;
     return sigismember(&old, sig) ? SIG_HOLD : cur.sa_handler;
   }
   const sighandler_t prev = set_handler(sig, disp, 0, false);
   if (prev == SIG_ERR) return SIG_ERR;
-  if (masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), SIG_UNBLOCK, &one, &old) != 0)
-    return SIG_ERR;
+  if (program_mask(SIG_UNBLOCK, &one, &old) != 0) return SIG_ERR;
   return sigismember(&old, sig) ? SIG_HOLD : prev;
 }
 
@@ -208,7 +211,7 @@ SPROFIL_EXPORT int siginterrupt(int sig, int flag) __THROW {
 }
 
 SPROFIL_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) __THROWNL {
-  return masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), how, set, old);
+  return program_mask(how, set, old);
 }
 
 SPROFIL_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) __THROW {
@@ -241,14 +244,14 @@ int bsd_mask(const sigset_t& set) {
 int bsd_change(int how, int mask) {
   const sigset_t set = bsd_set(mask);
   sigset_t old;
-  if (masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), how, &set, &old) != 0) return -1;
+  if (program_mask(how, &set, &old) != 0) return -1;
   return bsd_mask(old);
 }
 int one_change(int how, int sig) {
   sigset_t one;
   sigemptyset(&one);
   if (sigaddset(&one, sig) != 0) return -1;  // EINVAL, as glibc's
-  return masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), how, &one, nullptr);
+  return program_mask(how, &one, nullptr);
 }
 
 }  // namespace
@@ -263,8 +266,7 @@ SPROFIL_EXPORT int sigblock(int mask) __THROW {
 
 SPROFIL_EXPORT int siggetmask(void) __THROW {
   sigset_t old;
-  if (masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), SIG_BLOCK, nullptr, &old) != 0)
-    return -1;
+  if (program_mask(SIG_BLOCK, nullptr, &old) != 0) return -1;
   return bsd_mask(old);
 }
 
@@ -292,8 +294,7 @@ SPROFIL_EXPORT int sigignore(int sig) __THROW {
 SPROFIL_EXPORT int __sigpause(int sig_or_mask, int is_sig) {
   sigset_t mask;
   if (is_sig) {
-    if (masked(real_fn(g_pthread_sigmask, "pthread_sigmask"), SIG_BLOCK, nullptr, &mask) != 0 ||
-        sigdelset(&mask, sig_or_mask) != 0)
+    if (program_mask(SIG_BLOCK, nullptr, &mask) != 0 || sigdelset(&mask, sig_or_mask) != 0)
       return -1;
   } else {
     mask = bsd_set(sig_or_mask);

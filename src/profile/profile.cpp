@@ -261,14 +261,18 @@ void TallySum::store(Profile* out) const {
   out->lost = lost_;
 }
 
+uint64_t sampled_ns(const Profile& p) {
+  const unsigned __int128 ns = static_cast<unsigned __int128>(p.total_samples()) * p.tick_ns;
+  return ns > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(ns);
+}
+
 uint64_t unsampled_cpu_ns(const Profile& p) {
   if (p.run_cpu_ns == 0) return 0;
   uint64_t covered = 0;
   if (p.clock == Clock::kWall) {
     for (const Process& pr : p.processes) covered = sat_add(covered, pr.cpu_ns);
   } else {
-    const unsigned __int128 sampled = static_cast<unsigned __int128>(p.total_samples()) * p.tick_ns;
-    covered = sampled > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(sampled);
+    covered = sampled_ns(p);
   }
   return p.run_cpu_ns > covered ? p.run_cpu_ns - covered : 0;
 }
@@ -309,7 +313,7 @@ std::string unsampled_processes_note(const Profile& p) {
 
 std::string unwaited_note(const Profile& p) {
   if (p.run_cpu_ns == 0 || counts_off_cpu(p.clock)) return "";
-  const unsigned __int128 sampled = static_cast<unsigned __int128>(p.total_samples()) * p.tick_ns;
+  const uint64_t sampled = sampled_ns(p);
   const unsigned __int128 bound =
       static_cast<unsigned __int128>(p.run_cpu_ns) + p.run_cpu_ns / 20 + 2 * p.tick_ns;
   if (sampled <= bound) return "";

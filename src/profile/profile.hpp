@@ -178,6 +178,9 @@ Profile delta(const Profile& before, const Profile& after);
 // stored processes' cpu_ns, the CPU in no process's profile.
 uint64_t unsampled_cpu_ns(const Profile& p);
 
+// The CPU time the samples stand for: samples x tick_ns (saturating).
+uint64_t sampled_ns(const Profile& p);
+
 // "" unless threads of the run that ended before their first sample (`unsampled_threads`,
 // sampled from outside) carry a tenth of its samples or more: how many, that their time is at
 // their creators' last pc as system time, and what samples them instead. Record's warning and

@@ -32,7 +32,7 @@ Run setup_list(CLI::App&) {
       char samples[24] = "-", cpu[24] = "-";
       if (live::fetch_profile(t.socket, &p, &why, kSnapshotMs)) {
         std::snprintf(samples, sizeof samples, "%" PRIu64, p.total_samples());
-        std::snprintf(cpu, sizeof cpu, "%.3f", double(p.total_samples()) * double(p.tick_ns) / 1e9);
+        std::snprintf(cpu, sizeof cpu, "%.3f", double(profile::sampled_ns(p)) / 1e9);
       }
       // A command line as the text report shows one: it cannot move the cursor (printable).
       std::printf("%8d  %10s  %9s  %s\n", t.pid, samples, cpu,
