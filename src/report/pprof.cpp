@@ -19,6 +19,7 @@
 #include "profile.pb.h"
 #include "report/exporter.hpp"
 #include "report/labels.hpp"
+#include "symbolize/symbolize.hpp"
 
 namespace sprofil::report {
 namespace {
@@ -141,9 +142,15 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
     mapping_of[region] = m->id();
   }
 
+  // A function's name as pprof's own symbolizer gives a C++ one by default: without parameters,
+  // template arguments and return type ("std::sort", not "void std::sort<...>(...)"); its
+  // system name the mangled one, which `-symbolize=demangle=full` (or `templates`) demangles
+  // again. A name that is no mangled one (C, a JIT's) is its own system name, and kept whole.
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> functions;
-  auto function_id = [&](const std::string& name, const std::string& system,
+  auto function_id = [&](const std::string& demangled, const std::string& system,
                          const std::string& file) {
+    const std::string name =
+        system.empty() || system == demangled ? demangled : symbolize::short_name(demangled);
     auto [it, inserted] = functions.emplace(std::make_tuple(name, system, file), 0);
     if (inserted) {
       auto* f = out.add_function();
@@ -183,7 +190,7 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
       auto* line = loc->add_line();
       line->set_function_id(
           outer ? function_id(pc.sym->name, pc.sym->raw, f.file)
-                : function_id(f.function.empty() ? "??" : f.function, f.function, f.file));
+                : function_id(f.function.empty() ? "??" : f.function, f.raw, f.file));
       line->set_line(f.line);
       // Line.column (field 3) came to pprof's schema after the copy Debian ships: written
       // as that field's varint, which readers of the newer schema take as the column.

@@ -601,6 +601,7 @@ std::vector<Frame> Object::frames(uint64_t vaddr) const {
     if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
     Frame f = cur;
     const char* name = die_name(die);
+    f.raw = name != nullptr ? name : "";
     f.function = name != nullptr ? demangle(name) : std::string();
     out.push_back(std::move(f));
     if (tag == DW_TAG_subprogram) break;

@@ -42,6 +42,7 @@ struct Symbol {
 // function last.
 struct Frame {
   std::string function;  // demangled name from DWARF; may be empty
+  std::string raw;       // the name as DWARF spells it: the linkage (mangled) name where it has one
   std::string file;      // source file path as recorded in DWARF; empty if unknown
   int line = 0;
   int column = 0;

@@ -370,12 +370,17 @@ TEST(Pprof, GoToolPprofTopMatchesOurs) {
     std::smatch m;
     if (std::regex_match(line, m, row)) pprof[m[2]] += std::stod(m[1]) / 10.0;  // 10 ms/sample
   }
+  // pprof names a C++ function as its own symbolizer does by default: our rows' short names
+  // (two template instances are two rows of one name).
   symbolize::Symbolizer sym2;
   report::Table t = report::aggregate(p, sym2, report::Options{});
   ASSERT_GE(t.rows.size(), 7u);
-  for (const report::Row& r : t.rows) {
-    ASSERT_TRUE(pprof.count(r.name)) << "pprof has no " << r.name << "\n" << out;
-    EXPECT_NEAR(pprof[r.name], r.samples, 0.01) << r.name << "\n" << out;
+  std::map<std::string, double> ours;
+  for (const report::Row& r : t.rows) ours[symbolize::short_name(r.name)] += r.samples;
+  EXPECT_TRUE(ours.count("demo::sum_squares")) << out;
+  for (const auto& [name, samples] : ours) {
+    ASSERT_TRUE(pprof.count(name)) << "pprof has no " << name << "\n" << out;
+    EXPECT_NEAR(pprof[name], samples, 0.01) << name << "\n" << out;
   }
   // Total: pprof's header "Showing nodes accounting for X, 100% of Y total".
   std::smatch m;
@@ -412,6 +417,43 @@ TEST(Pprof, TheRunsProgramIsTheMainMapping) {
   std::string top = report_test::run(env + "go tool pprof -top " + q(file) + " 2>&1", &status);
   ASSERT_EQ(status, 0) << top;
   EXPECT_EQ(top.rfind("File: " + pie.substr(pie.rfind('/') + 1) + "\n", 0), 0u) << top;
+  report_test::run("rm -rf " + q(dir));
+}
+
+// Each function's system name is its mangled one, as pprof's own symbolizer stores it (so that
+// `-symbolize=demangle=full` demangles it again), and its name the short one, in both the
+// out-of-line function and the inline frames: no return type ("int demo::sum_squares").
+TEST(Pprof, FunctionsKeepTheirMangledNames) {
+  if (report_test::run("command -v go").empty()) GTEST_SKIP() << "no go toolchain";
+  const std::string dir = temp_dir("pprof_names");
+  const std::string file = write_pprof(make_profile(PROG_PIE), dir);
+  ASSERT_FALSE(file.empty());
+  const std::string env =
+      "HOME=" + q(dir) + " GOCACHE=" + q(dir + "/gocache") + " PPROF_TMPDIR=" + q(dir) + " ";
+  int status = 0;
+  // -raw prints a function "NAME FILE:LINE s=START(SYSTEM NAME)" where the two differ.
+  const std::string raw =
+      report_test::run(env + "go tool pprof -symbolize=none -raw " + q(file) + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << raw;
+  std::istringstream nm(report_test::run("nm --defined-only " + q(PROG_PIE)));
+  int mangled = 0;
+  for (std::string line; std::getline(nm, line);) {
+    const std::string sym = line.substr(line.rfind(' ') + 1);
+    if (sym.find("sum_squares") == std::string::npos || sym.rfind("_Z", 0) != 0) continue;
+    ++mangled;
+    const std::regex fn("demo::sum_squares \\S+ s=[0-9]+\\(" + sym + "\\)");
+    EXPECT_TRUE(std::regex_search(raw, fn)) << sym << "\n" << raw;
+  }
+  EXPECT_EQ(mangled, 2) << "sum_squares<int> and sum_squares<double>";
+  // The inline frames' names: pprof's -top lists them "(inline)", none with a return type or a
+  // parameter list.
+  const std::string top =
+      report_test::run(env + "go tool pprof -top -nodefraction=0 " + q(file) + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << top;
+  EXPECT_NE(top.find("(inline)"), std::string::npos) << top;
+  EXPECT_EQ(top.find("int demo::"), std::string::npos) << top;
+  EXPECT_EQ(top.find("double demo::"), std::string::npos) << top;
+  EXPECT_EQ(top.find("(long)"), std::string::npos) << top;
   report_test::run("rm -rf " + q(dir));
 }
 
