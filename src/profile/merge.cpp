@@ -49,10 +49,20 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
   return merge_profiles(in, out, error, nullptr);
 }
 
-std::string program_of(const Profile& p) {
+namespace {
+
+// The root process's main executable's region, or nullptr.
+const Region* main_region(const Profile& p) {
   for (const Region& r : p.regions)
-    if ((r.flags & SPROF_R_MAIN) && r.process == 0) return r.path;
-  return comm_of(p.argv);
+    if ((r.flags & SPROF_R_MAIN) && r.process == 0) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string program_of(const Profile& p) {
+  const Region* r = main_region(p);
+  return r != nullptr ? r->path : comm_of(p.argv);
 }
 
 std::string clock_difference(const Profile& a, const Profile& b, const std::string& a_is,
@@ -64,6 +74,9 @@ std::string clock_difference(const Profile& a, const Profile& b, const std::stri
 
 std::string program_difference(const Profile& a, const Profile& b, const std::string& a_is,
                                const std::string& b_is, bool by_file_name) {
+  const Region *ra = main_region(a), *rb = main_region(b);
+  if (ra != nullptr && rb != nullptr && !ra->build_id.empty() && ra->build_id == rb->build_id)
+    return "";  // one executable, run from two paths (a copy, another checkout)
   const std::string pa = program_of(a), pb = program_of(b);
   auto file_name = [](const std::string& s) { return s.substr(s.rfind('/') + 1); };
   if (by_file_name ? file_name(pa) == file_name(pb) : pa == pb) return "";

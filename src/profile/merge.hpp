@@ -48,7 +48,7 @@ std::string clock_difference(const Profile& a, const Profile& b, const std::stri
                              const std::string& b_is);
 // Programs differ when program_of differs; with `by_file_name`, only when their file names
 // differ (diff, which matches objects by file name: two builds of a program in two directories
-// are one program there).
+// are one program there). Main executables of one build-id are one program wherever they ran.
 std::string program_difference(const Profile& a, const Profile& b, const std::string& a_is,
                                const std::string& b_is, bool by_file_name = false);
 

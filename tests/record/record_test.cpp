@@ -509,6 +509,35 @@ TEST(Merge, ModesDevicesAndDifferentPrograms) {
   EXPECT_NE(r.err.find("warning: program differs"), std::string::npos) << r.err;
 }
 
+// One executable run from two paths (a copy, another checkout of the same build) is one program
+// to merge: its build-id says so. Its text is one region of the merged profile, with both runs'
+// samples.
+TEST(Merge, OneExecutableRunFromTwoPathsIsOneProgram) {
+  TempDir dir;
+  const std::string copy = dir / "copy_of_prog";
+  ASSERT_EQ(run({"cp", kProg, copy}).status, 0);
+  const std::string a = dir / "a.sprof", b = dir / "b.sprof", m = dir / "m.sprof";
+  ASSERT_EQ(record_nodash(a, {kProg, "burn", "0.05"}).status, 0);
+  ASSERT_EQ(record_nodash(b, {copy, "burn", "0.05"}).status, 0);
+  const Result r = run({kTool, "merge", "-o", m, a, b});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.err.find("program differs"), std::string::npos) << r.err;
+  const profile::Profile pa = read(a), pb = read(b), merged = read(m);
+  auto main_text = [](const profile::Profile& p) {
+    uint64_t n = 0, regions = 0;
+    for (const profile::Region& reg : p.regions)
+      if (reg.flags & SPROF_R_MAIN) {
+        ++regions;
+        for (const profile::Region::Bin& bin : reg.bins) n += bin.count;
+      }
+    return std::make_pair(regions, n);
+  };
+  ASSERT_FALSE(pa.regions.empty());
+  EXPECT_EQ(main_text(merged).first, main_text(pa).first);
+  EXPECT_EQ(main_text(merged).second, main_text(pa).second + main_text(pb).second);
+  EXPECT_GT(main_text(pb).second, 0u);
+}
+
 // Report output is written safely and its write errors are reported:
 // a full device fails the command; the default gmon.out replaces a planted link, never
 // writing through it.

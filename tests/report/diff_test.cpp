@@ -266,12 +266,15 @@ TEST(Diff, DifferentClocksAreRefused) {
 TEST(Diff, DifferentProgramsWarn) {
   std::string a = record_command("prog_a", "", "'" + kProg + "' " + kShort + " 1");
   // The program stripped of every symbol and of its call-frame table (which would name its
-  // functions fun_<address>), under another name: its code is "[unknown]".
+  // functions fun_<address>), under another name: its code is "[unknown]". And of its build-id,
+  // which would make it the same program (profile::program_difference).
   std::string log;
   const std::string stripped =
       strip_copy(kProg, "diff_prog_stripped", Strip::kSymbolsAndFrames, &log);
   ASSERT_FALSE(stripped.empty()) << log;
   int status = 0;
+  log = run("objcopy --remove-section .note.gnu.build-id '" + stripped + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << log;
   std::string b = record_command("prog_stripped", "", "'" + stripped + "' " + kShort + " 1");
   Json j = diff_json(a, b);
   // (The path as the agent saw it: the temporary directory's without its doubled slash.)
