@@ -143,6 +143,7 @@ bool fetch_profile(const std::string& socket, profile::Profile* out, std::string
   // `sprofil record --live` answers with a packed run profile of the one process (only the
   // pages that hold counts): the process's own profile, as an agent's answer is.
   if (out->run && out->processes.size() == 1) *out = profile::process_image(*out, 0);
+  profile::resolve_paths(out);  // an agent's names, as record's (profile.hpp)
   return true;
 }
 

@@ -1,8 +1,11 @@
 #include "profile/profile.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
+#include <map>
 
 #include "format/layout.hpp"
 #include "util/count_of.hpp"
@@ -326,6 +329,19 @@ std::string unwaited_note(const Profile& p) {
                 double(sampled) / 1e9, double(sampled - p.run_cpu_ns) / 1e9,
                 double(p.run_cpu_ns) / 1e9);
   return s;
+}
+
+void resolve_paths(Profile* p) {
+  std::map<std::string, std::string> resolved;
+  for (Region& r : p->regions) {
+    if (r.path.empty() || r.path[0] != '/') continue;  // "[vdso]", an anonymous region
+    auto [it, inserted] = resolved.emplace(r.path, r.path);
+    if (inserted) {
+      char buf[PATH_MAX];
+      if (realpath(r.path.c_str(), buf) != nullptr) it->second = buf;
+    }
+    r.path = it->second;
+  }
 }
 
 Profile delta(const Profile& before, const Profile& after) {

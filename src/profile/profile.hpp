@@ -164,6 +164,12 @@ Profile process_image(const Profile& p, size_t process);
 // Combines single-process profiles into a run profile: processes in the given order (the first
 // is the root), regions tagged with their process, top-level fields as described above.
 Profile combine_processes(std::vector<Profile> parts, const std::vector<std::string>& names);
+// Each region's absolute path with its symbolic links resolved (realpath), where the file is
+// still there: the path the kernel gives a mapping. The agent names a library as the loader
+// found it (/lib/x86_64-linux-gnu/libgmp.so.10, a link), record's default as the kernel maps it
+// (/usr/lib/x86_64-linux-gnu/libgmp.so.10.4.1), and one object should read the same in both
+// (diff, --object). For the host, right after the run (record) or on a live snapshot.
+void resolve_paths(Profile* p);
 // The samples of `after` not already in `before`, two snapshots of one running program: bins,
 // tallies and CPU time subtracted (never below zero); regions are matched by range, path and
 // bin size, and a region new in `after` counts whole. Used for live windows (serve, top).

@@ -130,6 +130,7 @@ struct Collected {
 profile::Profile run_profile(Collected& c) {
   profile::Profile run = profile::combine_processes(std::move(c.kept), c.suffixes);
   run.dropped_processes = c.dropped;
+  profile::resolve_paths(&run);
   return run;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -311,6 +312,18 @@ void Live::counts_grow_under_record(const std::vector<std::string>& mode) {
   // their 95% Wilson intervals overlap.
   profile::Profile last;
   ASSERT_TRUE(profile::read_profile(dir_ / "s2.sprof", &last, &err)) << err;
+  // The snapshot names each object by its resolved path, as the run profile does
+  // (profile::resolve_paths): the agent's libc is /lib/x86_64-linux-gnu/libc.so.6 as the
+  // loader found it, /lib a link on a merged /usr.
+  int libc = 0;
+  for (const auto& r : last.regions) {
+    if (r.path.empty() || r.path[0] != '/') continue;
+    char buf[PATH_MAX];
+    ASSERT_NE(realpath(r.path.c_str(), buf), nullptr) << r.path;
+    EXPECT_EQ(r.path, buf);
+    libc += r.path.find("/libc.so") != std::string::npos;
+  }
+  EXPECT_EQ(libc, 1);
   auto share = [](const profile::Profile& q) {
     double x = 0;
     for (const auto& r : q.regions)

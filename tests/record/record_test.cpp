@@ -5,11 +5,14 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include <regex>
+#include <set>
 #include <tuple>
 
 #include "format/sprof_format.h"
@@ -536,6 +539,50 @@ TEST(Merge, OneExecutableRunFromTwoPathsIsOneProgram) {
   EXPECT_EQ(main_text(merged).first, main_text(pa).first);
   EXPECT_EQ(main_text(merged).second, main_text(pa).second + main_text(pb).second);
   EXPECT_GT(main_text(pb).second, 0u);
+}
+
+// The agent names a library as the loader found it (libstdc++.so.6, a link; /lib, a link to
+// /usr/lib on a merged /usr); record's default as the kernel maps it. The run profile names
+// every object by its resolved path, so that one object reads the same in both modes (diff,
+// --object): libstdc++.so.6.0.30, not libstdc++.so.6 in one run and the other in the next.
+TEST(Record, TheAgentsObjectsAreNamedAsTheKernelNamesThem) {
+  SKIP_WITHOUT_PERF();
+  TempDir dir;
+  const std::string agent = dir / "agent.sprof", outside = dir / "outside.sprof";
+  ASSERT_EQ(
+      run({kTool, "record", "--agent", "-q", "-o", agent, "--", kProg, "burn", "0.05"}).status, 0);
+  ASSERT_EQ(run({kTool, "record", "-q", "-o", outside, "--", kProg, "burn", "0.05"}).status, 0);
+  auto paths = [](const profile::Profile& p) {
+    std::set<std::string> out;
+    for (const profile::Region& r : p.regions)
+      if (!r.path.empty() && r.path[0] == '/' && r.path.find("libsprofil") == std::string::npos)
+        out.insert(r.path);
+    return out;
+  };
+  // Every object the agent names by its resolved path; the objects of both runs (record's
+  // default keeps those with samples), by the same path.
+  std::map<std::pair<dev_t, ino_t>, std::string> agent_file;
+  int libstdcxx = 0;
+  for (const std::string& path : paths(read(agent))) {
+    char buf[PATH_MAX];
+    ASSERT_NE(realpath(path.c_str(), buf), nullptr) << path;
+    EXPECT_EQ(path, buf);
+    struct stat st;
+    ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+    agent_file[{st.st_dev, st.st_ino}] = path;
+    libstdcxx += path.find("libstdc++.so.6.") != std::string::npos;
+  }
+  EXPECT_EQ(libstdcxx, 1) << "agent_prog is linked with libstdc++";
+  int both = 0;
+  for (const std::string& path : paths(read(outside))) {
+    struct stat st;
+    ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+    const auto it = agent_file.find({st.st_dev, st.st_ino});
+    if (it == agent_file.end()) continue;
+    ++both;
+    EXPECT_EQ(it->second, path);
+  }
+  EXPECT_GE(both, 1) << "the program, at least, is in both runs";
 }
 
 // Report output is written safely and its write errors are reported:
