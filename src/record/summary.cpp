@@ -14,6 +14,12 @@
 
 namespace sprofil::record {
 
+namespace {
+// The agent's start-up before its first sample, a process (the loader, the agent: about 1 ms on
+// the VM of docs/benchmarks.md), with room for a slow machine.
+constexpr uint64_t kStartUpBoundNs = 5000000;
+}  // namespace
+
 void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE* log) {
   // "1 process (without samples)", "3 processes (1 without samples)": the root is stored even
   // when it took no sample, and a bare "1 process, 0 samples" read as if it had.
@@ -97,6 +103,27 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
   // commands): its time is at its program's entry point.
   if (const std::string note = profile::unsampled_processes_note(run); !note.empty())
     fprintf(log, "sprofil record: warning: %s\n", note.c_str());
+  // With the agent, a process it could not enter or report from has no file at all: a
+  // statically linked or setuid program the command exec'd, a process that changed its user
+  // ID (the run directory and the drain socket are this user's, mode 0700). And a thread that
+  // its signal does not reach (a runtime that handles signals itself with raw system calls, as
+  // Go's) has no sample. That CPU is in the run's and in no sample; where it is far more than
+  // the agent's start-up in the processes it saw (about 1 ms each), say what it may be.
+  if (!s.outside && run.clock != profile::Clock::kWall && run.run_cpu_ns != 0) {
+    const uint64_t unsampled = profile::unsampled_cpu_ns(run);
+    const uint64_t seen = run.processes.size() + run.dropped_processes;
+    const uint64_t rest = unsampled - std::min(unsampled, s.dropped_cpu_ns);
+    if (rest > run.run_cpu_ns / 10 && rest > seen * kStartUpBoundNs)
+      fprintf(log,
+              "sprofil record: warning: %.3f s of the run's %.3f s CPU has no sample, far more "
+              "than the agent's start-up in the %s it saw: the agent does not sample a "
+              "statically linked or setuid program the command runs, a process that changed "
+              "its user ID, or threads its signal does not reach (a runtime that handles "
+              "signals itself, as Go's); record's default, sampling from outside, samples them "
+              "where perf events are allowed\n",
+              double(rest) / 1e9, double(run.run_cpu_ns) / 1e9,
+              util::count_of(seen, "process", "processes").c_str());
+  }
   // And processes that outlived the command (or were left to init): their samples are not in
   // the run's CPU, which the summary above compares with.
   if (const std::string note = profile::unwaited_note(run); !note.empty())

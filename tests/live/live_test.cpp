@@ -314,16 +314,17 @@ void Live::counts_grow_under_record(const std::vector<std::string>& mode) {
   ASSERT_TRUE(profile::read_profile(dir_ / "s2.sprof", &last, &err)) << err;
   // The snapshot names each object by its resolved path, as the run profile does
   // (profile::resolve_paths): the agent's libc is /lib/x86_64-linux-gnu/libc.so.6 as the
-  // loader found it, /lib a link on a merged /usr.
-  int libc = 0;
+  // loader found it, /lib a link on a merged /usr. (Sampled from outside, a snapshot holds the
+  // objects with samples only.)
+  int checked = 0;
   for (const auto& r : last.regions) {
     if (r.path.empty() || r.path[0] != '/') continue;
     char buf[PATH_MAX];
     ASSERT_NE(realpath(r.path.c_str(), buf), nullptr) << r.path;
     EXPECT_EQ(r.path, buf);
-    libc += r.path.find("/libc.so") != std::string::npos;
+    ++checked;
   }
-  EXPECT_EQ(libc, 1);
+  EXPECT_GE(checked, 1);
   auto share = [](const profile::Profile& q) {
     double x = 0;
     for (const auto& r : q.regions)

@@ -585,6 +585,29 @@ TEST(Record, TheAgentsObjectsAreNamedAsTheKernelNamesThem) {
   EXPECT_GE(both, 1) << "the program, at least, is in both runs";
 }
 
+// With the agent, a process that changed its user ID cannot reach the run directory (record's
+// user's, mode 0700): it has no file, and its CPU is in no profile. record says so, and what may
+// be the cause; not for a shell loop of short processes, whose unsampled time is the agent's
+// start-up in each.
+TEST(Record, AgentWarnsOfTheCpuOfProcessesItCouldNotProfile) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root: no other user to become";
+  if (run({"sh", "-c", "command -v setpriv"}).status != 0) GTEST_SKIP() << "no setpriv";
+  TempDir dir;
+  const std::string kWarning = "far more than the agent's start-up in the 1 process it saw";
+  Result r = run({kTool, "record", "--agent", "-o", dir / "u.sprof", "--", "setpriv",
+                  "--reuid=65534", "--regid=65534", "--clear-groups", kProg, "burn", "0.3"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(r.err.find(kWarning), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("a process that changed its user ID"), std::string::npos) << r.err;
+  r = run({kTool, "record", "--agent", "-o", dir / "a.sprof", "--", kProg, "burn", "0.3"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.err.find("the agent's start-up in"), std::string::npos) << r.err;
+  r = run({kTool, "record", "--agent", "-o", dir / "l.sprof", "--", "sh", "-c",
+           "i=0; while [ $i -lt 40 ]; do /bin/true; i=$((i+1)); done"});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.err.find("the agent's start-up in"), std::string::npos) << r.err;
+}
+
 // Report output is written safely and its write errors are reported:
 // a full device fails the command; the default gmon.out replaces a planted link, never
 // writing through it.
