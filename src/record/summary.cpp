@@ -105,10 +105,13 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
     fprintf(log, "sprofil record: warning: %s\n", note.c_str());
   // With the agent, a process it could not enter or report from has no file at all: a
   // statically linked or setuid program the command exec'd, a process that changed its user
-  // ID (the run directory and the drain socket are this user's, mode 0700). And a thread that
-  // its signal does not reach (a runtime that handles signals itself with raw system calls, as
-  // Go's) has no sample. That CPU is in the run's and in no sample; where it is far more than
-  // the agent's start-up in the processes it saw (about 1 ms each), say what it may be.
+  // ID (the run directory and the drain socket are this user's, mode 0700). A thread that its
+  // signal does not reach (a runtime that handles signals itself with raw system calls, as
+  // Go's) has no sample; nor, mostly, has one that runs less than a period or two (a thread per
+  // small task: the cpu clock's timers fire at the tick, the sampler's first expiry comes a
+  // random phase after the thread's start). That CPU is in the run's and in no sample; where it
+  // is far more than the agent's start-up in the processes it saw (about 1 ms each), say what
+  // it may be.
   if (!s.outside && run.clock != profile::Clock::kWall && run.run_cpu_ns != 0) {
     const uint64_t unsampled = profile::unsampled_cpu_ns(run);
     const uint64_t seen = run.processes.size() + run.dropped_processes;
@@ -116,11 +119,13 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
     if (rest > run.run_cpu_ns / 10 && rest > seen * kStartUpBoundNs)
       fprintf(log,
               "sprofil record: warning: %.3f s of the run's %.3f s CPU has no sample, far more "
-              "than the agent's start-up in the %s it saw: the agent does not sample a "
-              "statically linked or setuid program the command runs, a process that changed "
-              "its user ID, or threads its signal does not reach (a runtime that handles "
-              "signals itself, as Go's); record's default, sampling from outside, samples them "
-              "where perf events are allowed\n",
+              "than the agent's start-up in the %s it saw. The agent's clocks miss threads that "
+              "each run less than a period or two (a thread per small task: `--clock itimer` "
+              "samples them) and threads their signal does not reach (a runtime that handles "
+              "signals itself, as Go's), and the agent cannot enter a statically linked or "
+              "setuid program the command runs, nor report from a process that changed its "
+              "user ID. record's default, sampling from outside, samples them all where perf "
+              "events are allowed\n",
               double(rest) / 1e9, double(run.run_cpu_ns) / 1e9,
               util::count_of(seen, "process", "processes").c_str());
   }

@@ -598,7 +598,8 @@ TEST(Record, AgentWarnsOfTheCpuOfProcessesItCouldNotProfile) {
                   "--reuid=65534", "--regid=65534", "--clear-groups", kProg, "burn", "0.3"});
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(r.err.find(kWarning), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("a process that changed its user ID"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("report from a process that changed its user ID"), std::string::npos)
+      << r.err;
   r = run({kTool, "record", "--agent", "-o", dir / "a.sprof", "--", kProg, "burn", "0.3"});
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_EQ(r.err.find("the agent's start-up in"), std::string::npos) << r.err;
