@@ -255,6 +255,21 @@ TEST(Signals, ShortThreadsKeepTheirShare) {
   }
 }
 
+// The sampler clock (the fallback where perf events are denied) on the same 2,000 threads of
+// half a period: each thread's first period ends at a random phase of its CPU time, and its
+// first expiry comes there, so a thread is credited a period with probability 1/2; what ended
+// after its last expiry is credited at its end. Before, the phase was lost at a new thread's
+// start and the expiry drawn apart from it: 4% of their CPU time.
+TEST(Signals, ShortThreadsKeepTheirShareUnderTheSampler) {
+  const Kept k = run_kept("sampler", {SIG_SHORT_THREADS});
+  ASSERT_EQ(k.o.status, 0) << k.raw_err;
+  const double cpu = field(k.report, "thread_cpu");
+  ASSERT_GT(cpu, 0);
+  const double f = sampled_fraction(k, cpu);
+  EXPECT_GE(f, 0.9) << k.report;
+  EXPECT_LE(f, 1.3) << k.report;  // thread start-up and exit are CPU time it did not measure
+}
+
 // Starting threads costs the program about what its events cost, at any draw of their random
 // first periods: 400 threads of 0.5 ms each, two at a time, at 1 and 10 kHz, in drain mode
 // (record's default) and signal mode. A first period of a few microseconds, shorter than one
