@@ -107,9 +107,9 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
   // statically linked or setuid program the command exec'd, a process that changed its user
   // ID (the run directory and the drain socket are this user's, mode 0700). A thread that its
   // signal does not reach (a runtime that handles signals itself with raw system calls, as
-  // Go's) has no sample; nor, mostly, has one that runs less than a period or two (a thread per
-  // small task: the cpu clock's timers fire at the tick, the sampler's first expiry comes a
-  // random phase after the thread's start). That CPU is in the run's and in no sample; where it
+  // Go's) has no sample; nor, mostly, has one that runs less than a period or two under the cpu
+  // clock (a thread per small task: its CPU-time timers fire at the tick). That CPU is in the
+  // run's and in no sample; where it
   // is far more than the agent's start-up in the processes it saw (about 1 ms each), say what
   // it may be.
   if (!s.outside && run.clock != profile::Clock::kWall && run.run_cpu_ns != 0) {
@@ -119,13 +119,13 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
     if (rest > run.run_cpu_ns / 10 && rest > seen * kStartUpBoundNs)
       fprintf(log,
               "sprofil record: warning: %.3f s of the run's %.3f s CPU has no sample, far more "
-              "than the agent's start-up in the %s it saw. The agent's clocks miss threads that "
-              "each run less than a period or two (a thread per small task: `--clock itimer` "
-              "samples them) and threads their signal does not reach (a runtime that handles "
-              "signals itself, as Go's), and the agent cannot enter a statically linked or "
-              "setuid program the command runs, nor report from a process that changed its "
-              "user ID. record's default, sampling from outside, samples them all where perf "
-              "events are allowed\n",
+              "than the agent's start-up in the %s it saw. The cpu clock misses threads that "
+              "each run less than a period or two (a thread per small task: `--clock sampler` "
+              "samples them), the agent's clocks miss threads their signal does not reach (a "
+              "runtime that handles signals itself, as Go's), and the agent cannot enter a "
+              "statically linked or setuid program the command runs, nor report from a process "
+              "that changed its user ID. record's default, sampling from outside, samples them "
+              "all where perf events are allowed\n",
               double(rest) / 1e9, double(run.run_cpu_ns) / 1e9,
               util::count_of(seen, "process", "processes").c_str());
   }
