@@ -225,6 +225,18 @@ TEST(Signals, SysExitThreadsLeakNothing) {
   expect_no_harm({SIG_FDS, "sysexit"});
 }
 
+// sig_short_threads' samples cover its threads' CPU time: at least 0.9 of it (~1000 expected
+// samples, binomial sd ~2%), at most 1.3 (thread start-up and exit are CPU time the threads do
+// not measure themselves).
+void expect_short_threads_sampled(const Kept& k) {
+  ASSERT_EQ(k.o.status, 0) << k.raw_err;
+  const double cpu = field(k.report, "thread_cpu");
+  ASSERT_GT(cpu, 0);
+  const double f = sampled_fraction(k, cpu);
+  EXPECT_GE(f, 0.9) << k.report;
+  EXPECT_LE(f, 1.3) << k.report;
+}
+
 // 2000 threads of half a period each: with a random first phase their samples
 // cover their CPU time (>= 0.9: ~1000 expected samples, binomial sd ~2%).
 // Both perf modes: signal (the handler's random first phase) and drain (record's default,
@@ -240,18 +252,13 @@ TEST(Signals, ShortThreadsKeepTheirShare) {
     setenv("SPROFIL_PERF_MODE", mode, 1);
     const Kept k = run_kept("perf+agent", {SIG_SHORT_THREADS});
     unsetenv("SPROFIL_PERF_MODE");
-    ASSERT_EQ(k.o.status, 0) << k.raw_err;
-    const double cpu = field(k.report, "thread_cpu");
-    ASSERT_GT(cpu, 0);
-    const double f = sampled_fraction(k, cpu);
     // Both modes credit at a thread's end the periods whose overflows fell in the kernel (the
     // agent's own calls right after the event opens, the thread's exit): drain mode in the
     // record parent, signal mode when the thread closes its event (perf.cpp credit_at_close).
     // Measured on the AMD EPYC VM of docs/benchmarks.md, signal mode 0.95-1.02 idle and
     // 0.97-1.02 beside a busy loop (without that credit 0.91-0.96 and 0.88-0.98); drain mode
     // 0.96-1.0 and 0.93-0.98.
-    EXPECT_GE(f, 0.9) << k.report;
-    EXPECT_LE(f, 1.3) << k.report;  // thread start-up and exit are CPU time it did not measure
+    expect_short_threads_sampled(k);
   }
 }
 
@@ -261,13 +268,7 @@ TEST(Signals, ShortThreadsKeepTheirShare) {
 // after its last expiry is credited at its end. Before, the phase was lost at a new thread's
 // start and the expiry drawn apart from it: 4% of their CPU time.
 TEST(Signals, ShortThreadsKeepTheirShareUnderTheSampler) {
-  const Kept k = run_kept("sampler", {SIG_SHORT_THREADS});
-  ASSERT_EQ(k.o.status, 0) << k.raw_err;
-  const double cpu = field(k.report, "thread_cpu");
-  ASSERT_GT(cpu, 0);
-  const double f = sampled_fraction(k, cpu);
-  EXPECT_GE(f, 0.9) << k.report;
-  EXPECT_LE(f, 1.3) << k.report;  // thread start-up and exit are CPU time it did not measure
+  expect_short_threads_sampled(run_kept("sampler", {SIG_SHORT_THREADS}));
 }
 
 // Starting threads costs the program about what its events cost, at any draw of their random
