@@ -673,6 +673,10 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
     candidates.push_back("/usr/lib/debug/.build-id/" + h.substr(0, 2) + "/" + h.substr(2) +
                          ".debug");
   }
+  // A file at `path` of another build-id (the program rebuilt since the run) is the last resort:
+  // the build-id's own files come first, where there are any.
+  Dwfl* other_dwfl = nullptr;
+  Dwfl_Module* other_mod = nullptr;
   for (size_t ci = 0; ci <= candidates.size() && obj->mod_ == nullptr; ++ci) {
     std::string file;
     int fd = -1;
@@ -726,8 +730,24 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
       dwfl_end(dwfl);
       continue;
     }
+    if (!vdso && !build_id.empty() && other_dwfl == nullptr) {
+      const unsigned char* bits = nullptr;
+      GElf_Addr vaddr = 0;
+      const int len = dwfl_module_build_id(mod, &bits, &vaddr);
+      if (len > 0 && std::vector<uint8_t>(bits, bits + len) != build_id) {
+        other_dwfl = dwfl;
+        other_mod = mod;
+        continue;
+      }
+    }
     obj->dwfl_ = dwfl;
     obj->mod_ = mod;
+  }
+  if (obj->mod_ == nullptr && other_dwfl != nullptr) {
+    obj->dwfl_ = other_dwfl;  // warned of below (build-id mismatch)
+    obj->mod_ = other_mod;
+  } else if (other_dwfl != nullptr) {
+    dwfl_end(other_dwfl);
   }
   if (obj->mod_ == nullptr && vdso) {
     obj->warning_ = "[vdso]: cannot read this process's vDSO (" + why +

@@ -312,6 +312,56 @@ TEST(Diff, DifferentProgramsWarn) {
   EXPECT_NE(row_named(same, "diff_beta(long)"), nullptr) << same.dump(1);
 }
 
+// The base profile of a program rebuilt in place since its run: its object at that path has
+// another build-id now, so its functions are named from its own build-id's file where there is
+// one (debuginfod's, here a client cache made by hand and an unreachable server), not from the
+// new build; without one, from the new build with the "build-id mismatch" warning.
+TEST(Diff, ProgramRebuiltSinceTheRunIsNamedByItsBuildId) {
+  if (run("command -v cc").empty()) GTEST_SKIP() << "no C compiler";
+  const std::string dir = temp_dir() + "/rebuilt";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string prog = dir + "/prog";
+  auto build = [&](const std::string& hot) {
+    const std::string src = dir + "/prog.c";
+    FILE* f = fopen(src.c_str(), "w");
+    if (f == nullptr) return false;
+    fprintf(f,
+            "#include <time.h>\n"
+            "static double cpu(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, "
+            "&t); return t.tv_sec + t.tv_nsec / 1e9; }\n"
+            "volatile unsigned long x;\n"
+            "__attribute__((noinline)) void %s(void) { while (cpu() < 0.2) x++; }\n"
+            "int main(void) { %s(); return 0; }\n",
+            hot.c_str(), hot.c_str());
+    fclose(f);
+    int status = 0;
+    run("cc -O1 -o '" + prog + "' '" + src + "' 2>&1", &status);
+    return status == 0;
+  };
+  ASSERT_TRUE(build("hot_before"));
+  const std::string base = record_command("rebuilt_base", "", "'" + prog + "'");
+  const std::string id = run("readelf -n '" + prog + "' | awk '/Build ID/ {printf \"%s\", $3}'");
+  ASSERT_FALSE(id.empty());
+  const std::string cache = dir + "/cache";
+  int status = 0;
+  std::string log = run("mkdir -p '" + cache + "/" + id + "' && cp '" + prog + "' '" + cache + "/" +
+                            id + "/executable' 2>&1",
+                        &status);
+  ASSERT_EQ(status, 0) << log;
+  ASSERT_TRUE(build("hot_after_the_rebuild"));
+  auto report = [&](const std::string& env) {
+    return run(env + "'" + kTool + "' report '" + base + "' --format csv 2>&1");
+  };
+  const std::string named = report("DEBUGINFOD_URLS=http://127.0.0.1:9 DEBUGINFOD_CACHE_PATH='" +
+                                   cache + "' DEBUGINFOD_TIMEOUT=2 ");
+  EXPECT_NE(named.find("hot_before"), std::string::npos) << named;
+  EXPECT_EQ(named.find("hot_after_the_rebuild"), std::string::npos) << named;
+  EXPECT_EQ(named.find("build-id mismatch"), std::string::npos) << named;
+  const std::string mismatched = report("DEBUGINFOD_URLS= ");
+  EXPECT_EQ(mismatched.find("hot_before"), std::string::npos) << mismatched;
+  EXPECT_NE(mismatched.find("build-id mismatch"), std::string::npos) << mismatched;
+}
+
 // A run the program ends by SIGKILL: `report`'s "did not finish cleanly" warning, in every
 // format, prefixed with the side it is about.
 TEST(Diff, KilledRunWarns) {
