@@ -60,7 +60,7 @@ constexpr uint32_t kMaxLateRun = 16;
 // Samples in a row after under a quarter period of CPU time that park a thread's timer.
 constexpr uint32_t kIdleRuns = 2;
 
-// The slack of a period's end at a sample, a part of the period (weight()).
+// The slack of a period's end at a sample, a part of the period (ended_periods()).
 constexpr uint64_t kSlackDiv = 32;
 
 struct Rec {
@@ -199,6 +199,24 @@ void after_fork_child(const ClockRequest& c) {
   timers_split_after_fork(c);
 }
 
+// The whole periods of r's thread's CPU time that ended by `now`, uncredited; 0 if none. A
+// period that ends within the slack after `now` counts: the thread's clock read at its expiry
+// may fall a few microseconds short of the mono time armed for (the first expiry is its first
+// period's end for a thread that ran all along, arm_thread; a VM's steal time is not the
+// thread's). Credited early by that much, it is not lost. Signal-safe.
+uint64_t ended_periods(const Rec* r, uint64_t now, uint64_t p) {
+  const uint64_t end = r->period_end.load(std::memory_order_relaxed);
+  const uint64_t slack = p / kSlackDiv;
+  return now + slack < end ? 0 : 1 + (now + slack - end) / p;
+}
+
+// Marks w periods of r's thread credited (only its own thread does: the handler, or its end
+// with every signal blocked). Signal-safe.
+void credit(Rec* r, uint64_t w, uint64_t p) {
+  r->period_end.store(r->period_end.load(std::memory_order_relaxed) + w * p,
+                      std::memory_order_relaxed);
+}
+
 // On the thread itself at its end (its key destructor, or the process's stop on the main thread;
 // under g_mu with every signal blocked): the whole periods of its CPU time that ended since its
 // last credited sample. An expiry comes a jittered instant after the sample before it, and a
@@ -210,10 +228,9 @@ void credit_at_end(Rec* r) {
   const uint64_t p = g_interval.load(std::memory_order_relaxed);
   if (p == 0) return;
   const uint64_t now = util::clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  const uint64_t end = r->period_end.load(std::memory_order_relaxed);
-  if (now == 0 || now + p / kSlackDiv < end) return;
-  const uint64_t w = 1 + (now + p / kSlackDiv - end) / p;
-  r->period_end.store(end + w * p, std::memory_order_relaxed);
+  const uint64_t w = now != 0 ? ended_periods(r, now, p) : 0;
+  if (w == 0) return;
+  credit(r, w, p);
   uintptr_t pc = perf::thread_start();
   if (pc == 0 && gettid_() == getpid()) pc = static_cast<uintptr_t>(getauxval(AT_ENTRY));
   if (pc == 0) return;
@@ -267,19 +284,13 @@ uint64_t weight(const siginfo_t* si, uint64_t* system_w) {
   } else {
     arm_at(r, mono, jittered(r, p), now);
   }
-  // A period that ends within the slack after the sample counts: the thread's clock read at
-  // its expiry may fall a few microseconds short of the mono time armed for (the first expiry
-  // is its first period's end for a thread that ran all along, arm_thread; a VM's steal time is
-  // not the thread's). Credited early by that much, it is not lost.
-  const uint64_t end = r->period_end.load(std::memory_order_relaxed);
-  const uint64_t slack = p / kSlackDiv;
-  if (now + slack < end) return 0;  // no whole period yet: the next sample gets it
+  const uint64_t w = ended_periods(r, now, p);
+  if (w == 0) return 0;  // no whole period yet: the next sample gets it
   // Late: the pc is where the scheduler stopped the thread; its time goes to the next prompt
   // sample (unless this happens again and again).
   if (late && r->late_run.fetch_add(1, std::memory_order_relaxed) + 1 < kMaxLateRun) return 0;
   r->late_run.store(0, std::memory_order_relaxed);
-  const uint64_t w = 1 + (now + slack - end) / p;
-  r->period_end.store(end + w * p, std::memory_order_relaxed);
+  credit(r, w, p);
   *system_w = engine::global().wants_system() ? timers_system_part(w) : 0;
   return w;
 }
