@@ -2,6 +2,7 @@
 // ($SIG_REPORT, outside the scratch directory the harness compares).
 #pragma once
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,18 @@ static inline uint64_t cpu_ns(clockid_t c) {
   timespec ts;
   clock_gettime(c, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// `sig` alone, blocked or unblocked (`how`) in the calling thread's mask, with its disposition
+// set to `handler` first.
+static inline void set_signal(int sig, void (*handler)(int), int how) {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sigaction(sig, &sa, nullptr);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  sigprocmask(how, &one, nullptr);
 }
 
 // Burns `ns` of the calling thread's CPU time (bounded: it ends when that time has passed).

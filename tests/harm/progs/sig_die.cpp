@@ -50,13 +50,7 @@ int main(int argc, char** argv) {
   for (int s = 1; s < NSIG && sig == 0; ++s)
     if (const char* abbrev = sigabbrev_np(s); abbrev && strcmp(abbrev, name) == 0) sig = s;
   if (sig == 0) return 2;
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigaction(sig, &dfl, nullptr);
-  sigset_t one;
-  sigemptyset(&one);
-  sigaddset(&one, sig);
-  sigprocmask(SIG_UNBLOCK, &one, nullptr);
+  set_signal(sig, SIG_DFL, SIG_UNBLOCK);
   if (in_thread) {
     pthread_t t;
     pthread_create(&t, nullptr, faulting_worker, nullptr);

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdio>
 
+#include "sig_common.hpp"
+
 extern "C" int __sigpause(int sig_or_mask, int is_sig);
 extern "C" int __xpg_sigpause(int sig);
 
@@ -34,13 +36,7 @@ static int wait_for_alarm(bool bsd) {
 }
 
 int main() {
-  struct sigaction sa {};
-  sa.sa_handler = on_alarm;
-  sigaction(SIGALRM, &sa, nullptr);
-  sigset_t alrm;
-  sigemptyset(&alrm);
-  sigaddset(&alrm, SIGALRM);
-  sigprocmask(SIG_BLOCK, &alrm, nullptr);
+  set_signal(SIGALRM, on_alarm, SIG_BLOCK);
   std::printf("system v: %d\n", wait_for_alarm(false));
   std::printf("bsd: %d\n", wait_for_alarm(true));
   return 0;
