@@ -59,7 +59,7 @@ _sprofil() {
         --scratch) _sprofil_reply -d -- "$cur" ;;
         *)
           if [[ $cur == -* ]]; then
-            _sprofil_reply -W "-F --frequency --clock --agentless --agent --live -q --quiet --scratch --checkpoint -o --output -h --help --" -- "$cur"
+            _sprofil_reply -W "-F --frequency --clock --agentless --agent --live -q --quiet -N --no-buildid-cache --scratch --checkpoint -o --output -h --help --" -- "$cur"
           else
             mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
           fi

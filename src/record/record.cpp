@@ -33,6 +33,7 @@
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
 #include "record/agentless.hpp"
+#include "record/buildid_store.hpp"
 #include "record/drain.hpp"
 #include "record/live_server.hpp"
 #include "record/relay.hpp"
@@ -757,6 +758,7 @@ int record(const Options& asked, FILE* log, int* killed_by) {
   if (!rundir.remove())
     fprintf(log, "sprofil record: warning: could not remove %s: %s\n", rundir.path.c_str(),
             strerror(errno));
+  if (o.buildid_cache) say_not_kept(keep_objects(run), "record", o.quiet, log);
 
   Summary said;
   said.out = out;

@@ -44,6 +44,10 @@ struct Options {
   // `agent`: by the agent (drain mode with the perf clock).
   bool agentless = false;
   bool agent = false;
+  // Keep a copy of the sampled objects of the user's own in the build-id cache
+  // (profile/buildid_cache.hpp) once the profile is written: `report` names a program rebuilt
+  // since from the build that ran.
+  bool buildid_cache = true;
 };
 
 // What stands in the way of profiling a command, found before it runs.

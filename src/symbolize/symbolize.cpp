@@ -469,16 +469,6 @@ std::string demangle(const std::string& name) {
   return result;
 }
 
-std::string hex(const std::vector<uint8_t>& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : bytes) {
-    s += kDigits[b >> 4];
-    s += kDigits[b & 15];
-  }
-  return s;
-}
-
 Object::~Object() {
   if (dwfl_ != nullptr) dwfl_end(dwfl_);
 }
@@ -663,12 +653,14 @@ Object* Symbolizer::open(const std::string& path, const std::vector<uint8_t>& bu
     return objects_.emplace(key, std::move(obj)).first->second.get();
   }
 
-  // Candidates: the path itself (for the vDSO: this process's image), then by build-id:
-  // debuginfod's executable and the local debug file (symbols and lines, no code, which is all
-  // we need).
+  // Candidates: the path itself (for the vDSO: this process's image), then by build-id: the
+  // copy record kept in the build-id cache (profile/buildid_cache.hpp), the local debug file
+  // (symbols and lines, no code, which is all we need) and debuginfod's executable.
   std::vector<std::string> candidates{path};
   std::string why;
   if (!build_id.empty() && !vdso) {
+    if (std::string kept = profile::buildid_cache_file(build_id); !kept.empty())
+      candidates.push_back(std::move(kept));
     std::string h = hex(build_id);
     candidates.push_back("/usr/lib/debug/.build-id/" + h.substr(0, 2) + "/" + h.substr(2) +
                          ".debug");

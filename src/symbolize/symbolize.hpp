@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "profile/buildid_cache.hpp"
 #include "util/nocopy.hpp"
 
 struct Dwfl;
@@ -115,7 +116,7 @@ class Symbolizer : util::NoCopy {
   std::vector<std::string> warnings_;
 };
 
-std::string hex(const std::vector<uint8_t>& bytes);
+using profile::hex;  // a build-id in hex
 
 // A demangled C++ name without parameter lists, template arguments, return type and cv/ref
 // qualifiers, as pprof shortens them: "long ns::f<int>(int const*) const" -> "ns::f". Names that

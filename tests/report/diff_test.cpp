@@ -312,35 +312,47 @@ TEST(Diff, DifferentProgramsWarn) {
   EXPECT_NE(row_named(same, "diff_beta(long)"), nullptr) << same.dump(1);
 }
 
+// Builds DIR/prog from a C file whose one function, HOT, burns 0.2 s of CPU (reading the clock
+// between loops of its own); `pad` bytes of
+// read-only data make the file that much larger. False if it does not build.
+bool build_hot(const std::string& dir, const std::string& hot, size_t pad = 1) {
+  const std::string src = dir + "/prog.c";
+  FILE* f = fopen(src.c_str(), "w");
+  if (f == nullptr) return false;
+  fprintf(f,
+          "#include <time.h>\n"
+          "static double cpu(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, "
+          "&t); return t.tv_sec + t.tv_nsec / 1e9; }\n"
+          "volatile unsigned long x;\n"
+          "__attribute__((used)) static const char pad[%zu] = {1};\n"
+          "__attribute__((noinline)) void %s(void) {\n"
+          "  do for (int i = 0; i < 100000; i++) x++; while (cpu() < 0.2);\n"
+          "}\n"
+          "int main(void) { %s(); return 0; }\n",
+          pad, hot.c_str(), hot.c_str());
+  fclose(f);
+  int status = 0;
+  run("cc -O1 -o '" + dir + "/prog' '" + src + "' 2>&1", &status);
+  return status == 0;
+}
+
+std::string build_id_of(const std::string& file) {
+  return run("readelf -n '" + file + "' | awk '/Build ID/ {printf \"%s\", $3}'");
+}
+
 // The base profile of a program rebuilt in place since its run: its object at that path has
 // another build-id now, so its functions are named from its own build-id's file where there is
 // one (debuginfod's, here a client cache made by hand and an unreachable server), not from the
-// new build; without one, from the new build with the "build-id mismatch" warning.
+// new build; without one, from the new build with the "build-id mismatch" warning. Recorded
+// with -N: record keeps no copy of its own (the next test).
 TEST(Diff, ProgramRebuiltSinceTheRunIsNamedByItsBuildId) {
   if (run("command -v cc").empty()) GTEST_SKIP() << "no C compiler";
   const std::string dir = temp_dir() + "/rebuilt";
   ::mkdir(dir.c_str(), 0755);
   const std::string prog = dir + "/prog";
-  auto build = [&](const std::string& hot) {
-    const std::string src = dir + "/prog.c";
-    FILE* f = fopen(src.c_str(), "w");
-    if (f == nullptr) return false;
-    fprintf(f,
-            "#include <time.h>\n"
-            "static double cpu(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, "
-            "&t); return t.tv_sec + t.tv_nsec / 1e9; }\n"
-            "volatile unsigned long x;\n"
-            "__attribute__((noinline)) void %s(void) { while (cpu() < 0.2) x++; }\n"
-            "int main(void) { %s(); return 0; }\n",
-            hot.c_str(), hot.c_str());
-    fclose(f);
-    int status = 0;
-    run("cc -O1 -o '" + prog + "' '" + src + "' 2>&1", &status);
-    return status == 0;
-  };
-  ASSERT_TRUE(build("hot_before"));
-  const std::string base = record_command("rebuilt_base", "", "'" + prog + "'");
-  const std::string id = run("readelf -n '" + prog + "' | awk '/Build ID/ {printf \"%s\", $3}'");
+  ASSERT_TRUE(build_hot(dir, "hot_before"));
+  const std::string base = record_command("rebuilt_base", "-N", "'" + prog + "'");
+  const std::string id = build_id_of(prog);
   ASSERT_FALSE(id.empty());
   const std::string cache = dir + "/cache";
   int status = 0;
@@ -348,7 +360,7 @@ TEST(Diff, ProgramRebuiltSinceTheRunIsNamedByItsBuildId) {
                             id + "/executable' 2>&1",
                         &status);
   ASSERT_EQ(status, 0) << log;
-  ASSERT_TRUE(build("hot_after_the_rebuild"));
+  ASSERT_TRUE(build_hot(dir, "hot_after_the_rebuild"));
   auto report = [&](const std::string& env) {
     return run(env + "'" + kTool + "' report '" + base + "' --format csv 2>&1");
   };
@@ -360,6 +372,118 @@ TEST(Diff, ProgramRebuiltSinceTheRunIsNamedByItsBuildId) {
   const std::string mismatched = report("DEBUGINFOD_URLS= ");
   EXPECT_EQ(mismatched.find("hot_before"), std::string::npos) << mismatched;
   EXPECT_NE(mismatched.find("build-id mismatch"), std::string::npos) << mismatched;
+}
+
+// The loop users run: profile, change the code, rebuild in place, profile again, diff. record
+// keeps a private copy of the program by its build-id (SPROFIL_BUILDID_DIR), so the base
+// profile's samples keep their function after the rebuild, with no debuginfod.
+TEST(Diff, ProgramRebuiltSinceTheRunIsNamedFromRecordsBuildIdCache) {
+  if (run("command -v cc").empty()) GTEST_SKIP() << "no C compiler";
+  const std::string dir = temp_dir() + "/rebuilt_cached";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string prog = dir + "/prog";
+  const std::string cache = dir + "/build-id";
+  const std::string env = "DEBUGINFOD_URLS= SPROFIL_BUILDID_DIR='" + cache + "' ";
+  auto record_env = [&](const std::string& name, const std::string& flags) {
+    const std::string out = dir + "/" + name + ".sprof";
+    int status = 0;
+    const std::string log = run(env + "timeout 120 '" + kTool + "' record " + flags + " -o '" +
+                                    out + "' -- '" + prog + "' 2>&1",
+                                &status);
+    EXPECT_EQ(status, 0) << log;
+    return out;
+  };
+  auto files = [&] { return run("find '" + cache + "' -type f -printf '%P %m\\n' | sort"); };
+  ASSERT_TRUE(build_hot(dir, "hot_before"));
+  const std::string id = build_id_of(prog);
+  ASSERT_GT(id.size(), 2u);
+
+  record_env("unkept", "-N");
+  EXPECT_EQ(files(), "") << "-N keeps nothing";
+  const std::string base = record_env("base", "");
+  record_env("again", "");
+  EXPECT_EQ(files(), id.substr(0, 2) + "/" + id.substr(2) + " 600\n")
+      << "one private copy of the one build";
+  EXPECT_EQ(run("stat -c %a '" + cache + "' '" + cache + "/" + id.substr(0, 2) + "'"),
+            "700\n700\n");
+  EXPECT_EQ(run("cmp '" + prog + "' '" + cache + "/" + id.substr(0, 2) + "/" + id.substr(2) +
+                "' && echo same"),
+            "same\n");
+
+  ASSERT_TRUE(build_hot(dir, "hot_after_the_rebuild"));
+  const std::string now = record_env("new", "");
+  const std::string named = run(env + "'" + kTool + "' report '" + base + "' --format csv 2>&1");
+  EXPECT_NE(named.find("hot_before"), std::string::npos) << named;
+  EXPECT_EQ(named.find("hot_after_the_rebuild"), std::string::npos) << named;
+  EXPECT_EQ(named.find("build-id mismatch"), std::string::npos) << named;
+
+  int status = 0;
+  const Json d = Json::parse(
+      run(env + "'" + kTool + "' diff '" + base + "' '" + now + "' --format json 2>/dev/null",
+          &status));
+  ASSERT_EQ(status, 0);
+  const Json* before = row_named(d, "hot_before");
+  const Json* after = row_named(d, "hot_after_the_rebuild");
+  ASSERT_NE(before, nullptr) << d.dump(1);
+  ASSERT_NE(after, nullptr) << d.dump(1);
+  // Each function's whole run (0.2 s of a run of about as much) on its own side only.
+  EXPECT_GT((*before)["base_percent"].get<double>(), 80.0) << d.dump(1);
+  EXPECT_EQ((*before)["new_percent"].get<double>(), 0.0) << d.dump(1);
+  EXPECT_EQ((*after)["base_percent"].get<double>(), 0.0) << d.dump(1);
+  EXPECT_GT((*after)["new_percent"].get<double>(), 80.0) << d.dump(1);
+
+  // A cache that is not private is not written to, and record says so.
+  const std::string kept = files();
+  EXPECT_NE(kept.find(build_id_of(prog).substr(2)), std::string::npos) << kept;
+  ASSERT_EQ(::chmod(cache.c_str(), 0755), 0);
+  ASSERT_TRUE(build_hot(dir, "hot_third"));
+  std::string log =
+      run(env + "'" + kTool + "' record -o '" + dir + "/third.sprof' -- '" + prog + "' 2>&1");
+  EXPECT_NE(log.find("not kept in the build-id cache"), std::string::npos) << log;
+  EXPECT_NE(log.find("not a private directory"), std::string::npos) << log;
+  EXPECT_EQ(files(), kept) << "nothing added";
+
+  // Root (sudo keeps the user's HOME) makes no cache in another user's directory.
+  if (::geteuid() != 0) return;
+  const std::string home = dir + "/users_home";
+  ASSERT_EQ(::mkdir(home.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(home.c_str(), 65534, 65534), 0);
+  log = run("HOME='" + home + "' XDG_CACHE_HOME= SPROFIL_BUILDID_DIR= '" + kTool + "' record -o '" +
+            dir + "/sudo.sprof' -- '" + prog + "' 2>&1");
+  EXPECT_NE(log.find("not made by root in another user's directory"), std::string::npos) << log;
+  EXPECT_EQ(run("find '" + home + "' -mindepth 1"), "") << "nothing made there";
+}
+
+// The cache stays under SPROFIL_BUILDID_CACHE_MB: a new copy removes the copies used longest
+// ago, never the run's own.
+TEST(Diff, BuildIdCacheKeepsUnderItsSize) {
+  if (run("command -v cc").empty()) GTEST_SKIP() << "no C compiler";
+  const std::string dir = temp_dir() + "/cache_size";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string cache = dir + "/build-id";
+  std::vector<std::string> ids;
+  for (const char* hot : {"first_build", "second_build", "third_build"}) {
+    ASSERT_TRUE(build_hot(dir, hot, 600 * 1024));  // three of 0.6 MB under a limit of 1 MB
+    ids.push_back(build_id_of(dir + "/prog"));
+    int status = 0;
+    const std::string log =
+        run("SPROFIL_BUILDID_DIR='" + cache + "' SPROFIL_BUILDID_CACHE_MB=1 timeout 120 '" + kTool +
+                "' record -q -o '" + dir + "/p.sprof' -- '" + dir + "/prog' 2>&1",
+            &status);
+    ASSERT_EQ(status, 0) << log;
+    const std::string listed = run("find '" + cache + "' -type f -printf '%P\\n'");
+    EXPECT_EQ(listed, ids.back().substr(0, 2) + "/" + ids.back().substr(2) + "\n")
+        << "only the newest copy fits";
+  }
+  // 0 MB: no cache at all; what is there stays.
+  ASSERT_TRUE(build_hot(dir, "fourth_build", 1));
+  int status = 0;
+  run("SPROFIL_BUILDID_DIR='" + cache + "' SPROFIL_BUILDID_CACHE_MB=0 '" + kTool +
+          "' record -q -o '" + dir + "/p.sprof' -- '" + dir + "/prog' 2>&1",
+      &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(run("find '" + cache + "' -type f -printf '%P\\n'"),
+            ids.back().substr(0, 2) + "/" + ids.back().substr(2) + "\n");
 }
 
 // A run the program ends by SIGKILL: `report`'s "did not finish cleanly" warning, in every

@@ -6,6 +6,7 @@
 #include "live/client.hpp"
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
+#include "record/buildid_store.hpp"
 #include "subcommands.hpp"
 
 namespace sprofil::tool {
@@ -15,6 +16,7 @@ Run setup_fetch(CLI::App& sub) {
     std::string target;
     std::string out = "sprofil.live";
     int timeout_ms = 10000;
+    bool buildid_cache = true;
   };
   auto args = std::make_shared<Args>();
   add_live_target(sub, args->target)->required();
@@ -22,6 +24,7 @@ Run setup_fetch(CLI::App& sub) {
   sub.add_option("--timeout", args->timeout_ms, "Give up after this many milliseconds")
       ->transform(whole_number<int>(1))
       ->capture_default_str();
+  add_no_buildid_cache(sub, args->buildid_cache);
   return [args] {
     std::string socket, err;
     profile::Profile p;
@@ -35,6 +38,7 @@ Run setup_fetch(CLI::App& sub) {
     std::fprintf(stderr, "sprofil fetch: pid %d: %llu samples in %zu regions -> %s\n", p.pid,
                  static_cast<unsigned long long>(p.total_samples()), p.regions.size(),
                  args->out.c_str());
+    if (args->buildid_cache) record::say_not_kept(record::keep_objects(p), "fetch", false, stderr);
     return 0;
   };
 }

@@ -107,6 +107,7 @@ Run setup_record(CLI::App& sub) {
       ->excludes(outside);
   sub.add_flag("--live", opts->live,
                "Serve live snapshots while it runs (sprofil fetch/gperf/list; docs/live.md)");
+  add_no_buildid_cache(sub, opts->buildid_cache);
   // Options end at the command's first word, as with perf and env; `--` is optional.
   sub.add_option("command", opts->command,
                  "The command and its arguments (its options are its own)");

@@ -153,6 +153,15 @@ CLI::Option* add_output(CLI::App& sub, std::string& out, const std::string& help
   return sub.add_option("-o,--output", out, help);
 }
 
+void add_no_buildid_cache(CLI::App& sub, bool& keep) {
+  sub.add_flag_callback(
+      "-N,--no-buildid-cache", [&keep] { keep = false; },
+      "Do not keep a copy of the sampled objects of your own (not the system's "
+      "packages') in the build-id cache ($SPROFIL_BUILDID_DIR, else "
+      "~/.cache/sprofil/build-id), by which report names a program rebuilt since the "
+      "run from the build that ran");
+}
+
 void add_by(CLI::App& sub, std::string& by, const std::string& verb, bool diff) {
   std::vector<std::string> names;
   for (const report::ByName& b : report::kByNames)

@@ -80,6 +80,8 @@ CLI::Option* add_live_target(CLI::App& sub, std::string& target);
 // -o,--output: where the output goes; `help` tells the default.
 inline constexpr const char* kToStdout = "Output file (default: stdout)";
 CLI::Option* add_output(CLI::App& sub, std::string& out, const std::string& help = kToStdout);
+// -N,--no-buildid-cache: clears `keep` (record and fetch keep the sampled objects by build-id).
+void add_no_buildid_cache(CLI::App& sub, bool& keep);
 // --by: the rows' aggregation, one of report::kByNames (`diff`: only those diff compares by),
 // its help "VERB by function, line, object or address".
 void add_by(CLI::App& sub, std::string& by, const std::string& verb, bool diff = false);
