@@ -58,6 +58,20 @@ bool put_in_place(const std::string& tmp, const std::string& path) {
 
 }  // namespace
 
+int named_descriptor(const std::string& path) {
+  if (path == "-" || path == "/dev/stdout") return STDOUT_FILENO;
+  if (path == "/dev/stderr") return STDERR_FILENO;
+  for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (path.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = path.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return -1;
+    return std::stoi(digits);
+  }
+  return -1;
+}
+
 bool write_all(int fd, std::string_view bytes, std::string* error) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
@@ -78,8 +92,9 @@ bool write_output(const std::string& path, const std::function<bool(int fd, std:
   std::string problem;
   bool ok;
   struct stat st;
-  if (path == "-") {
-    ok = body(STDOUT_FILENO, &problem);
+  if (const int own = named_descriptor(path); own >= 0) {
+    ok = ::fcntl(own, F_GETFD) >= 0 ? body(own, &problem)
+                                    : (problem = "not an open file descriptor", false);
   } else if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
     if (S_ISDIR(st.st_mode)) {
       problem = "is a directory";

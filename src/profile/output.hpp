@@ -9,7 +9,10 @@
 namespace sprofil::profile {
 
 // Writes `path`:
-// - "-" is standard output;
+// - "-" is standard output, and a name of one of this process's open descriptors (/dev/stdout,
+//   /dev/stderr, /dev/fd/N, /proc/self/fd/N) is that descriptor, as in a shell's redirection:
+//   written to, never replaced (those names are links: replacing /dev/stdout would break the
+//   system's);
 // - an existing non-regular file (a character device such as /dev/null, a FIFO) is written in
 //   place and never replaced; a FIFO nobody reads is an error, not a hang;
 // - anything else (a new name, a regular file, a symbolic link) gets a new private file: a
@@ -21,6 +24,10 @@ namespace sprofil::profile {
 bool write_output(const std::string& path, const std::function<bool(int fd, std::string*)>& body,
                   std::string* error);
 bool write_output(const std::string& path, std::string_view bytes, std::string* error);
+
+// The descriptor `path` names as this process's own ("-", /dev/stdout, /dev/stderr, /dev/fd/N,
+// /proc/self/fd/N), open or not; -1 for any other path.
+int named_descriptor(const std::string& path);
 
 // write(2) of all of `bytes`, retrying on EINTR and short writes.
 bool write_all(int fd, std::string_view bytes, std::string* error);

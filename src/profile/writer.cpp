@@ -472,8 +472,8 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
 
 bool may_write_profile_at(const std::string& path, std::string* why) {
   struct stat st;
-  if (path == "-" || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0 ||
-      starts_as_profile(path))
+  if (named_descriptor(path) >= 0 || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_size == 0 || starts_as_profile(path))
     return true;
   *why = "exists and is not a sprofil profile: not replacing it (remove it, or name another file)";
   return false;

@@ -29,6 +29,7 @@
 #include "clock/perf.hpp"
 #include "format/profile_name.hpp"
 #include "format/sprof_format.h"
+#include "profile/output.hpp"
 #include "profile/profile.hpp"
 #include "profile/reader.hpp"
 #include "profile/writer.hpp"
@@ -433,7 +434,11 @@ void set_agent_environment(const Options& o, const std::string& preload, const s
 // (beside the output, or in --scratch), and 0 is returned; else record's exit status (2),
 // said on log.
 int make_run_dir(const Options& o, FILE* log, std::string* out_path, std::string* made) {
-  const std::string out = absolute(o.output);
+  // "-", /dev/stdout, /dev/fd/N: the profile goes to that descriptor, and the run directory
+  // into --scratch, else $TMPDIR or /tmp (never into /dev).
+  const bool to_descriptor = profile::named_descriptor(o.output) >= 0;
+  const char* tmpdir = getenv("TMPDIR");
+  const std::string out = to_descriptor ? o.output : absolute(o.output);
   struct stat st;
   if (out.back() == '/' || (stat(out.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
     fprintf(log, "sprofil record: %s: is a directory; -o names the profile file to write\n",
@@ -447,8 +452,10 @@ int make_run_dir(const Options& o, FILE* log, std::string* out_path, std::string
     return 2;
   }
   const size_t slash = out.rfind('/');
-  const std::string dir = slash == 0 ? "/" : out.substr(0, slash);
-  std::string base = out.substr(slash + 1);
+  const std::string dir = !to_descriptor ? (slash == 0 ? "/" : out.substr(0, slash))
+                          : tmpdir != nullptr && tmpdir[0] == '/' ? std::string(tmpdir)
+                                                                  : std::string("/tmp");
+  std::string base = to_descriptor ? std::string("sprofil") : out.substr(slash + 1);
   if (base.size() > 100) base.resize(100);
   // The run directory goes beside the output, or into --scratch: then the output's directory
   // is only checked now (the profile replaces the output at the end, through a file of its own).
@@ -484,7 +491,7 @@ pid_t start_outside(const Options& o, const std::string& out, uint64_t start_ns,
   // over the last): a record killed by SIGKILL keeps it, its images unfinished (as a killed
   // command's), its end time 0. Not where OUT is standard output, a pipe or a device.
   struct stat out_st;
-  if (o.checkpoint_s > 0 && out != "-" &&
+  if (o.checkpoint_s > 0 && profile::named_descriptor(out) < 0 &&
       (lstat(out.c_str(), &out_st) != 0 || S_ISREG(out_st.st_mode)))
     agentless->checkpoint(
         static_cast<uint64_t>(o.checkpoint_s * 1e9),
@@ -739,6 +746,7 @@ int record(const Options& asked, FILE* log, int* killed_by) {
   std::string error;
   bool written = profile::write_profile(run, out, &error);
   if (!written && errno == EFBIG && run.processes.size() == 1 &&
+      profile::named_descriptor(out) < 0 &&
       rename((rundir.path + "/" + kFileName + c.suffixes[0]).c_str(), out.c_str()) == 0) {
     // The run profile adds a page or two to the process's own file; where the file-size limit
     // leaves no room for them, that file (a complete single-process profile) is the profile.

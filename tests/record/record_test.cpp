@@ -11,6 +11,7 @@
 #include <iterator>
 #include <map>
 
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <tuple>
@@ -634,6 +635,41 @@ TEST(Output, ReportWriteErrorsAndLinks) {
   ASSERT_EQ(lstat((dir / "gmon.out").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode)) << "gmon.out should be a new regular file, not the link";
   EXPECT_EQ(st.st_mode & 0077, 0u) << "created private";
+}
+
+// A name of one of the process's own descriptors ("-", /dev/fd/N, /dev/stdout) is that
+// descriptor, as in a shell's redirection: record and report write there, never replace the
+// name (/dev/stdout is a link: replacing it breaks the system's), and record's run directory
+// goes to $TMPDIR, not beside the name. (/dev/stdout itself is not tried here: a regression
+// would replace the test machine's.)
+TEST(Output, DescriptorNamesAreWrittenThrough) {
+  TempDir dir;
+  const std::string tmp = dir / "tmp";
+  ASSERT_EQ(mkdir(tmp.c_str(), 0700), 0);
+  Result r =
+      run({"sh", "-c", "exec \"$0\" record -q -o - -- \"$1\" burn 0.05 > out1.sprof", kTool, kProg},
+          {{"TMPDIR", tmp}}, dir.path());
+  ASSERT_EQ(r.status, 0) << describe(r);
+  r = run({"sh", "-c", "exec \"$0\" record -q -o /dev/fd/3 -- \"$1\" burn 0.05 3> out2.sprof",
+           kTool, kProg},
+          {{"TMPDIR", tmp}}, dir.path());
+  ASSERT_EQ(r.status, 0) << describe(r);
+  for (const char* name : {"out1.sprof", "out2.sprof"}) {
+    Result rep = run({kTool, "report", dir / name, "--format", "json"});
+    ASSERT_EQ(rep.status, 0) << describe(rep);
+    EXPECT_GT(nlohmann::json::parse(rep.out)["total_samples"].get<double>(), 20) << name;
+  }
+  EXPECT_EQ(run({"ls", "-A", dir.path()}).out, "out1.sprof\nout2.sprof\ntmp\n")
+      << "no file named -, no run directory beside the output";
+  EXPECT_EQ(run({"ls", "-A", tmp}).out, "") << "the run directories are removed";
+  r = run({"sh", "-c", "exec \"$0\" report \"$1\" -o /dev/fd/3 3> report.txt", kTool,
+           dir / "out1.sprof"},
+          {}, dir.path());
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_NE(run({"cat", dir / "report.txt"}).out.find("sprofil flat profile"), std::string::npos);
+  r = run({kTool, "report", dir / "out1.sprof", "-o", "/dev/fd/9"});
+  EXPECT_EQ(r.status, 1) << describe(r);
+  EXPECT_NE(r.err.find("/dev/fd/9: not an open file descriptor"), std::string::npos) << r.err;
 }
 
 }  // namespace
