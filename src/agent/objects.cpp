@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -53,6 +54,20 @@ int add_object(FoundList* list, const dl_phdr_info* info) {
     // The main program has no name here; the vDSO sometimes has none either.
     path = g_exe;
     is_main = true;
+  }
+  // A name relative to the working directory (dlopen("./plugin.so"), LD_LIBRARY_PATH=.), as the
+  // loader opened it a moment ago: made absolute, so that the profile names the file wherever
+  // it is read, as the kernel's maps do.
+  char absolute[SPROF_PATH_MAX];
+  if (*path != '/' && *path != '[' && getcwd(absolute, sizeof absolute) != nullptr) {
+    const char* rel = path[0] == '.' && path[1] == '/' ? path + 2 : path;
+    size_t at = strlen(absolute);
+    if (at > 1) absolute[at++] = '/';  // (getcwd's result never ends in '/' but for "/")
+    const size_t rel_len = strlen(rel);
+    if (at + rel_len < sizeof absolute) {
+      memcpy(absolute + at, rel, rel_len + 1);
+      path = absolute;
+    }
   }
   // The path, once per object, in the list's arena.
   const size_t len = strnlen(path, SPROF_PATH_MAX - 1);
