@@ -357,7 +357,16 @@ void* io_thread(void* arg) {
   const int lfd = static_cast<int>(reinterpret_cast<intptr_t>(arg));
   sweep_stale();
   for (;;) {
-    const int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    // Waits in poll, not in accept: a blocked accept holds the lowest free descriptor number
+    // (the kernel takes it before it waits), and the program's next open would get another
+    // number than natively. The listening socket is non-blocking (launch).
+    // A shut-down socket (retire, pause) polls as hung up, where a non-blocking accept would
+    // say EAGAIN for ever: it is the socket gone, below.
+    pollfd ready{lfd, POLLIN, 0};
+    if (poll(&ready, 1, -1) < 0 && errno == EINTR) continue;
+    const bool gone = (ready.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
+    const int c = gone ? (errno = EINVAL, -1)
+                       : place_fd(accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (c < 0) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -398,7 +407,7 @@ int launch() {
   char path[sizeof g_sock_path];
   const int len = snprintf(path, sizeof path, "%s/%d.sock", dir, static_cast<int>(getpid()));
   if (len < 0 || static_cast<size_t>(len) >= sizeof path) return ENAMETOOLONG;
-  const int fd = place_fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int fd = place_fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd < 0) return errno;
   sockaddr_un a{};
   a.sun_family = AF_UNIX;

@@ -361,6 +361,24 @@ TEST_F(Live, AgentCountsGrowWhileItRuns) {
   counts_grow_under_record({"--agent"});
 }
 
+// The live service waits for a client without holding a descriptor number: a blocked accept
+// takes the lowest free one before it waits, and the program's next open got the number after
+// the one it gets natively. Under record's default and the agent, with their clocks.
+TEST_F(Live, ServiceLeavesTheProgramsDescriptorNumbers) {
+  const Proc native = run({kProg, "fd", "0.3"}, env_);
+  ASSERT_EQ(native.status, 0) << native.stderr_text;
+  ASSERT_EQ(native.stdout_text.rfind("fd ", 0), 0u) << native.stdout_text;
+  for (const std::vector<std::string>& mode :
+       std::vector<std::vector<std::string>>{{}, {"--agent"}, {"--clock", "sampler"}}) {
+    std::vector<std::string> cmd{kTool, "record", "--live", "-q", "-o", dir_ / "fd.sprof"};
+    cmd.insert(cmd.end(), mode.begin(), mode.end());
+    for (const char* a : {"--", kProg.c_str(), "fd", "0.3"}) cmd.push_back(a);
+    const Proc p = run(cmd, env_);
+    EXPECT_EQ(p.status, 0) << p.stderr_text;
+    EXPECT_EQ(p.stdout_text, native.stdout_text) << (mode.empty() ? "default" : mode.back());
+  }
+}
+
 // Sampled from outside, each process of the command is served under its own pid: a shell that
 // runs live_prog (forked, then exec'd: `; sleep` keeps bash from exec'ing it in place) has its
 // socket and live_prog its own, whose snapshot is live_prog's image (its pid and arguments,

@@ -10,10 +10,13 @@
 //                                and burns; the parent waits for it
 //   live_prog n64flush           N64: profile 0.5 s, Stop, then one osProfileFlush, and print
 //                                "flush err=E us=T sum=S" (S: the counters' sum the snapshot has)
+//   live_prog fd SECONDS         no profiling calls: after SECONDS, open /dev/null and print
+//                                "fd N", the lowest free number it got
 //   live_prog umask              the modern API session served (sprofil_live_serve), then print
 //                                "umask calls N": the calls of umask() made meanwhile, counted
 //                                by this program's own umask, which comes first in every
 //                                library's lookup (the process's umask is every thread's)
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -101,6 +104,13 @@ int main(int argc, char** argv) {
   const char* mode = argv[1];
   const double seconds = argc > 2 ? atof(argv[2]) : 1;
   const char* hold_path = argc > 3 ? argv[3] : nullptr;
+  if (strcmp(mode, "fd") == 0) {
+    const timespec wait{static_cast<time_t>(seconds),
+                        static_cast<long>((seconds - static_cast<time_t>(seconds)) * 1e9)};
+    nanosleep(&wait, nullptr);
+    printf("fd %d\n", open("/dev/null", O_RDONLY));
+    return 0;
+  }
   if (strcmp(mode, "n64") == 0) {
     OSProf p = segment();
     osProfileInit(&p, 1);
