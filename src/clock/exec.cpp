@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "clock/clock.hpp"
@@ -203,8 +204,24 @@ bool g_exec_untouched = false;  // before_exec() left sampling on: the exec ends
 }  // namespace
 
 void before_exec() {
-  // A vfork child shares our memory but has none of our timers: touch nothing.
-  if (sandboxed() || getpid() != g_pid) return;
+  if (sandboxed()) return;
+  if (getpid() != g_pid) {
+    // A vfork child (dash's, a program's) shares our memory but has none of our timers: it
+    // touches nothing of ours. Its dispositions are its own, though, and an exec keeps an
+    // ignored signal ignored (a handler it resets): where the program ignores our signal and
+    // the child left our handler on it, the new program must find it ignored, as natively
+    // (SIGPROF ignored, then a profiling timer of its own, would kill it).
+    const int signo = g_signo;
+    struct sigaction now;
+    if (signo != 0 && g_prev_action.sa_handler == SIG_IGN &&
+        real_sigaction(signo, nullptr, &now) == 0 && handler_is_ours(now)) {
+      struct sigaction ign;
+      memset(&ign, 0, sizeof ign);
+      ign.sa_handler = SIG_IGN;
+      real_sigaction(signo, &ign, nullptr);
+    }
+    return;
+  }
   Lock lock;
   if (!g_active) return;
   // A clock whose sampling the exec itself ends (a forked child in perf's drain mode:

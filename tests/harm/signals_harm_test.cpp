@@ -314,6 +314,21 @@ TEST(Signals, BlockedSignalStaysBlockedAcrossExecAndSpawn) {
             "SigBlk:\t0000000004000200\nSigBlk:\t0000000004000200\nSigBlk:\t0000000004000200\n");
 }
 
+// A program that ignores SIGPROF passes it ignored to what its shell starts, as natively: dash
+// starts a command with vfork, and the vfork child's exec kept the agent's handler, which the
+// exec reset to the default (a command's SIGPROF of its own then killed it). The command, env,
+// execs grep without the agent (whose own handler /proc would show), and grep prints its SigIgn
+// (SIGPROF is bit 27: 0x4000000).
+TEST(Signals, IgnoredSigprofStaysIgnoredThroughAVforkExec) {
+  const Args argv = {"/bin/bash", "-c",
+                     "trap '' PROF; exec /bin/dash -c "
+                     "'env -u LD_PRELOAD grep SigIgn /proc/self/status; true'"};
+  const Outcome native = run_once("", argv);
+  ASSERT_EQ(native.status, 0) << native.err;
+  ASSERT_NE(native.out.find("SigIgn:\t0000000004000000"), std::string::npos) << native.out;
+  expect_no_harm(argv);
+}
+
 // The BSD and System V mask calls, which glibc makes with its internal sigprocmask (not through
 // the PLT): the program reads what it would natively, and so does what it starts the way
 // Debian's /bin/sh (dash) starts a command (every signal blocked around a vfork, the child
