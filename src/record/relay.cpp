@@ -1,5 +1,6 @@
 #include "record/relay.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -169,6 +170,48 @@ void SignalRelay::reap_adopted() const {
   }
 }
 
+// While record is stopped with its command, a process of record's that continues it when the
+// command is continued (or ends) by anyone else: `kill -CONT PID` of the command alone, a
+// debugger's or a supervisor's. Record, stopped, cannot see it; before, it stayed stopped for
+// good, its command a zombie, and its caller waited forever. It polls the command's state in
+// /proc every 10 ms, with async-signal-safe calls only (record has threads), and record ends it
+// once continued. Its pid, or -1.
+pid_t SignalRelay::start_waker() const {
+  char path[48] = "/proc/";
+  size_t at = 6;
+  char digits[16];
+  size_t n = 0;
+  for (auto v = static_cast<unsigned long>(pid_); n == 0 || v != 0; v /= 10)
+    digits[n++] = char('0' + v % 10);
+  while (n != 0) path[at++] = digits[--n];
+  for (const char* tail = "/stat"; *tail != '\0';) path[at++] = *tail++;
+  path[at] = '\0';
+  const pid_t record = getpid();
+  const pid_t waker = fork();
+  if (waker != 0) return waker;
+  for (;;) {
+    const timespec tick{0, 10000000};
+    nanosleep(&tick, nullptr);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) break;  // reaped: gone
+    char stat[512];
+    const ssize_t len = read(fd, stat, sizeof stat - 1);
+    close(fd);
+    if (len <= 0) break;
+    // "pid (comm) S ...": the state after the last ')' (a comm may hold one).
+    ssize_t i = len - 1;
+    while (i > 0 && stat[i] != ')') --i;
+    if (i + 2 >= len || (stat[i + 2] != 'T' && stat[i + 2] != 't')) break;
+  }
+  // Until record, continued, ends this process (a SIGCONT before record's own stop is lost);
+  // not past record's end.
+  while (getppid() == record && kill(record, SIGCONT) == 0) {
+    const timespec tick{0, 10000000};
+    nanosleep(&tick, nullptr);
+  }
+  _exit(0);
+}
+
 void SignalRelay::stop_with_command(int sig) const {
   // Record stops by the same signal, with its default action (record ignores SIGTSTP, SIGTTIN
   // and SIGTTOU otherwise). The kernel discards the three in an orphaned process group, where
@@ -187,8 +230,13 @@ void SignalRelay::stop_with_command(int sig) const {
   sigaddset(&these, sig);
   sigaddset(&these, SIGCONT);
   sigprocmask(SIG_UNBLOCK, &these, &was);
+  const pid_t waker = start_waker();
   raise(sig);  // stopped here until a SIGCONT, whose handler runs in this thread
   sigprocmask(SIG_SETMASK, &was, nullptr);
+  if (waker > 0) {
+    kill(waker, SIGKILL);
+    waitpid(waker, nullptr, 0);
+  }
   if (sig != SIGSTOP) sigaction(sig, &old_sig, nullptr);
   sigaction(SIGCONT, &old_cont, nullptr);
   if (!g_continued) return;

@@ -64,6 +64,7 @@ class SignalRelay : util::NoCopy {
   // The command stopped (a report of waitid's WSTOPPED) by sig: record stops the same way,
   // then continues the command if it is still stopped.
   void stop_with_command(int sig) const;
+  pid_t start_waker() const;
   // Record as the first process of a pid namespace (a container's entrypoint) adopts the
   // orphans of the command's tree, which natively the command, the first process then, would
   // have adopted and could reap: record reaps those that ended (else they stayed zombies for the

@@ -114,8 +114,9 @@ TEST(NoHarm, ProgramKilledByASignalEndsRecordTheSameWay) {
 // there: to its pid alone (`kill -TSTP PID` from elsewhere; under record the command's, not
 // record's) or, with `group`, to the job's group, as the terminal sends ^Z; without, the
 // program stops itself. The shell's waitpid(WUNTRACED) then sees the job stop (within 10 s)
-// or end; a stopped job is continued by its group's SIGCONT (`fg`, `bg`) or, with `pid_cont`,
-// its pid's alone (`kill -CONT PID`), and its end waited for (20 s).
+// or end; a stopped job is continued by its group's SIGCONT (`fg`, `bg`), its pid's alone
+// (`kill -CONT PID`) or the program's alone (under record the command's, from the pid file), and
+// its end waited for (20 s).
 struct JobRun {
   std::string stop, end, out, err;
 };
@@ -143,7 +144,9 @@ pid_t start_job(const Args& argv, int out, int err) {
   return pid;
 }
 
-JobRun run_job(const Args& argv, const std::string& pidfile, bool group, bool pid_cont) {
+enum class Cont { kGroup, kJobPid, kProgramPid };
+
+JobRun run_job(const Args& argv, const std::string& pidfile, bool group, Cont cont) {
   JobRun j;
   const int out = memfd_create("out", MFD_CLOEXEC), err = memfd_create("err", MFD_CLOEXEC);
   const pid_t pid = start_job(argv, out, err);
@@ -154,11 +157,11 @@ JobRun run_job(const Args& argv, const std::string& pidfile, bool group, bool pi
     }
     return false;
   };
+  pid_t prog = 0;
   if (!pidfile.empty()) {
     for (int i = 0; i < 2000 && !std::filesystem::exists(pidfile); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::ifstream in(pidfile);
-    pid_t prog = 0;
     in >> prog;
     if (prog > 0) kill(group ? -pid : prog, SIGTSTP);
   }
@@ -168,7 +171,7 @@ JobRun run_job(const Args& argv, const std::string& pidfile, bool group, bool pi
     kill(-pid, SIGCONT);  // what a user would do from elsewhere, to get the terminal back
   } else if (WIFSTOPPED(st)) {
     j.stop = "stopped by signal " + std::to_string(WSTOPSIG(st));
-    kill(pid_cont ? pid : -pid, SIGCONT);
+    kill(cont == Cont::kGroup ? -pid : cont == Cont::kJobPid || prog <= 0 ? pid : prog, SIGCONT);
   } else {
     j.stop = "ended before a stop";
   }
@@ -193,8 +196,10 @@ JobRun run_job(const Args& argv, const std::string& pidfile, bool group, bool pi
 // `kill -TSTP PID`) left the shell waiting for a record that still ran: no prompt until
 // someone continued the program from elsewhere. Record now stops with the same signal, and when
 // it is continued the program is too (src/record/relay.cpp, stop_with_command), whether `fg`
-// continued the group or `kill -CONT` record alone. Record ignores the terminal's ^Z itself: a
-// program that ignores it ran on natively, and under record the job stopped (record's stop).
+// continued the group or `kill -CONT` record alone; and record is continued when the program
+// alone is (`kill -CONT` of the command's pid: record had stayed stopped for good, its caller
+// waiting). Record ignores the terminal's ^Z itself: a program that ignores it ran on natively,
+// and under record the job stopped (record's stop).
 TEST(NoHarm, StoppedCommandStopsTheJobAsNatively) {
   struct Case {
     const char* name;
@@ -207,14 +212,17 @@ TEST(NoHarm, StoppedCommandStopsTheJobAsNatively) {
                         {"^Z", {SIG_STOP, "outside", "PIDFILE"}, true},
                         {"^Z, ignored", {SIG_STOP, "ignore-tstp", "PIDFILE"}, true}};
   for (const Case& c : cases) {
-    for (const bool pid_cont : {false, true}) {
-      SCOPED_TRACE(std::string(c.name) + (pid_cont ? ", kill -CONT PID" : ", fg"));
+    for (const Cont cont : {Cont::kGroup, Cont::kJobPid, Cont::kProgramPid}) {
+      if (cont == Cont::kProgramPid && c.prog.back() != "PIDFILE") continue;
+      SCOPED_TRACE(std::string(c.name) + (cont == Cont::kGroup    ? ", fg"
+                                          : cont == Cont::kJobPid ? ", kill -CONT PID"
+                                                                  : ", kill -CONT PROGRAM"));
       TempDir dir;
       const auto job = [&](const Args& before, const std::string& pids) {
         Args a = before;
         for (const std::string& x : c.prog) a.push_back(x == "PIDFILE" ? pids : x);
         const bool with_pids = c.prog.back() == "PIDFILE";
-        return run_job(a, with_pids ? pids : "", c.group, pid_cont);
+        return run_job(a, with_pids ? pids : "", c.group, cont);
       };
       const JobRun native = job({}, dir / "native.pid");
       ASSERT_EQ(native.end, "exited 0") << native.stop;
