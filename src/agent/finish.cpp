@@ -4,6 +4,7 @@
 // touched is given back. A forked child's file that never got a sample is removed instead.
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -138,6 +139,11 @@ void fill_header(sprof_header* h, uint32_t flags, int argc, char* const* argv) {
   i.cmdline = cmdline;
   i.cmdline_len = argv ? util::join_argv(cmdline, sizeof cmdline, argc, argv)
                        : util::read_cmdline(cmdline, sizeof cmdline);
+  // The kernel's name of the image (a script's own, where argv[0] is its interpreter's), as
+  // perf and ps show it: the calling thread's, the main one at the start, the forking one in a
+  // child, which is the child's.
+  char comm[SPROF_COMM_MAX] = {};
+  if (prctl(PR_GET_NAME, comm) == 0) i.comm = comm;
   // Every field but the tallies (overflow, delivered, lost), kept as they are: in drain mode
   // the record parent may have counted the main thread's first samples already (its event
   // went with the request for the file, drain_proto.hpp's kDrainNewFile). A new file's are 0.

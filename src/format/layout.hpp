@@ -145,6 +145,7 @@ struct HeaderInfo {
   uint64_t start_cpu_ns = 0;      // the process's CPU time now (the agent's)
   const char* cmdline = nullptr;  // arguments, each NUL-terminated
   uint32_t cmdline_len = 0;       // cut at SPROF_CMDLINE_MAX
+  const char* comm = nullptr;     // the command name (cut at SPROF_COMM_MAX - 1); null: not told
 };
 
 // Fills the header page `h` (zeroed first): no region yet (regions_end = SPROF_PAGE).
@@ -164,6 +165,8 @@ inline void fill_header(sprof_header* h, const HeaderInfo& i) {
   h->regions_end = SPROF_PAGE;
   h->cmdline_len = i.cmdline_len < SPROF_CMDLINE_MAX ? i.cmdline_len : SPROF_CMDLINE_MAX;
   if (h->cmdline_len) memcpy(h->cmdline, i.cmdline, h->cmdline_len);
+  for (size_t k = 0; i.comm != nullptr && k + 1 < SPROF_COMM_MAX && i.comm[k] != '\0'; ++k)
+    h->comm[k] = i.comm[k];
 }
 
 // The end fields: process CPU time, end time, and the effective rate from the delivered

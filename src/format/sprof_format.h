@@ -30,6 +30,7 @@
 #define SPROF_PAGE 4096u
 #define SPROF_REGION_MAGIC 0x314e4752u /* "RGN1" */
 #define SPROF_CMDLINE_MAX 3072u
+#define SPROF_COMM_MAX 16u /* a command name (the kernel's TASK_COMM_LEN), NUL-padded */
 #define SPROF_PATH_MAX 3840u
 #define SPROF_BUILD_ID_MAX 64u
 
@@ -92,7 +93,10 @@ struct sprof_header {
                                       it. 0 in files the host tools write, whose cpu_ns is the
                                       image's own (sprofil record subtracts the image before) */
   char cmdline[SPROF_CMDLINE_MAX]; /* argv, each argument NUL-terminated */
-  uint8_t reserved[SPROF_PAGE - 128 - SPROF_CMDLINE_MAX]; /* zero */
+  char comm[SPROF_COMM_MAX];       /* the kernel's command name of the image (a script's name,
+                                      not its interpreter's), NUL-padded; all zero: not told
+                                      (the basename of argv[0] stands in) */
+  uint8_t reserved[SPROF_PAGE - 128 - SPROF_CMDLINE_MAX - SPROF_COMM_MAX]; /* zero */
 };
 
 struct sprof_region {
@@ -148,7 +152,6 @@ struct sprof_region {
 #define SPROF_RUN_UNIT 8u          /* version 3's extent unit, bytes (version 2's: SPROF_PAGE) */
 #define SPROF_RUN_ENTRY 128u
 #define SPROF_RUN_EXTENT 16u
-#define SPROF_COMM_MAX 16u
 #define SPROF_RUN_NAME_MAX 32u
 
 struct sprof_run_header {
@@ -219,6 +222,7 @@ static_assert(offsetof(sprof_header, tick_ns) == 32, "header layout");
 static_assert(offsetof(sprof_header, pid) == 72, "header layout");
 static_assert(offsetof(sprof_header, overflow) == 88, "header layout");
 static_assert(offsetof(sprof_header, cmdline) == 128, "header layout");
+static_assert(offsetof(sprof_header, comm) == 3200, "header layout");
 static_assert(sizeof(sprof_region) == SPROF_PAGE, "region record is one page");
 static_assert(offsetof(sprof_region, nbins) == 56, "region layout");
 static_assert(offsetof(sprof_region, build_id) == 96, "region layout");

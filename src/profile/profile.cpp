@@ -154,7 +154,7 @@ Process process_of(const Profile& p) {
   Process pr;
   pr.pid = p.pid;
   pr.ppid = p.ppid;
-  pr.comm = comm_of(p.argv);
+  pr.comm = p.comm.empty() ? comm_of(p.argv) : p.comm;
   pr.argv = p.argv;
   pr.flags = p.flags;
   pr.clock = p.clock;
@@ -183,6 +183,7 @@ void set_header(Profile* p, const Process& pr) {
   p->pid = pr.pid;
   p->ppid = pr.ppid;
   p->argv = pr.argv;
+  p->comm = pr.comm == comm_of(pr.argv) ? std::string() : pr.comm;
   p->overflow = pr.overflow;
   p->delivered = pr.delivered;
   p->lost = pr.lost;

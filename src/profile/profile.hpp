@@ -107,6 +107,9 @@ std::string comm_of(const std::vector<std::string>& argv);
 
 struct Profile {
   uint32_t version = 1;
+  // A single process's command name as its file tells it (the kernel's); empty: not told, the
+  // basename of argv[0] (comm_of) stands in. A run profile's are in processes.
+  std::string comm;
   uint32_t flags = 0;  // SPROF_F_*
   Clock clock = Clock::kCpu;
   uint32_t requested_hz = 0;

@@ -496,6 +496,7 @@ bool parse_v1(Source& src, Profile* out, std::string* error) {
   p.overflow = h.overflow;
   p.delivered = h.delivered;
   p.lost = h.lost;
+  p.comm.assign(h.comm, strnlen(h.comm, sizeof h.comm));
   std::string_view cmd(h.cmdline, h.cmdline_len);
   while (!cmd.empty()) {
     size_t nul = cmd.find('\0');

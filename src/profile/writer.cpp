@@ -205,6 +205,7 @@ bool write_body(Sink& out, const Profile& p, const std::vector<Planned>& planned
   hi.ppid = p.ppid;
   hi.cmdline = cmdline.data();
   hi.cmdline_len = static_cast<uint32_t>(cmdline.size());
+  hi.comm = p.comm.empty() ? nullptr : p.comm.c_str();
   sprof_header h;
   layout::fill_header(&h, hi);
   h.requested_hz = p.requested_hz;  // the profile's own, not derived from tick_ns
@@ -472,6 +473,22 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
 
 bool may_write_profile_at(const std::string& path, std::string* why) {
   struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != ::geteuid() &&
+      ::geteuid() != 0) {
+    // A sticky directory (/tmp) lets no one but the file's owner (or the directory's) replace
+    // it: the rename at the end would fail, after the whole run.
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? "/"
+                                                       : path.substr(0, slash);
+    struct stat d;
+    if (::stat(dir.c_str(), &d) == 0 && (d.st_mode & S_ISVTX) && d.st_uid != ::geteuid()) {
+      *why =
+          "is another user's file in a sticky directory: it cannot be replaced (name another "
+          "file)";
+      return false;
+    }
+  }
   if (named_descriptor(path) >= 0 || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
       st.st_size == 0 || starts_as_profile(path))
     return true;

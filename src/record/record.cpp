@@ -87,7 +87,7 @@ bool is_own_scratch(DIR* d, const dirent* e) {
 }
 
 struct RunDir {
-  std::string path;
+  std::string path;  // empty: none made (sampled from outside)
   // Ends the run for every agent at once: the directory is renamed away (to PATH.end), so that
   // an agent starting from now on finds the run's directory gone (agent/output_file.cpp,
   // run_is_over) and stays silent, instead of making a file that record then removes under it
@@ -95,6 +95,7 @@ struct RunDir {
   // drainer and the agents already running hold their files by fd and are not affected. Where
   // the name is taken or the file system cannot rename so, the directory stays where it is.
   void end_run() {
+    if (path.empty()) return;
     const std::string ended = path + ".end";
     if (renameat2(AT_FDCWD, path.c_str(), AT_FDCWD, ended.c_str(), RENAME_NOREPLACE) == 0)
       path = ended;
@@ -103,6 +104,7 @@ struct RunDir {
   // and itself. An agent that opened the directory before end_run() may still make a file in
   // it after it was read: it is read again for that, a few times.
   bool remove() const {
+    if (path.empty()) return true;
     for (int pass = 0; pass < 4; ++pass) {
       if (rmdir(path.c_str()) == 0) return true;
       if (errno != ENOTEMPTY && errno != EEXIST) return false;
@@ -431,9 +433,12 @@ void set_agent_environment(const Options& o, const std::string& preload, const s
 // The output (`-o`): never touched until the run profile replaces it; its directory (or
 // --scratch) must take record's private run directory, checked before the command runs rather
 // than after. On success *out is the output's absolute path, *made the run directory made
-// (beside the output, or in --scratch), and 0 is returned; else record's exit status (2),
-// said on log.
-int make_run_dir(const Options& o, FILE* log, std::string* out_path, std::string* made) {
+// (beside the output, or in --scratch; none, "", where it is not `needed`: sampled from
+// outside, the command's images are in record's memory, and a directory beside the output
+// would be one more entry in the command's working directory, which `tar`, `git status` or
+// `find` would see), and 0 is returned; else record's exit status (2), said on log.
+int make_run_dir(const Options& o, bool needed, FILE* log, std::string* out_path,
+                 std::string* made) {
   // "-", /dev/stdout, /dev/fd/N: the profile goes to that descriptor, and the run directory
   // into --scratch, else $TMPDIR or /tmp (never into /dev).
   const bool to_descriptor = profile::named_descriptor(o.output) >= 0;
@@ -466,7 +471,17 @@ int make_run_dir(const Options& o, FILE* log, std::string* out_path, std::string
   };
   std::string scratch = o.scratch.empty() ? dir : absolute(o.scratch);
   while (scratch.size() > 1 && scratch.back() == '/') scratch.pop_back();
-  if (!o.scratch.empty() && access(dir.c_str(), W_OK | X_OK) != 0) return output_dir_refused();
+  if ((!o.scratch.empty() || !needed) && !to_descriptor && access(dir.c_str(), W_OK | X_OK) != 0)
+    return output_dir_refused();
+  *out_path = out;
+  if (!needed) {
+    // Nothing is made in --scratch then, but a --scratch that could not take it is the same
+    // mistake of the user's, said the same way.
+    if (o.scratch.empty() || access(scratch.c_str(), W_OK | X_OK) == 0) return 0;
+    fprintf(log, "sprofil record: --scratch %s: cannot make the run directory in it: %s\n",
+            o.scratch.c_str(), strerror(errno));
+    return 2;
+  }
   std::string templ = (scratch == "/" ? "" : scratch) + "/." + base + ".sprofil-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
@@ -584,7 +599,7 @@ int record(const Options& asked, FILE* log, int* killed_by) {
 
   // 2. The output, and the run directory.
   std::string out, made;
-  if (const int refused = make_run_dir(o, log, &out, &made)) return refused;
+  if (const int refused = make_run_dir(o, !outside, log, &out, &made)) return refused;
   RunDir rundir{made};
 
   std::string preload = o.runtime;
@@ -695,10 +710,11 @@ int record(const Options& asked, FILE* log, int* killed_by) {
   } else {
     code = 128 + WTERMSIG(status);
     if (killed_by) *killed_by = WTERMSIG(status);
-    fprintf(log,
-            "sprofil record: %s was killed by signal %d (%s); the profile keeps every "
-            "sample taken\n",
-            o.command[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
+    if (!o.quiet)
+      fprintf(log,
+              "sprofil record: %s was killed by signal %d (%s); the profile keeps every "
+              "sample taken\n",
+              o.command[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
   }
   const uint64_t run_cpu_ns =
       (static_cast<uint64_t>(ru.ru_utime.tv_sec) + static_cast<uint64_t>(ru.ru_stime.tv_sec)) *

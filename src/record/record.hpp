@@ -26,10 +26,11 @@ struct Options {
   std::string output = naming::kDefaultProfile;
   std::vector<std::string> command;  // the command and its arguments, as given
   std::string runtime;               // path of libsprofil.so
-  bool live = false;   // SPROFIL_LIVE=1 in the command's environment: the agent serves live
-                       // snapshots while it runs (sprofil fetch/gperf/list/top; docs/live.md)
-  bool quiet = false;  // no closing line, no notes; the agents quiet too (SPROFIL_QUIET):
-                       // the command's stderr is its own. Errors and warnings still show.
+  bool live = false;  // SPROFIL_LIVE=1 in the command's environment: the agent serves live
+                      // snapshots while it runs (sprofil fetch/gperf/list/top; docs/live.md)
+  bool quiet =
+      false;  // no closing line, no notes; the agents quiet too (SPROFIL_QUIET):
+              // the command's stderr is its own; no warning either. Errors (no profile) still show.
   // The directory to keep the processes' files in while the command runs (the private run
   // directory is made in it); empty: the output's directory. A local tmpfs saves the file
   // system's work of making a file for each process (docs/benchmarks.md, "At 82e2841").

@@ -92,7 +92,10 @@ void say_summary(const profile::Profile& run, const Summary& s, bool quiet, FILE
              double(s.shortened_ns) / 1e3);
     summary += b;
   }
-  if (!quiet) fprintf(log, "%s\n", summary.c_str());
+  // -q: nothing of record's own, the warnings neither (as perf record -q): the command's stderr
+  // is its own. What they say is in the profile's report (unsampled CPU, throttling).
+  if (quiet) return;
+  fprintf(log, "%s\n", summary.c_str());
   // Sampled from outside, a thread's inherited event starts with a whole period: a thread that
   // ends before its first sample has none of its own, and its time is credited at its
   // creator's last pc, as kernel time (agentless.hpp). Where that is a tenth of the samples or

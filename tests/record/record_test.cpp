@@ -125,17 +125,19 @@ TEST(Output, AFileThatIsNotAProfileIsNeverReplaced) {
   EXPECT_EQ(slurp(data), "int main() { return 0; }\n");
 }
 
-// --scratch DIR: the processes' files are kept in a private run directory made in DIR while
-// the command runs (seen from inside the command), and the profile goes to -o; afterwards DIR
-// is as it was. A --scratch that cannot take the run directory, or an output whose directory
-// cannot take the profile, fails with status 2 before the command runs.
+// --scratch DIR: with the agent, the processes' files are kept in a private run directory made
+// in DIR while the command runs (seen from inside the command), and the profile goes to -o;
+// afterwards DIR is as it was. (Sampled from outside, no run directory is made.) A --scratch that
+// cannot take the run directory, or an output whose directory cannot take the profile, fails with
+// status 2 before the command runs.
 TEST(Output, ScratchHoldsTheProcessesFilesWhileTheCommandRuns) {
   TempDir dir, scratch;
   const std::string out = dir / "run.sprof";
   const std::string during = dir / "during";
   const std::string script = "ls -A '" + scratch.path() + "' > '" + during + "'; ls -A '" +
                              dir.path() + "' >> '" + during + "'; '" + kProg + "' burn 0.3";
-  Result r = run({kTool, "record", "--scratch", scratch.path(), "-o", out, "bash", "-c", script});
+  Result r = run(
+      {kTool, "record", "--agent", "--scratch", scratch.path(), "-o", out, "bash", "-c", script});
   ASSERT_EQ(r.status, 0) << describe(r);
   std::ifstream f(during);
   std::vector<std::string> seen;
@@ -667,9 +669,76 @@ TEST(Output, DescriptorNamesAreWrittenThrough) {
           {}, dir.path());
   ASSERT_EQ(r.status, 0) << describe(r);
   EXPECT_NE(run({"cat", dir / "report.txt"}).out.find("sprofil flat profile"), std::string::npos);
-  r = run({kTool, "report", dir / "out1.sprof", "-o", "/dev/fd/9"});
+  r = run({kTool, "report", dir / "out1.sprof", "-o", "/dev/fd/987"});
   EXPECT_EQ(r.status, 1) << describe(r);
-  EXPECT_NE(r.err.find("/dev/fd/9: not an open file descriptor"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/dev/fd/987: not an open file descriptor"), std::string::npos) << r.err;
+}
+
+// Sampled from outside (record's default), record makes no run directory: the command's images
+// are in its memory. It made an empty `.OUT.sprofil-XXXXXX` beside the output, in the command's
+// working directory by default, which `ls -A`, `tar` or `git status` saw. (With the agent the
+// directory holds the processes' files while the command runs: --scratch puts it elsewhere.)
+TEST(Output, CommandSampledFromOutsideSeesNoRunDirectory) {
+  if (perf_probe() != 0) GTEST_SKIP() << "perf events denied: record samples with the agent";
+  TempDir dir;
+  const Result native = run({"ls", "-A"}, {}, dir.path());
+  ASSERT_EQ(native.out, "");
+  const Result r =
+      run({kTool, "record", "-q", "-o", "prof.sprof", "--", "ls", "-A"}, {}, dir.path());
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, native.out);
+  EXPECT_EQ(run({"ls", "-A", dir.path()}).out, "prof.sprof\n");
+}
+
+// Another user's file in a sticky directory (/tmp) cannot be replaced by the profile: record
+// refuses it before the command runs (exit 2, the command not run, nothing left), where it ran
+// the command, failed at the end's rename (exit 1) and left its run directory.
+TEST(Output, AnotherUsersFileInAStickyDirectoryIsRefusedFirst) {
+  if (geteuid() != 0) GTEST_SKIP() << "not root: no other user to become";
+  if (run({"sh", "-c", "command -v setpriv"}).status != 0) GTEST_SKIP() << "no setpriv";
+  TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  const std::string sticky = dir / "sticky";
+  ASSERT_EQ(mkdir(sticky.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(sticky.c_str(), 01777), 0);
+  const std::string theirs = sticky + "/theirs.sprof";
+  { std::ofstream(theirs).flush(); }
+  ASSERT_EQ(chmod(theirs.c_str(), 0666), 0);  // empty and writable: only the rename fails
+  for (const char* mode : {"--agentless", "--agent"}) {
+    SCOPED_TRACE(mode);
+    if (std::string(mode) == "--agentless" && perf_probe() != 0) continue;
+    const Result r = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", kTool,
+                          "record", mode, "-o", theirs, "--", "/bin/echo", "ran"});
+    EXPECT_EQ(r.status, 2) << describe(r);
+    EXPECT_EQ(r.out, "") << "the command did not run";
+    EXPECT_NE(r.err.find("another user's file in a sticky directory"), std::string::npos) << r.err;
+    EXPECT_EQ(run({"ls", "-A", sticky}).out, "theirs.sprof\n");
+  }
+}
+
+// A script's process is named as the kernel names it, after the script (`sc.sh`), not after its
+// interpreter (`sh`, argv[0]): record's default took the kernel's name from the start, the agent
+// now writes it in its file's header (comm), so `report --comm sc.sh` finds it in both.
+TEST(Record, ScriptsProcessIsNamedAfterTheScript) {
+  TempDir dir;
+  const std::string script = dir / "sc.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\ni=0; while [ $i -lt 200000 ]; do i=$((i+1)); done\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  std::vector<std::string> modes{"--agent"};
+  if (perf_probe() == 0) modes.push_back("--agentless");
+  for (const std::string& mode : modes) {
+    SCOPED_TRACE(mode);
+    const std::string out = dir / "sc.sprof";
+    Result r = run({kTool, "record", "-q", mode, "-o", out, "--", script});
+    ASSERT_EQ(r.status, 0) << describe(r);
+    r = run({kTool, "report", out, "--comm", "sc.sh", "--format", "json"});
+    ASSERT_EQ(r.status, 0) << describe(r);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_GT(j["total_samples"].get<double>(), 10) << r.out.substr(0, 400);
+  }
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ Run setup_record(CLI::App& sub) {
       ->capture_default_str();
   sub.add_flag("-q,--quiet", opts->quiet,
                "No closing line and no notes, from record or the agents: the command's stderr "
-               "is its own (errors and warnings still show)");
+               "is its own (no warnings either; errors, where no profile is written, still show)");
   auto* outside = sub.add_flag(
       "--agentless", opts->agentless,
       "Sample from outside or fail: nothing is loaded into the program, its environment is "
