@@ -6,6 +6,7 @@
 // profile against its run.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -259,6 +260,30 @@ TEST(Diff, DifferentClocksAreRefused) {
   ASSERT_FALSE(j["warnings"].empty()) << j.dump(1);
   EXPECT_NE(j["warnings"][0].get<std::string>().find("clock differs"), std::string::npos)
       << j.dump(1);
+}
+
+// A profile of no sample (a command that ended before its first) has no shares: diff refuses
+// it, naming its side, with or without --force, and writes nothing (before, its rows read
+// "+27.41 [+25.33, +29.61] p(Holm) 1" against it).
+TEST(Diff, ProfileWithoutSamplesIsRefused) {
+  // At 1 Hz: `true` (~1 ms) at the default 1000 Hz takes a sample or two in most runs here.
+  const std::string empty = record_command("no_samples", "-F 1", "true");
+  const std::string full = record_command("some_samples", "", "'" + kProg + "' " + kShort + " 1");
+  int status = 0;
+  const Json e = Json::parse(run("'" + kTool + "' report '" + empty + "' --format json"));
+  ASSERT_EQ(e["total_samples"], 0) << "`true` took a sample: nothing to test";
+  std::string err;
+  for (const std::string force : {"", "--force"}) {
+    EXPECT_EQ(diff_output(empty, full, force, &status, &err), "");
+    EXPECT_EQ(WEXITSTATUS(status), 1) << err;
+    EXPECT_NE(err.find(empty + ": the base profile has no samples"), std::string::npos) << err;
+    EXPECT_EQ(diff_output(full, empty, force + " --format json", &status, &err), "");
+    EXPECT_EQ(WEXITSTATUS(status), 1) << err;
+    EXPECT_NE(err.find(empty + ": the new profile has no samples"), std::string::npos) << err;
+  }
+  EXPECT_EQ(diff_output(empty, empty, "", &status, &err), "");
+  EXPECT_EQ(WEXITSTATUS(status), 1) << err;
+  EXPECT_NE(err.find("neither profile has samples"), std::string::npos) << err;
 }
 
 // Another program warns (its `[unknown]` rows show their object in the text); the same program

@@ -24,6 +24,16 @@ struct DiffArgs {
 int run_diff(const DiffArgs& args) {
   profile::Profile a, b;
   if (!read_input("diff", args.base, &a) || !read_input("diff", args.next, &b)) return 1;
+  // A profile without a sample has no shares: every row's would be 0 of 0, and its interval
+  // and test would still read as a change. Refused, --force or not.
+  const bool base_empty = a.total_samples() == 0, new_empty = b.total_samples() == 0;
+  if (base_empty && new_empty)
+    return fail("diff", args.base + " and " + args.next +
+                            ": neither profile has samples: there is nothing to compare");
+  if (base_empty || new_empty)
+    return fail("diff", (base_empty ? args.base : args.next) + ": the " +
+                            (base_empty ? "base" : "new") +
+                            " profile has no samples: there is nothing to compare");
   if (const std::string why = report::diff_refusal(a, b); !why.empty() && !args.force)
     return fail("diff",
                 args.base + " and " + args.next + ": " + why +
