@@ -68,8 +68,11 @@ std::string program_of(const Profile& p) {
 std::string clock_difference(const Profile& a, const Profile& b, const std::string& a_is,
                              const std::string& b_is) {
   if (a.clock == b.clock) return "";
-  return std::string("clock differs: ") + clock_name(a.clock) + " in " + a_is + ", " +
-         clock_name(b.clock) + " in " + b_is;
+  const std::string s = std::string("clock differs: ") + clock_name(a.clock) + " in " + a_is +
+                        ", " + clock_name(b.clock) + " in " + b_is;
+  if (same_measure(a.clock, b.clock)) return s + "; both measure " + clock_measure(a.clock);
+  return s + ": their samples measure different things, " + clock_measure(a.clock) + " and " +
+         clock_measure(b.clock);
 }
 
 std::string program_difference(const Profile& a, const Profile& b, const std::string& a_is,
@@ -114,6 +117,12 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
     }
     if (i > 0) {
       std::string differs = clock_difference(first, p, "the first profile", "this one");
+      // One quantity, but the merged profile names one clock (the first's) for every sample.
+      if (!differs.empty() && same_measure(first.clock, p.clock))
+        differs += std::string(
+                       ", but a merged profile names one clock for all its samples, the "
+                       "first's (") +
+                   clock_name(first.clock) + ")";
       if (differs.empty()) differs = program_difference(first, p, "the first profile", "this one");
       if (!differs.empty()) {
         if (!policy.force) {

@@ -29,8 +29,11 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
 
 // What merge does with inputs of different programs (the root process's main executable, or
 // its command name when no region is marked main) or different clocks: refuse (an error naming
-// both) unless `force`, in which case each difference is a warning. The overloads without a
-// policy merge them silently (force, no warnings), as they always did.
+// both) unless `force`, in which case each difference is a warning. Clocks of one measure (the
+// CPU clocks: cpu, itimer, perf, sampler) count the same quantity, but the merged profile, of
+// one process, names one clock, the first input's, for all its samples: refused as well, and
+// the message says so. The overloads without a policy merge them silently (force, no
+// warnings), as they always did.
 struct MergePolicy {
   bool force = false;
   std::vector<std::string>* warnings = nullptr;
@@ -42,8 +45,11 @@ bool merge_profiles(const std::vector<Profile>& in, Profile* out, std::string* e
 std::string program_of(const Profile& p);
 
 // The two differences merge refuses without `force`, as one message each, or "" when there is
-// none; `a_is` and `b_is` name the profiles in it ("clock differs: cpu in the first profile,
-// wall in this one"). `sprofil diff` asks the same questions (src/report/diff.cpp).
+// none; `a_is` and `b_is` name the profiles in it. Clocks: "clock differs: perf in the first
+// profile, sampler in this one; both measure CPU time", or, of different measures
+// (profile::same_measure), "clock differs: cpu in the first profile, wall in this one: their
+// samples measure different things, CPU time and thread time on and off the CPU".
+// `sprofil diff` asks the same questions (src/report/diff.cpp).
 std::string clock_difference(const Profile& a, const Profile& b, const std::string& a_is,
                              const std::string& b_is);
 // Programs differ when program_of differs; with `by_file_name`, only when their file names

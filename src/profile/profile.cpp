@@ -47,6 +47,10 @@ bool counts_off_cpu(Clock c) {
   return uint32_t(c) < SPROF_CLOCK_COUNT && kClocks[uint32_t(c)].off_cpu;
 }
 
+const char* clock_measure(Clock c) {
+  return counts_off_cpu(c) ? "thread time on and off the CPU" : "CPU time";
+}
+
 uint64_t Region::nbins() const {
   return start < end ? layout::nbins_for(end - start, bin_size) : 0;
 }

@@ -31,6 +31,13 @@ const char* clock_description(Clock c);  // "per-thread CPU-time timers"
 // Whether the clock also ticks while a thread waits (the table's off_cpu: wall): its samples
 // are thread time on and off the CPU, not CPU time.
 bool counts_off_cpu(Clock c);
+// What the clock's samples measure, by the table's off_cpu: "CPU time" (cpu, itimer, perf,
+// sampler), or "thread time on and off the CPU" (wall). Two clocks of one measure count the
+// same quantity: their shares compare (diff), where two of different measures do not.
+const char* clock_measure(Clock c);
+inline bool same_measure(Clock a, Clock b) {
+  return counts_off_cpu(a) == counts_off_cpu(b);
+}
 
 struct Region {
   std::string path;               // object path; "[vdso]" for the vDSO

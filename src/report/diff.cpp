@@ -96,8 +96,14 @@ Interval newcombe(double x1, double n1, double x2, double n2) {
   return iv;
 }
 
-std::string diff_refusal(const profile::Profile& base, const profile::Profile& next) {
+namespace {
+std::string clock_difference(const profile::Profile& base, const profile::Profile& next) {
   return profile::clock_difference(base, next, "the base profile", "the new one");
+}
+}  // namespace
+
+std::string diff_refusal(const profile::Profile& base, const profile::Profile& next) {
+  return profile::same_measure(base.clock, next.clock) ? "" : clock_difference(base, next);
 }
 
 DiffTable diff(const profile::Profile& base, const profile::Profile& next,
@@ -115,10 +121,10 @@ DiffTable diff(const profile::Profile& base, const profile::Profile& next,
   t.new_total = b.total_samples;
   t.base_tick_seconds = a.tick_seconds;
   t.new_tick_seconds = b.tick_seconds;
-  // What makes the comparison doubtful first: another quantity (diff_refusal, when the caller
-  // went on), another program, a profile cut short.
+  // What makes the comparison doubtful first: another clock (of another quantity: diff_refusal,
+  // when the caller went on), another program, a profile cut short.
   for (const std::string& w :
-       {diff_refusal(base, next),
+       {clock_difference(base, next),
         profile::program_difference(base, next, "the base profile", "the new one", true)})
     if (!w.empty()) t.warnings.push_back(w);
   if (const std::string note = unfinished_note(base); !note.empty())

@@ -67,16 +67,18 @@ std::vector<double> holm(const std::vector<double>& p);
 // Newcombe's hybrid score interval of p2 - p1 (fractions), from the Wilson intervals.
 Interval newcombe(double x1, double n1, double x2, double n2);
 
-// Why `base` and `next` should not be compared, or "": their clocks differ (merge's check,
-// profile::clock_difference), so their samples measure different things (CPU time against
-// thread time on and off the CPU). `sprofil diff` refuses such a pair unless --force.
+// Why `base` and `next` should not be compared, or "": their clocks measure different things
+// (profile::same_measure: CPU time against thread time on and off the CPU), in merge's words
+// (profile::clock_difference). `sprofil diff` refuses such a pair unless --force. Two CPU
+// clocks (cpu, itimer, perf, sampler) count one quantity, whose shares compare: not refused.
 std::string diff_refusal(const profile::Profile& base, const profile::Profile& next);
 
 // opts.by chooses the rows (function, object or line; address is refused by the tool);
 // opts.limit / min_percent are ignored (every row is compared). Rows are matched per process
 // command only when both profiles have several processes (Table::per_process); otherwise by
 // object and name alone, so that a merged profile compares with a run's. The warnings start
-// with what makes the comparison doubtful: diff_refusal's reason (when compared anyway), a
+// with what makes the comparison doubtful: clocks that differ (profile::clock_difference,
+// naming both: of one measure, or diff_refusal's reason when compared anyway), a
 // different program (profile::program_difference by file name: a rebuild of the program, even
 // in another directory, is the same program), either profile unfinished (unfinished_note,
 // prefixed "base: " or "new: "), and rows compared without their command; then the two

@@ -262,6 +262,59 @@ TEST(Diff, DifferentClocksAreRefused) {
       << j.dump(1);
 }
 
+// Two CPU clocks, record's default and --clock sampler: one quantity (CPU time), so diff
+// compares them, under a warning naming both clocks; the shares agree as an A/A pair's do.
+// merge refuses the pair, saying why (the merged profile names one clock), and with --force
+// writes a profile of the first one's clock.
+TEST(Diff, CpuClocksCompareUnderAWarning) {
+  const std::string cmd = "'" + kProg + "' " + kIterations + " 1";
+  const std::string a = record_command("clock_default", "", cmd);
+  const std::string b = record_command("clock_sampler", "--clock sampler", cmd);
+  const std::string base_clock =
+      Json::parse(run("'" + kTool + "' report '" + a + "' --format json"))["clock"];
+  ASSERT_EQ(Json::parse(run("'" + kTool + "' report '" + b + "' --format json"))["clock"],
+            "sampler");
+  if (base_clock == "sampler" || base_clock == "wall")
+    GTEST_SKIP() << "record's default clock here is " << base_clock;
+  const std::string warning = "clock differs: " + base_clock +
+                              " in the base profile, sampler in the new one; both measure CPU time";
+  int status = 0;
+  std::string err;
+  const std::string text = diff_output(a, b, "", &status, &err);
+  EXPECT_EQ(status, 0) << err;
+  EXPECT_NE(text.find("# warning: " + warning + "\n"), std::string::npos) << text;
+  Json j = diff_json(a, b);
+  ASSERT_FALSE(j["warnings"].empty()) << j.dump(1);
+  EXPECT_EQ(j["warnings"][0], warning) << j.dump(1);
+  for (const char* fn : {"diff_alpha(long)", "diff_beta(long)", "diff_gamma(long)"}) {
+    const Json* r = row_named(j, fn);
+    ASSERT_NE(r, nullptr) << fn << "\n" << j.dump(1);
+    // A third of the work each: ~33% under both clocks, within 12 points (as the A/A pairs).
+    EXPECT_NEAR((*r)["base_percent"].get<double>(), 100.0 / 3, 12) << fn << "\n" << j.dump(1);
+    EXPECT_NEAR((*r)["new_percent"].get<double>(), 100.0 / 3, 12) << fn << "\n" << j.dump(1);
+  }
+  // merge: refused with the reason, not "different things"; --force merges as the first's.
+  const std::string merged = temp_dir() + "/clock_cpu_merged.sprof";
+  const std::string err_file = temp_dir() + "/merge_stderr.txt";
+  run("'" + kTool + "' merge -o '" + merged + "' '" + a + "' '" + b + "' 2>'" + err_file + "'",
+      &status);
+  err = read_file(err_file);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << err;
+  EXPECT_NE(err.find(b + ": clock differs: " + base_clock +
+                     " in the first profile, sampler in this one; both measure CPU time, but a "
+                     "merged profile names one clock for all its samples, the first's (" +
+                     base_clock + ") (--force merges them anyway)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("different things"), std::string::npos) << err;
+  run("'" + kTool + "' merge --force -o '" + merged + "' '" + a + "' '" + b + "' 2>'" + err_file +
+          "'",
+      &status);
+  EXPECT_EQ(status, 0) << read_file(err_file);
+  EXPECT_EQ(Json::parse(run("'" + kTool + "' report '" + merged + "' --format json"))["clock"],
+            base_clock);
+}
+
 // A profile of no sample (a command that ended before its first) has no shares: diff refuses
 // it, naming its side, with or without --force, and writes nothing (before, its rows read
 // "+27.41 [+25.33, +29.61] p(Holm) 1" against it).

@@ -36,8 +36,7 @@ int run_diff(const DiffArgs& args) {
                             " profile has no samples: there is nothing to compare");
   if (const std::string why = report::diff_refusal(a, b); !why.empty() && !args.force)
     return fail("diff",
-                args.base + " and " + args.next + ": " + why +
-                    ": their samples measure different things (--force compares them anyway)");
+                args.base + " and " + args.next + ": " + why + " (--force compares them anyway)");
   report::Options opts;
   report::parse_by(args.by, &opts.by);
   symbolize::Symbolizer sym;
@@ -67,7 +66,8 @@ Run setup_diff(CLI::App& sub) {
       ->check(real_number(1e-12, 0.5))
       ->capture_default_str();
   sub.add_flag("--force", args->force,
-               "Compare profiles of different clocks (a warning instead of an error)");
+               "Compare profiles of a CPU clock and the wall clock (a warning instead of an "
+               "error)");
   add_limit(sub, args->limit, "Text: show at most N rows (0 = all)");
   add_output(sub, args->out);
   return [args] { return run_diff(*args); };
