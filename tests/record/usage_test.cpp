@@ -63,12 +63,17 @@ TEST(Usage, EveryUsageErrorExitsTwo) {
       {{"report", "a.sprof", "b.sprof"}, "report", "b.sprof"},
       {{"report", "--by", "bogus"}, "report", "--by: bogus"},
       {{"report", "--format"}, "report", "--format"},
+      // Not CLI11's: --inline splits --by line's rows only (it was ignored otherwise).
+      {{"report", "--inline"}, "report", "--inline needs --by line"},
+      {{"report", "--inline", "--by", "address"}, "report", "this is --by address"},
       {{"merge", "a.sprof"}, "merge", "--output is required"},
       {{"merge", "-o", out}, "merge", "profiles is required"},
       {{"merge", "--bogus", "-o", out, "a.sprof"}, "merge", "--bogus"},
       {{"diff", "a.sprof"}, "diff", "new is required"},
       {{"diff", "--by", "object2", "a.sprof", "b.sprof"}, "diff", "--by: object2"},
       {{"annotate", "--function"}, "annotate", "--function"},
+      // An empty name annotated the hottest functions, as if none were given.
+      {{"annotate", "--function", ""}, "annotate", "a function's name, not an empty one"},
       {{"annotate", "--format", "html"}, "annotate", "--format: html"},
       {{"fetch"}, "fetch", "target is required"},
       {{"fetch", "1", "--bogus"}, "fetch", "--bogus"},

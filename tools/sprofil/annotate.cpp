@@ -54,7 +54,12 @@ Run setup_annotate(CLI::App& sub) {
   auto args = std::make_shared<AnnotateArgs>();
   add_profile_input(sub, args->input, "functions");
   sub.add_option("--function", args->function,
-                 "Annotate this function (full or short C++ name, or an alias)");
+                 "Annotate this function (full or short C++ name, or an alias)")
+      ->check(
+          [](const std::string& name) {
+            return name.empty() ? std::string("a function's name, not an empty one") : "";
+          },
+          "NAME");
   sub.add_option("--top", args->top, "Without --function: annotate the N hottest functions")
       ->transform(whole_number<size_t>(1))
       ->capture_default_str();

@@ -30,6 +30,12 @@ void show_progress(size_t done, size_t total, const std::string& object) {
 }
 
 int run_report(const ReportArgs& args) {
+  // --inline splits a line's row by its inline chains: there is no such split of another row.
+  if (args.inline_frames && args.request.by != "line")
+    return usage_error("report",
+                       "--inline needs --by line (it splits each source line's row by "
+                       "its inline chains; this is --by " +
+                           args.request.by + ")");
   report::Options opts = args.request.options(args.full_names);
   opts.inline_frames = args.inline_frames;
   opts.min_percent = args.min_percent;
@@ -46,7 +52,8 @@ Run setup_report(CLI::App& sub) {
   auto args = std::make_shared<ReportArgs>();
   add_profile_input(sub, args->input, "rows", "; percentages are of what is kept");
   sub.add_flag("--inline", args->inline_frames,
-               "With --by line: one row per inline chain, showing the inlined frames' lines");
+               "With --by line (and only there): one row per inline chain, showing the inlined "
+               "frames' lines");
   sub.add_flag("--full-names", args->full_names,
                "Text: keep the parameter lists and template arguments of long C++ names (JSON/CSV "
                "always do)");
