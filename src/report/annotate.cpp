@@ -136,17 +136,27 @@ const std::string& source_line(const std::string& file, int line) {
   return it->second[size_t(line) - 1];
 }
 
+// The row's name, its short name (symbolize::short_name), either without a GCC clone suffix
+// (symbolize::without_clone_suffix: `std::__introsort_loop` for `std::__introsort_loop<...>(...)
+// [clone .isra.0]`, `spin` for `spin.constprop.0`), or one of its aliases.
 bool name_matches(const std::string& want, const Row& r) {
-  if (want == r.name || want == symbolize::short_name(r.name)) return true;
+  const std::string s = symbolize::short_name(r.name);
+  if (want == r.name || want == s || want == symbolize::without_clone_suffix(r.name) ||
+      want == symbolize::without_clone_suffix(s))
+    return true;
   return std::find(r.aliases.begin(), r.aliases.end(), want) != r.aliases.end();
 }
 
 // A name's last components: `spin` and `Worker::spin` for `ns::Worker::spin(long)`, as the
-// short name (symbolize::short_name) spells them; what a user copies from a method's line.
+// short name (symbolize::short_name) spells them, with or without a clone suffix; what a user
+// copies from a method's line.
 bool tail_matches(const std::string& want, const Row& r) {
   const std::string s = symbolize::short_name(r.name);
-  return s.size() > want.size() + 2 && s.compare(s.size() - want.size(), want.size(), want) == 0 &&
-         s.compare(s.size() - want.size() - 2, 2, "::") == 0;
+  for (const std::string& n : {s, symbolize::without_clone_suffix(s)})
+    if (n.size() > want.size() + 2 && n.compare(n.size() - want.size(), want.size(), want) == 0 &&
+        n.compare(n.size() - want.size() - 2, 2, "::") == 0)
+      return true;
+  return false;
 }
 
 // The regions that hold row's function: its object, in the selected processes (and of the

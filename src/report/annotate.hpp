@@ -23,8 +23,9 @@
 namespace sprofil::report {
 
 struct AnnotateOptions {
-  // Annotate this function (demangled, short or raw name, an alias, or the last components of
-  // its short name: `spin` or `Worker::spin` for `ns::Worker::spin`, where none is named so);
+  // Annotate every function of this name (demangled, short or raw name, either without a GCC
+  // clone suffix: symbolize::without_clone_suffix, an alias, or the last components of its
+  // short name: `spin` or `Worker::spin` for `ns::Worker::spin`, where none is named so);
   // "" = the hottest.
   std::string function;
   size_t top = 3;  // without `function`: this many of the hottest functions

@@ -22,8 +22,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include <elfutils/debuginfod.h>
 
@@ -454,6 +456,38 @@ std::string short_name(const std::string& name) {
     ++i;
   }
   return out.empty() ? name : out;
+}
+
+std::string without_clone_suffix(const std::string& name) {
+  static constexpr std::string_view kKinds[] = {"isra", "constprop", "part", "lto_priv", "cold"};
+  auto is_kind = [](std::string_view k) {
+    return std::find(std::begin(kKinds), std::end(kKinds), k) != std::end(kKinds);
+  };
+  std::string s = name;
+  for (;;) {
+    // " [clone .isra.0]": the demangler's, the last bracket of the name.
+    const size_t clone = s.rfind(" [clone .");
+    if (clone != std::string::npos && clone > 0 && s.find(']', clone) == s.size() - 1) {
+      s.erase(clone);
+      continue;
+    }
+    // ".constprop.0", ".cold": a C name's (a mangled one's would have been demangled above).
+    const size_t dot = s.rfind('.');
+    if (dot == std::string::npos || dot == 0) break;
+    const std::string_view tail(s.data() + dot + 1, s.size() - dot - 1);
+    size_t cut = std::string::npos;
+    if (is_kind(tail)) {
+      cut = dot;
+    } else if (!tail.empty() && tail.find_first_not_of("0123456789") == std::string_view::npos) {
+      const size_t kind = s.rfind('.', dot - 1);
+      if (kind != std::string::npos && kind > 0 &&
+          is_kind(std::string_view(s.data() + kind + 1, dot - kind - 1)))
+        cut = kind;
+    }
+    if (cut == std::string::npos) break;
+    s.erase(cut);
+  }
+  return s;
 }
 
 std::string demangle(const std::string& name) {

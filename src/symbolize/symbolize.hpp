@@ -123,4 +123,12 @@ using profile::hex;  // a build-id in hex
 // are not C++ are returned unchanged; "(anonymous namespace)", lambdas and operators are kept.
 std::string short_name(const std::string& name);
 
+// A name without the suffixes GCC gives a function's clones and split-off parts, every one of
+// them: the demangler's " [clone .isra.0]" (any " [clone .KIND...]"), and in a name that is not
+// mangled (C) ".isra.N", ".constprop.N", ".part.N", ".lto_priv.N" and ".cold" (".cold.N"):
+// "f(int) [clone .constprop.0] [clone .isra.0]" -> "f(int)", "spin.constprop.0" -> "spin",
+// "std::__introsort_loop [clone .isra.0]" (a short name) -> "std::__introsort_loop". Other
+// names are returned unchanged.
+std::string without_clone_suffix(const std::string& name);
+
 }  // namespace sprofil::symbolize

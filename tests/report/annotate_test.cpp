@@ -29,6 +29,7 @@ using Json = nlohmann::json;
 
 const std::string kTool = SPROFIL_TOOL;
 const std::string kProg = ANNOTATE_PROG;
+const std::string kCloneProg = CLONE_PROG;
 
 // The environment of a run under the default bins: nothing, except where the temporary
 // directory is a tmpfs (the agent's default there is 4 bytes: docs/agent.md), where 1 is
@@ -444,6 +445,56 @@ TEST(Annotate, MethodByItsLastComponents) {
   EXPECT_NE(status, 0) << err;
   EXPECT_NE(err.find("no function named pin"), std::string::npos) << err;
   EXPECT_NE(err.find("whose name holds it: ann::Worker::spin"), std::string::npos) << err;
+}
+
+// GCC's clones at -O2: std::sort's std::__introsort_loop is `void std::__introsort_loop<...>(...)
+// [clone .isra.0]` (the report's short name keeps the suffix) and a C helper is
+// `clone_spin.constprop.0`. --function takes each name without its suffix, as well as its last
+// components and the name with the suffix; each annotates the report's row of that function,
+// whose samples its instructions carry. (Before, only the name with its suffix was found.)
+TEST(Annotate, ClonesByTheirNamesWithoutTheSuffix) {
+  const std::string file = temp_dir() + "/clones.sprof";
+  int status = 0;
+  const std::string log = run("env SPROFIL_BIN_BYTES=1 timeout 120 '" + kTool + "' record -o '" +
+                                  file + "' -- '" + kCloneProg + "' 1000000 2>&1",
+                              &status);
+  ASSERT_EQ(status, 0) << log;
+  const Json report = Json::parse(run("'" + kTool + "' report '" + file + "' --format json"));
+  // The rows of the two functions: each a clone (the premise), with samples enough to judge.
+  std::map<std::string, double> sort_rows;  // name -> samples
+  double spin = 0;
+  for (const Json& r : report["rows"]) {
+    const std::string name = r["name"];
+    if (name.rfind("void std::__introsort_loop<", 0) == 0) sort_rows[name] = r["samples"];
+    if (name == "clone_spin.constprop.0") spin = r["samples"];
+  }
+  ASSERT_FALSE(sort_rows.empty()) << "no std::__introsort_loop row\n" << report.dump(1);
+  for (const auto& [name, samples] : sort_rows) {
+    ASSERT_NE(name.find(" [clone ."), std::string::npos) << name << ": GCC made no clone";
+    EXPECT_GT(samples, 20) << name << ": too few samples to judge";
+  }
+  EXPECT_GT(spin, 50) << "clone_spin.constprop.0: too few samples\n" << report.dump(1);
+  // Each function annotated: the rows' names, their samples (JSON keeps 3 decimals), and the
+  // instructions' samples summing to them (1-byte bins: whole samples at instructions).
+  auto check = [&](const std::string& want, const std::map<std::string, double>& rows) {
+    SCOPED_TRACE("--function " + want);
+    const Json j = annotate_json(file, want);
+    ASSERT_EQ(j["functions"].size(), rows.size()) << j.dump(1);
+    for (const Json& f : j["functions"]) {
+      const auto row = rows.find(f["name"].get<std::string>());
+      ASSERT_NE(row, rows.end()) << f["name"];
+      EXPECT_NEAR(f["samples"].get<double>(), row->second, 0.01);
+      double sum = 0;
+      for (const Json& ins : f["instructions"]) sum += ins["samples"].get<double>();
+      EXPECT_NEAR(sum, row->second, 0.01);
+      EXPECT_GT(f["instructions"].size(), 10u);
+    }
+  };
+  check("std::__introsort_loop", sort_rows);
+  check("__introsort_loop", sort_rows);
+  check(sort_rows.begin()->first, {*sort_rows.begin()});
+  check("clone_spin", {{"clone_spin.constprop.0", spin}});
+  check("clone_spin.constprop.0", {{"clone_spin.constprop.0", spin}});
 }
 
 TEST(Annotate, UnknownFunctionFails) {

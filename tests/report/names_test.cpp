@@ -549,6 +549,26 @@ TEST(Names, ShortNameRules) {
   EXPECT_EQ(short_name("names_tiny@plt"), "names_tiny@plt");
 }
 
+// GCC's clone suffixes, every one, in both spellings; what is not a clone suffix stays.
+TEST(Names, WithoutCloneSuffixRules) {
+  using symbolize::without_clone_suffix;
+  EXPECT_EQ(without_clone_suffix("ns::f(int) [clone .isra.0]"), "ns::f(int)");
+  EXPECT_EQ(without_clone_suffix("ns::f [clone .cold]"), "ns::f");
+  EXPECT_EQ(without_clone_suffix("f(int) [clone .constprop.0] [clone .isra.0]"), "f(int)");
+  EXPECT_EQ(without_clone_suffix("spin.constprop.0"), "spin");
+  EXPECT_EQ(without_clone_suffix("spin.part.1"), "spin");
+  EXPECT_EQ(without_clone_suffix("spin.cold"), "spin");
+  EXPECT_EQ(without_clone_suffix("spin.isra.0.cold"), "spin");
+  EXPECT_EQ(without_clone_suffix("spin.lto_priv.0"), "spin");
+  EXPECT_EQ(without_clone_suffix("spin"), "spin");
+  EXPECT_EQ(without_clone_suffix("spin.1"), "spin.1");
+  EXPECT_EQ(without_clone_suffix("spin.other.0"), "spin.other.0");
+  EXPECT_EQ(without_clone_suffix(".cold"), ".cold");
+  EXPECT_EQ(without_clone_suffix("[unknown]"), "[unknown]");
+  EXPECT_EQ(without_clone_suffix("std::vector<int>::operator[](unsigned long)"),
+            "std::vector<int>::operator[](unsigned long)");
+}
+
 // A written profile (src/profile/writer.hpp) with the report's tool run on it.
 std::string write(const profile::Profile& p, const std::string& name) {
   std::string path = temp_dir() + "/" + name + ".sprof";

@@ -54,7 +54,9 @@ Run setup_annotate(CLI::App& sub) {
   auto args = std::make_shared<AnnotateArgs>();
   add_profile_input(sub, args->input, "functions");
   sub.add_option("--function", args->function,
-                 "Annotate this function (full or short C++ name, or an alias)")
+                 "Annotate this function (full or short C++ name, either with or without a "
+                 "GCC clone suffix such as [clone .isra.0], or an alias): every function of "
+                 "that name")
       ->check(
           [](const std::string& name) {
             return name.empty() ? std::string("a function's name, not an empty one") : "";
