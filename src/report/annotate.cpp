@@ -185,6 +185,7 @@ AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions&
   f.name = row.name;
   f.object = row.object;
   f.object_path = row.object_path;
+  f.comm = row.comm;
   f.samples = row.samples;
   f.percent = row.percent;
   const std::vector<symbolize::Symbol>& fns = obj->functions();
@@ -435,7 +436,10 @@ void write_annotation_text(const Annotation& a, std::ostream& out) {
     char buf[512];
     std::snprintf(buf, sizeof buf, " (%s samples, %.2f%% of all)\n",
                   format_samples(f.samples).c_str(), f.percent);
-    out << "\n## " << printable(f.name) << " in " << printable(f.object) << buf;
+    // Of a run of several processes, the command, which tells apart the rows of one function
+    // in several programs (as report's command column does).
+    out << "\n## " << printable(f.name) << " in " << printable(f.object)
+        << (f.comm.empty() ? "" : ", command " + printable(f.comm)) << buf;
     std::snprintf(buf, sizeof buf, "%s..%s", hex_addr(f.start).c_str(), hex_addr(f.end).c_str());
     out << "# link-time range " << buf << " of " << printable(f.object_path) << "\n";
     if (f.bin_size > 1)
@@ -492,6 +496,7 @@ void write_annotation_json(const Annotation& a, std::ostream& out) {
   j["functions"] = nlohmann::json::array();
   for (const AnnotatedFunction& f : a.functions) {
     nlohmann::json jf = json_named(f.name, f.object);
+    if (!f.comm.empty()) jf["comm"] = valid_utf8(f.comm);
     jf.update({{"object_path", valid_utf8(f.object_path)},
                {"start", f.start},
                {"end", f.end},

@@ -54,6 +54,9 @@ struct AnnotatedLine {
 struct AnnotatedFunction {
   std::string name;  // demangled
   std::string object, object_path;
+  // The command of the processes whose samples these are, in a profile of several processes:
+  // one function per command, as `sprofil report`'s rows (Row::comm); "" otherwise.
+  std::string comm;
   uint64_t start = 0, end = 0;  // link-time extent
   uint32_t bin_size = 1;        // widest bin of the regions that hold it
   double samples = 0;

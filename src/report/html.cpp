@@ -159,7 +159,8 @@ class HtmlExporter final : public Exporter {
     for (const AnnotatedFunction& f : a.functions) {
       size_t row = fns.rows.size();
       for (size_t i = 0; i < fns.rows.size() && i < 4 * kAnnotated; ++i)
-        if (fns.rows[i].name == f.name && fns.rows[i].object_path == f.object_path) {
+        if (fns.rows[i].name == f.name && fns.rows[i].object_path == f.object_path &&
+            fns.rows[i].comm == f.comm) {
           row = i;
           break;
         }

@@ -497,6 +497,84 @@ TEST(Annotate, ClonesByTheirNamesWithoutTheSuffix) {
   check("clone_spin.constprop.0", {{"clone_spin.constprop.0", spin}});
 }
 
+// A run of two programs that share a library (the report's test program, PIE and non-PIE, both
+// calling testlib::lib_work in libreport_testlib.so, run as `prog` and `prognp`): report has a
+// row of lib_work per command, and annotate gives each its own header naming its command
+// (both read `## testlib::lib_work(long) in libreport_testlib.so (...)` before), with that row's
+// samples; the HTML report's detail of each row is its own command's annotation.
+TEST(Annotate, OneFunctionOfTwoCommandsNamesEach) {
+  const std::string dir = temp_dir() + "/commands";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(TESTPROG, (dir + "/prog").c_str()), 0);
+  ASSERT_EQ(::symlink(TESTPROG_NOPIE, (dir + "/prognp").c_str()), 0);
+  const std::string file = temp_dir() + "/commands.sprof";
+  int status = 0;
+  const std::string log = run("cd '" + dir + "' && timeout 120 '" + kTool + "' record -o '" + file +
+                                  "' -- sh -c './prog 60000000; ./prognp 60000000' 2>&1",
+                              &status);
+  ASSERT_EQ(status, 0) << log;
+  const Json report = Json::parse(run("'" + kTool + "' report '" + file + "' --format json"));
+  std::map<std::string, double> lib_rows;  // comm -> samples
+  for (const Json& r : report["rows"])
+    if (r["name"] == "testlib::lib_work(long)") lib_rows[r["comm"]] = r["samples"];
+  ASSERT_EQ(lib_rows.size(), 2u) << report.dump(1);
+  ASSERT_GT(lib_rows["prog"], 20) << "too few samples to judge";
+  ASSERT_GT(lib_rows["prognp"], 20) << "too few samples to judge";
+  // JSON: one function per command, with its row's samples.
+  const Json j = annotate_json(file, "testlib::lib_work");
+  ASSERT_EQ(j["functions"].size(), 2u) << j.dump(1);
+  std::set<std::string> seen;
+  for (const Json& f : j["functions"]) {
+    ASSERT_TRUE(f.contains("comm")) << f.dump(1);
+    const std::string comm = f["comm"];
+    seen.insert(comm);
+    EXPECT_NEAR(f["samples"].get<double>(), lib_rows[comm], 0.01) << comm;
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"prog", "prognp"}));
+  // --comm keeps one.
+  std::string out = run("'" + kTool + "' annotate '" + file +
+                        "' --comm prognp --function lib_work --format json 2>/dev/null");
+  const Json one = Json::parse(out);
+  ASSERT_EQ(one["functions"].size(), 1u) << out;
+  EXPECT_EQ(one["functions"][0]["comm"], "prognp");
+  // Text: every header its own, the command in each of lib_work's.
+  const std::string text = run("'" + kTool + "' annotate '" + file + "' --top 20 2>/dev/null");
+  std::istringstream in(text);
+  std::set<std::string> headers;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0) {
+      EXPECT_TRUE(headers.insert(line).second) << line << "\n" << text;
+    }
+  }
+  for (const std::string comm : {"prog", "prognp"})
+    EXPECT_NE(
+        text.find("## testlib::lib_work(long) in libreport_testlib.so, command " + comm + " ("),
+        std::string::npos)
+        << text;
+  // The HTML page: each row of lib_work shows its own command's annotation.
+  const std::string page = temp_dir() + "/commands.html";
+  run("'" + kTool + "' report '" + file + "' --format html -o '" + page + "' 2>/dev/null");
+  const std::string html = read_file(page);
+  const std::string open = "<script type=\"application/json\" id=\"sprofil-data\">";
+  const size_t from = html.find(open);
+  ASSERT_NE(from, std::string::npos);
+  const size_t to = html.find("</script>", from);
+  const Json d = Json::parse(html.substr(from + open.size(), to - from - open.size()));
+  int annotated = 0;
+  for (size_t i = 0; i < d["functions"].size(); ++i) {
+    const Json& row = d["functions"][i];  // [name, object, comm, samples, ...]
+    if (row[0] != "testlib::lib_work(long)") continue;
+    const std::string key = std::to_string(i);
+    ASSERT_TRUE(d["annotations"].contains(key)) << row.dump() << "\n" << d["annotations"].dump(1);
+    EXPECT_NE(d["annotations"][key].get<std::string>().find(", command " +
+                                                            row[2].get<std::string>() + " ("),
+              std::string::npos)
+        << d["annotations"][key];
+    ++annotated;
+  }
+  EXPECT_EQ(annotated, 2);
+}
+
 TEST(Annotate, UnknownFunctionFails) {
   std::string file = record("loops_small", kProg, "loops", "10000000", "SPROFIL_BIN_BYTES=1");
   int status = 0;
