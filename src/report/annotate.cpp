@@ -2,10 +2,8 @@
 #include "report/annotate.hpp"
 
 #include <capstone/capstone.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,17 +22,14 @@ namespace {
 
 using profile::Region;
 
-// The bytes of link-time range [start, end) from the object's executable PT_LOAD segment.
-bool read_text(const std::string& path, uint64_t start, uint64_t end, std::string* bytes,
+// The bytes of link-time range [start, end) from the executable PT_LOAD segment of the file
+// that holds obj's code (symbolize::Object::open_code: the vDSO's is this process's image).
+bool read_text(const symbolize::Object& obj, uint64_t start, uint64_t end, std::string* bytes,
                uint16_t* machine, std::string* why) {
   elf_version(EV_CURRENT);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  struct stat st;
-  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // never a FIFO or device
-    if (fd >= 0) ::close(fd);
-    *why = "cannot open " + path + " as a regular file";
-    return false;
-  }
+  const std::string& path = obj.path();
+  const int fd = obj.open_code(why);
+  if (fd < 0) return false;
   bool ok = false;
   *why = "no executable segment of " + path + " holds the function";
   if (Elf* elf = elf_begin(fd, ELF_C_READ, nullptr)) {
@@ -196,7 +191,7 @@ AnnotatedFunction annotate_one(const profile::Profile& p, const AnnotateOptions&
   uint16_t machine = 0;
   if (first.flags & SPROF_R_JIT) {  // its perf map has names, and its code is gone
     f.note = "no disassembly: JIT code, whose instructions ended with its process";
-  } else if (!read_text(first.path, s->start, s->end, &bytes, &machine, &why) ||
+  } else if (!read_text(*obj, s->start, s->end, &bytes, &machine, &why) ||
              !disassemble(bytes, s->start, machine, &f.instructions, &why, starts_before)) {
     f.note = "no disassembly: " + why;
   }

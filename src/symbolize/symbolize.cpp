@@ -646,6 +646,24 @@ std::vector<Frame> Object::frames(uint64_t vaddr) const {
   return out;
 }
 
+int Object::open_code(std::string* why) const {
+  if (path_ == "[vdso]") {
+    if (!ok_) {
+      *why = !warning_.empty() ? warning_ : "[vdso]: not this kernel's vDSO";
+      return -1;
+    }
+    return vdso_image_fd(why);
+  }
+  int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // never a FIFO or device
+    if (fd >= 0) ::close(fd);
+    *why = "cannot open " + path_ + " as a regular file";
+    return -1;
+  }
+  return fd;
+}
+
 Symbolizer::Symbolizer() = default;
 Symbolizer::~Symbolizer() = default;
 

@@ -68,6 +68,11 @@ class Object : util::NoCopy {
   const Symbol* function_at(uint64_t vaddr) const;
   // Source frames at `vaddr`, innermost first (empty if there is no line information).
   std::vector<Frame> frames(uint64_t vaddr) const;
+  // A descriptor of the file that holds the object's code, for its bytes (the caller closes
+  // it): for "[vdso]", this process's vDSO image, the one its names come from, and only when
+  // ok() (the profile's vDSO build-id is this kernel's); else the file at path(), when it is a
+  // regular file (never a FIFO or a device). -1 with *why set.
+  int open_code(std::string* why) const;
 
  private:
   friend class Symbolizer;

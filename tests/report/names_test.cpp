@@ -400,6 +400,60 @@ TEST(Names, VdsoFunctionIsNamed) {
   expect_perf_agrees("vdso", "8000000", {"__vdso_clock_gettime"});
 }
 
+// annotate disassembles the vDSO from this process's image under the build-id check that
+// names its functions (it said "no disassembly: cannot open [vdso] as a regular file"):
+// __vdso_clock_gettime over nm's extent, every instruction decoded, the instructions' samples
+// summing to the function's (the report's row). A vDSO of another build-id is not read, and
+// the annotation says why.
+TEST(Names, VdsoFunctionIsAnnotated) {
+  std::string why;
+  const auto ranges = vdso_symbol_ranges(&why);
+  ASSERT_FALSE(ranges.empty()) << why;
+  const SymbolRange* gettime = nullptr;
+  for (const SymbolRange& sr : ranges)
+    if (sr.name.substr(0, sr.name.find('@')) == "__vdso_clock_gettime") gettime = &sr;
+  ASSERT_NE(gettime, nullptr) << "nm shows no __vdso_clock_gettime in this vDSO";
+  const double samples = samples_named(report_json(vdso_profile()), "__vdso_clock_gettime");
+  ASSERT_GT(samples, 10) << "too few samples in __vdso_clock_gettime to judge";
+  int status = 0;
+  const std::string out = run(q(kTool) + " annotate " + q(vdso_profile()) +
+                                  " --function __vdso_clock_gettime --format json 2>/dev/null",
+                              &status);
+  ASSERT_EQ(status, 0) << out;
+  const Json j = Json::parse(out);
+  ASSERT_EQ(j["functions"].size(), 1u) << out;
+  const Json& f = j["functions"][0];
+  EXPECT_EQ(f["object"], "[vdso]");
+  EXPECT_EQ(f["note"].get<std::string>().find("no disassembly"), std::string::npos) << f["note"];
+  EXPECT_EQ(f["start"], gettime->lo);
+  EXPECT_EQ(f["end"], gettime->hi);
+  EXPECT_NEAR(f["samples"].get<double>(), samples, 0.01);
+  ASSERT_GT(f["instructions"].size(), 10u) << f.dump(1);
+  EXPECT_EQ(f["instructions"][0]["vaddr"], gettime->lo);
+  double sum = 0;
+  for (const Json& ins : f["instructions"]) {
+    sum += ins["samples"].get<double>();
+    EXPECT_NE(ins["text"], "(bad)") << ins.dump();
+  }
+  EXPECT_NEAR(sum, samples, 0.01) << f.dump(1);
+  // The same profile with another vDSO's build-id: not this kernel's, so not read.
+  profile::Profile p;
+  std::string err;
+  ASSERT_TRUE(profile::read_profile(vdso_profile(), &p, &err)) << err;
+  for (profile::Region& r : p.regions)
+    if (r.path == "[vdso]") r.build_id.assign(20, 0x5a);
+  const std::string foreign = temp_dir() + "/vdso_foreign.sprof";
+  ASSERT_TRUE(profile::write_profile(p, foreign, &err)) << err;
+  const std::string text =
+      run(q(kTool) + " annotate " + q(foreign) + " --object vdso --top 1 2>/dev/null", &status);
+  EXPECT_EQ(status, 0) << text;
+  EXPECT_NE(text.find("in [vdso]"), std::string::npos) << text;
+  EXPECT_NE(text.find("# no disassembly: [vdso]: the profile's vDSO (build-id 5a5a"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("Source / disassembly"), std::string::npos) << text;
+}
+
 // A [vdso] region from another kernel (another build-id) is not named, and the report says why.
 TEST(Names, ForeignVdsoIsUnnamedWithAReason) {
   symbolize::Symbolizer sym;
