@@ -58,10 +58,14 @@ bool gmon_bytes(const Profile& p, std::string* bytes, std::string* error,
   out.clear();
   const std::vector<Executable> exes = executables(p, opts);
   if (exes.empty()) {
-    if (error != nullptr)
+    if (error != nullptr) {
       *error = opts.pids.empty() && opts.comms.empty()
                    ? "the profile has no main-executable region for gmon"
                    : "the processes --pid and --comm keep have no main-executable region for gmon";
+      if (!opts.object.empty())
+        *error += " whose file name contains --object's " + opts.object +
+                  " (a gmon.out holds one executable's text, never a shared library's)";
+    }
     return false;
   }
   const Executable& exe = exes[main_executable(p, opts, exes)];
@@ -121,8 +125,9 @@ bool gmon_bytes(const Profile& p, std::string* bytes, std::string* error,
     Record& rec =
         *std::prev(std::upper_bound(records.begin(), records.end(), low,
                                     [](uint64_t a, const Record& x) { return a < x.low; }));
-    r.for_each_bin([&](uint64_t b, uint64_t c, uint64_t) {
-      rec.bins.emplace_back((low + b * r.bin_size - rec.low) / bin, c);
+    r.for_each_bin([&](uint64_t b, uint64_t c, uint64_t system) {
+      count_bin(opts, &c, &system);  // --user-only: the user part
+      if (c != 0) rec.bins.emplace_back((low + b * r.bin_size - rec.low) / bin, c);
     });
   }
   // gprof's histogram has one 16-bit counter per bin: one scale factor for the whole profile

@@ -74,7 +74,7 @@ int64_t pprof_value(double x, bool* clamped) {
 }  // namespace
 
 std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbolizer,
-                        std::vector<std::string>* warnings) {
+                        std::vector<std::string>* warnings, const Options& opts) {
   pb::Profile out;
   Strings str(&out);
   auto* st = out.add_sample_type();
@@ -96,29 +96,37 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
   // No sample type for system time (pprof's tools and users select "samples" or "cpu"); the
   // split is stated in a comment.
   if (p.has_system()) {
-    char buf[160];
+    char buf[200];
     std::snprintf(buf, sizeof buf,
                   "system time: %.3f s of the %.3f s sampled (kernel time charged to the user pc "
-                  "it returned to)",
+                  "it returned to)%s",
                   double(p.system_samples()) * double(p.tick_ns) / 1e9,
-                  double(p.total_samples()) * double(p.tick_ns) / 1e9);
+                  double(p.total_samples()) * double(p.tick_ns) / 1e9,
+                  opts.user_only ? "; left out of the samples (--user-only: user time only)" : "");
     out.add_comment(str.id(buf));
   }
+  if (!opts.object.empty())
+    out.add_comment(str.id("filter: --object " + opts.object +
+                           ": only the samples of objects whose file name contains it"));
   // What the text report warns of (`go tool pprof -comments` shows them).
   for (const std::string& note : {unfinished_note(p), sandboxed_note(p)})
     if (!note.empty()) out.add_comment(str.id("warning: " + valid_utf8(note)));
   for (const RunNote& n : run_notes(p)) out.add_comment(str.id("warning: " + n.text));
 
-  std::vector<Piece> pieces = attribute(p, symbolizer);
+  // What the options keep (--user-only, --object, --pid, --comm), as every format's rows.
+  std::vector<Piece> pieces = attribute(p, symbolizer, opts);
 
   // Mappings: one per region with counts, the run's program's first (pprof's main binary, its
   // `File:`; main_executable(): in a compiler's run cc1plus, not the libc that its first
-  // region with samples was), then the others in the pieces' order.
+  // region with samples was), then the others in the pieces' order. The program is the run's
+  // whatever --object keeps, chosen as gmon chooses it (--user-only: by user samples).
   std::map<size_t, uint64_t> mapping_of;
   std::map<size_t, const Piece*> first_piece;  // of each region with pieces
   std::vector<size_t> order;
-  const std::vector<Executable> exes = executables(p, Options{});
-  if (!exes.empty()) order = exes[main_executable(p, Options{}, exes)].regions;
+  Options whole = opts;
+  whole.object.clear();
+  const std::vector<Executable> exes = executables(p, whole);
+  if (!exes.empty()) order = exes[main_executable(p, whole, exes)].regions;
   for (const Piece& pc : pieces)
     if (pc.region != SIZE_MAX && first_piece.emplace(pc.region, &pc).second)
       order.push_back(pc.region);
@@ -251,7 +259,7 @@ const Exporter& pprof_exporter() {
   static const FileExporter e{
       "pprof", "gzipped profile.proto for go tool pprof (default file sprofil.pb.gz)",
       "sprofil.pb.gz", [](const ExportInput& in, std::string* bytes, std::string* error) {
-        *bytes = pprof_bytes(in.profile, in.symbolizer, in.warnings);
+        *bytes = pprof_bytes(in.profile, in.symbolizer, in.warnings, in.options);
         if (bytes->empty()) *error = "cannot compress the pprof profile";
         return !bytes->empty();
       }};

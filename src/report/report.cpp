@@ -61,6 +61,29 @@ bool filters_processes(const Options& opts) {
   return !opts.pids.empty() || !opts.comms.empty();
 }
 
+std::string object_of(const Region& r) {
+  // JIT code is one object, whatever process's perf map names it: a function's rows of several
+  // processes (a node cluster's) are one, and a diff of two runs matches them.
+  return (r.flags & SPROF_R_JIT) != 0 ? std::string(kJitObject) : basename_of(r.path);
+}
+
+bool object_selected(const std::string& object, const Options& opts) {
+  return opts.object.empty() || (!object.empty() && object.find(opts.object) != std::string::npos);
+}
+
+void count_bin(const Options& opts, uint64_t* count, uint64_t* system) {
+  if (!opts.user_only) return;
+  *count -= std::min(*count, *system);
+  *system = 0;
+}
+
+uint64_t region_samples(const Region& r, const Options& opts) {
+  const uint64_t all = r.total();
+  // A saturated total cannot say how much of it is user time: keep it as the bound.
+  if (!opts.user_only || all == UINT64_MAX) return all;
+  return all - std::min(all, r.system_total());
+}
+
 namespace {
 
 // Below this share of the kept main executables' samples (1 / kRootShareDivisor), the root's
@@ -79,7 +102,7 @@ std::vector<Executable> executables(const Profile& p, const Options& opts) {
   for (size_t i = 0; i < p.regions.size(); ++i) {
     const Region& r = p.regions[i];
     if ((r.flags & SPROF_R_MAIN) == 0 || r.nbins() == 0) continue;
-    if (!process_selected(p, r.process, opts)) continue;
+    if (!process_selected(p, r.process, opts) || !object_selected(object_of(r), opts)) continue;
     auto it = std::find_if(out.begin(), out.end(), [&](const Executable& e) { return e.is(r); });
     if (it == out.end()) {
       out.push_back({r.path, r.build_id, {}, {}, 0});
@@ -89,7 +112,7 @@ std::vector<Executable> executables(const Profile& p, const Options& opts) {
     it->regions.push_back(i);
     if (std::find(it->processes.begin(), it->processes.end(), r.process) == it->processes.end())
       it->processes.push_back(r.process);
-    it->samples = profile::sat_add(it->samples, r.total());
+    it->samples = profile::sat_add(it->samples, region_samples(r, opts));
   }
   return out;
 }
@@ -212,21 +235,21 @@ bool select_processes(const Profile& p, const Options& opts, Profile* out, std::
 std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer,
                              const Options& opts) {
   std::vector<Piece> pieces;
+  auto selected = [&](const Region& r) {
+    return process_selected(p, r.process, opts) && !r.empty() &&
+           object_selected(object_of(r), opts);
+  };
   size_t nonempty = 0, done = 0;
   for (const Region& r : p.regions)
-    if (process_selected(p, r.process, opts) && !r.empty()) ++nonempty;
+    if (selected(r)) ++nonempty;
   for (size_t ri = 0; ri < p.regions.size(); ++ri) {
     const Region& r = p.regions[ri];
-    if (!process_selected(p, r.process, opts)) continue;
-    if (r.empty()) continue;
+    if (!selected(r)) continue;
     if (opts.progress) opts.progress(done++, nonempty, r.path);
     const symbolize::Object* obj = symbolizer.open(r.path, r.build_id);
     const std::vector<symbolize::Symbol>& fns = obj->functions();
     r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t system) {
-      if (opts.user_only) {  // the user part only
-        count -= std::min(count, system);
-        system = 0;
-      }
+      count_bin(opts, &count, &system);
       if (count == 0) return;
       uint64_t a = r.bin_address(i);
       uint64_t b = std::min(a + r.bin_size, std::max(r.end, a + 1));
@@ -272,6 +295,7 @@ std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer
     });
   }
   if (opts.progress && done > 0) opts.progress(done, nonempty, "");
+  if (!object_selected("", opts)) return pieces;  // the overflow is of no object
   if (p.processes.size() <= 1) {
     if (p.overflow != 0 && process_selected(p, 0, opts)) {
       Piece pc;
@@ -336,10 +360,8 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
     } else {
       const Region& r = p.regions[pc.region];
       row.object_path = r.path;
-      // JIT code is one object, whatever process's perf map names it: a function's rows of
-      // several processes (a node cluster's) are one, and a diff of two runs matches them.
       const bool jit = (r.flags & SPROF_R_JIT) != 0;
-      row.object = jit ? std::string(kJitObject) : basename_of(r.path);
+      row.object = object_of(r);
       row.name = pc.sym != nullptr ? pc.sym->name : std::string("[unknown]");
       key = (jit && opts.by != By::kAddress ? row.object : r.path) + '\0';
       switch (opts.by) {
@@ -396,10 +418,7 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
 
   double n = double(t.total_samples);
   std::vector<Row> kept;
-  for (Row& row : t.rows) {
-    if (!opts.object.empty() &&
-        (row.object.empty() || row.object.find(opts.object) == std::string::npos))
-      continue;
+  for (Row& row : t.rows) {  // (attribute kept only the objects --object keeps)
     // Clamped to [0, 100]: a saturated total (UINT64_MAX) can be below the rows' exact sum.
     row.percent = n > 0 ? std::clamp(100.0 * row.samples / n, 0.0, 100.0) : 0;
     Interval iv = wilson(std::min(row.samples, n), n);

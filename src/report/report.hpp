@@ -67,11 +67,24 @@ struct Options {
 
 // True if process `index` of `p` passes the --pid/--comm filters.
 bool process_selected(const profile::Profile& p, uint32_t index, const Options& opts);
+// The object a region's samples are reported as: its file's basename, or kJitObject for JIT
+// code (a process's perf map).
+std::string object_of(const profile::Region& r);
+// True if --object keeps the samples of `object` (object_of a region's; "" for the overflow,
+// which the filter never keeps).
+bool object_selected(const std::string& object, const Options& opts);
+// One bin's samples as the options count them: with --user-only its user part alone (the count
+// less its system part; *system becomes 0), else unchanged. attribute and the gmon export count
+// every bin through it, so every format counts what the text report does.
+void count_bin(const Options& opts, uint64_t* count, uint64_t* system);
+// A region's samples as count_bin counts them (saturating).
+uint64_t region_samples(const profile::Region& r, const Options& opts);
 // True if --pid or --comm is given.
 bool filters_processes(const Options& opts);
 
-// One executable of a profile: its main-executable regions (SPROF_R_MAIN) with counts in the
-// processes the options keep, grouped by path and build-id (where both have one).
+// One executable of a profile: its main-executable regions (SPROF_R_MAIN) in the processes the
+// options keep, of the objects --object keeps, grouped by path and build-id (where both have
+// one); samples as count_bin counts them (--user-only: the user part).
 struct Executable {
   std::string path;
   std::vector<uint8_t> build_id;
@@ -124,8 +137,10 @@ struct Piece {
 };
 
 // Splits every non-zero bin over the functions it covers. The overflow is one piece with
-// region == SIZE_MAX (one per process with overflow). Only the processes the options select;
-// opens only objects with non-zero counts.
+// region == SIZE_MAX (one per process with overflow). Only what the options keep: the processes
+// (--pid, --comm), the objects (--object: no overflow then) and, with --user-only, each bin's
+// user part (count_bin); every format's rows and samples come from here. Opens only objects with
+// non-zero counts.
 std::vector<Piece> attribute(const profile::Profile& p, symbolize::Symbolizer& sym,
                              const Options& opts = {});
 
@@ -175,11 +190,12 @@ void write_csv(const Table& t, std::ostream& out);
 // `object;function count` lines (integer counts, rounded so that they sum to the total of
 // the rows shown); with --by line, `object;function;file:line count`.
 void write_folded(const Table& t, std::ostream& out);
-// Gzipped perftools.profiles.Profile (go tool pprof); empty if compression failed.
+// Gzipped perftools.profiles.Profile (go tool pprof) of the samples `opts` keeps (attribute:
+// --user-only, --object, --pid, --comm); empty if compression failed.
 // Values beyond INT64_MAX (pprof's signed 64-bit values) are clamped, with a warning added to
 // *warnings (if given).
 std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym,
-                        std::vector<std::string>* warnings = nullptr);
+                        std::vector<std::string>* warnings = nullptr, const Options& opts = {});
 // gmon.out (GNU gprof) of one executable, in link-time addresses: of the processes `opts` keeps
 // (--pid, --comm), the root's executable, or the most-sampled one when the root's text holds
 // under 1% of the main executables' samples (a shell, a launcher); every kept process of it

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <regex>
 #include <sstream>
 
@@ -498,6 +499,155 @@ TEST(Pprof, LinesCarryTheirColumnAsField3) {
   EXPECT_GE(lines, 7) << raw.substr(0, 4000);
   EXPECT_GE(with_column, lines / 2) << raw.substr(0, 4000);
   report_test::run("rm -rf '" + dir + "'");
+}
+
+// `go tool pprof ARGS` with a private HOME, GOPATH, GOCACHE and temporary directory in `dir`:
+// its output (standard error too) and *status.
+std::string go_pprof(const std::string& dir, const std::string& args, int* status) {
+  const std::string env = "HOME=" + q(dir) + " GOPATH=" + q(dir + "/gopath") +
+                          " GOCACHE=" + q(dir + "/gocache") + " PPROF_TMPDIR=" + q(dir) + " ";
+  return report_test::run(env + "go tool pprof " + args + " 2>&1", status);
+}
+
+// pprof's total of the sample type `samples` (a count): "of N total" in `-top`'s header.
+double pprof_total_samples(const std::string& dir, const std::string& file) {
+  int status = 0;
+  const std::string top = go_pprof(dir, "-top -sample_index=samples " + q(file), &status);
+  EXPECT_EQ(status, 0) << top;
+  std::smatch m;
+  if (!std::regex_search(top, m, std::regex(R"(of ([0-9.]+) total)"))) {
+    ADD_FAILURE() << "no total in\n" << top;
+    return -1;
+  }
+  return std::stod(m[1]);
+}
+
+// `sprofil report FILE ARGS`: standard output, with *status; standard error to *err (if given).
+std::string sprofil_report(const std::string& file, const std::string& args, int* status,
+                           std::string* err = nullptr) {
+  const std::string err_file = file + ".err";
+  std::string out = report_test::run(
+      std::string(SPROFIL_TOOL) + " report " + q(file) + " " + args + " 2>" + q(err_file), status);
+  if (err != nullptr) *err = report_test::read_file(err_file);
+  return out;
+}
+
+// The text report's "total samples:  N".
+uint64_t text_total(const std::string& file, const std::string& args) {
+  int status = 0;
+  const std::string text = sprofil_report(file, args, &status);
+  EXPECT_EQ(status, 0) << text;
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(R"(total samples:  ([0-9]+))"))) {
+    ADD_FAILURE() << "no total in\n" << text;
+    return 0;
+  }
+  return std::stoull(m[1]);
+}
+
+// The sum of the `samples` column of `sprofil report FILE --format csv ARGS`.
+double csv_samples(const std::string& file, const std::string& args) {
+  int status = 0;
+  const std::string csv = sprofil_report(file, "--format csv " + args, &status);
+  EXPECT_EQ(status, 0) << csv;
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);  // the header
+  double sum = 0;
+  while (std::getline(in, line)) sum += std::stod(line.substr(0, line.find(',')));
+  return sum;
+}
+
+// A gmon.out's histogram records read back (the 20-byte header, then per record: tag, low and
+// high pc, bin count, rate, dimension and its abbreviation, 16-bit bins): the sum of the bins
+// and the records' rate.
+struct GmonHistogram {
+  uint64_t sum = 0;
+  uint32_t rate = 0;
+  int records = 0;
+};
+GmonHistogram read_gmon(const std::string& path) {
+  const std::string g = report_test::read_file(path);
+  GmonHistogram h;
+  size_t at = 20;
+  while (at < g.size() && g[at] == 0) {  // GMON_TAG_TIME_HIST
+    uint32_t nbins = 0;
+    std::memcpy(&nbins, &g[at + 17], 4);
+    std::memcpy(&h.rate, &g[at + 21], 4);
+    at += 1 + 8 + 8 + 4 + 4 + 15 + 1;
+    if (at + 2 * size_t(nbins) > g.size()) break;
+    for (uint32_t i = 0; i < nbins; ++i) {
+      uint16_t v = 0;
+      std::memcpy(&v, &g[at + 2 * i], 2);
+      h.sum += v;
+    }
+    at += 2 * size_t(nbins);
+    ++h.records;
+  }
+  EXPECT_EQ(at, g.size()) << path << ": only histogram records expected";
+  return h;
+}
+
+// --user-only and --object keep in pprof and gmon what they keep in the text report. The
+// program spends a known part of its time in the kernel at its own pc (reads of /dev/zero by
+// its own syscall instruction) and a part in a shared library (report_testlib). pprof's total
+// under --user-only equals the text report's --user-only total, and under --object
+// report_testlib the text rows' samples of that object, within 1 sample (a split bin's
+// rounding); gmon.out's histogram under --user-only sums to the program's user samples in the
+// text report (--by object) within 1 sample, and gprof's total is that / rate (within gprof's
+// 2-decimal print). The system part is large enough that a format ignoring either filter is
+// off by far more. gmon refuses --object of a shared library.
+TEST(Filters, PprofAndGmonKeepWhatTheTextReportKeeps) {
+  const std::string dir = temp_dir("filters");
+  const std::string file = dir + "/sys.sprof";
+  const std::string prog = EXPORT_PROG;
+  const std::string object = prog.substr(prog.rfind('/') + 1);
+  profile::Profile p;
+  ASSERT_NO_FATAL_FAILURE(record(q(prog) + " sys 0.6", file, &p));
+  if (!p.has_system()) GTEST_SKIP() << "the clock here records no system part";
+
+  const uint64_t all = text_total(file, ""), user = text_total(file, "--user-only");
+  ASSERT_GE(all, 200u) << "too few samples to compare";
+  ASSERT_GE(double(all - user), 0.05 * double(all)) << all << " samples, " << user << " user";
+  const double exe_all = csv_samples(file, "--by object --object " + q(object));
+  const double exe_user = csv_samples(file, "--by object --user-only --object " + q(object));
+  ASSERT_GE(exe_all - exe_user, 10) << "the program's own system part";
+  const double lib = csv_samples(file, "--object report_testlib");
+  ASSERT_GE(lib, 20) << "the library's samples";
+  ASSERT_LE(lib, 0.9 * double(all));
+
+  int status = 0;
+  std::string err;
+  if (!report_test::run("command -v go").empty()) {
+    const std::string pb = dir + "/p.pb.gz", upb = dir + "/u.pb.gz", opb = dir + "/o.pb.gz";
+    sprofil_report(file, "--format pprof -o " + q(pb), &status, &err);
+    ASSERT_EQ(status, 0) << err;
+    sprofil_report(file, "--user-only --format pprof -o " + q(upb), &status, &err);
+    ASSERT_EQ(status, 0) << err;
+    sprofil_report(file, "--object report_testlib --format pprof -o " + q(opb), &status, &err);
+    ASSERT_EQ(status, 0) << err;
+    EXPECT_NEAR(pprof_total_samples(dir, pb), double(all), 1);
+    EXPECT_NEAR(pprof_total_samples(dir, upb), double(user), 1) << "--user-only";
+    EXPECT_NEAR(pprof_total_samples(dir, opb), lib, 1) << "--object report_testlib";
+  }
+
+  const std::string gmon = dir + "/gmon.out", ugmon = dir + "/u.gmon.out";
+  export_gmon(file, gmon);
+  export_gmon(file, ugmon, "--user-only");
+  EXPECT_NEAR(double(read_gmon(gmon).sum), exe_all, 1);
+  const GmonHistogram h = read_gmon(ugmon);
+  EXPECT_NEAR(double(h.sum), exe_user, 1) << "--user-only";
+  const GprofFlat g = gprof_flat(prog, ugmon);
+  ASSERT_EQ(g.status, 0) << g.out;
+  ASSERT_GT(h.rate, 0u);
+  EXPECT_NEAR(g.total, exe_user / h.rate, 0.005 + 1.0 / h.rate) << g.out;
+  // --object: the program's text is kept; a shared library's cannot be (exit status 1).
+  export_gmon(file, gmon, "--object " + q(object));
+  EXPECT_NEAR(double(read_gmon(gmon).sum), exe_all, 1);
+  sprofil_report(file, "--format gmon -o " + q(gmon) + " --object report_testlib", &status, &err);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(err.find("never a shared library's"), std::string::npos) << err;
+  report_test::run("rm -rf " + q(dir));
 }
 
 TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
