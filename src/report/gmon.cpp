@@ -16,7 +16,8 @@
 // same text in several processes) become one record.
 //
 // Counters are 16-bit: when a bin exceeds 65535, every count is divided by one factor (with a
-// warning) so that the largest fits; the output's size follows the text size, never the counts.
+// warning) so that the largest fits, and the rate by the same factor, since gprof's seconds are
+// counts / rate; the output's size follows the text size, never the counts.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -147,17 +148,22 @@ bool gmon_bytes(const Profile& p, std::string* bytes, std::string* error,
     for (const auto& [at, c] : rec.bins) max = std::max(max, c);
   }
   const uint64_t factor = max <= 65535 ? 1 : max / 65535 + (max % 65535 != 0 ? 1 : 0);
+  // gprof's seconds are counts / rate: the rate is divided by the same factor as the counts
+  // (at least 1 Hz), so that its seconds stay the samples' seconds.
+  uint64_t tick_ns = p.tick_ns;
+  const uint32_t first = exe.processes.front();
+  if (first < p.processes.size() && p.processes[first].tick_ns > 0)
+    tick_ns = p.processes[first].tick_ns;
+  const double hz = tick_ns > 0 ? 1e9 / double(tick_ns) : 100;
+  const uint32_t rate = uint32_t(std::max<int64_t>(1, std::llround(hz / double(factor))));
   if (factor > 1 && warnings != nullptr)
     warnings->push_back("gmon: the largest bin holds " + std::to_string(max) +
                         " samples, more than gprof's 16-bit counters hold; every count was "
                         "divided by " +
                         std::to_string(factor) +
-                        " (rounded to nearest, so bins below half of that read as 0)");
-  uint64_t tick_ns = p.tick_ns;
-  const uint32_t first = exe.processes.front();
-  if (first < p.processes.size() && p.processes[first].tick_ns > 0)
-    tick_ns = p.processes[first].tick_ns;
-  const uint32_t rate = tick_ns > 0 ? uint32_t(std::llround(1e9 / double(tick_ns))) : 100;
+                        " (rounded to nearest, so bins below half of that read as 0), and the "
+                        "rate by the same factor (" +
+                        std::to_string(rate) + " Hz), so that gprof's seconds stay right");
   out.append("gmon", 4);
   put<int32_t>(&out, 1);  // GMON_VERSION
   out.append(12, '\0');   // spare

@@ -203,8 +203,9 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym,
 // are summed into bins of 2 bytes (no count lost). A warning names the executable when the
 // profile has others, with their samples left out. gprof's counters are 16-bit: when a bin
 // exceeds 65535 every bin is divided by one factor (rounding to nearest, proportions kept) so
-// that the largest fits, and a warning gives the factor. The size follows the text size, never
-// the counts. False if there is nothing, or a range too large for gprof's 32-bit bin count.
+// that the largest fits, and the rate by the same factor (gprof's seconds are counts / rate),
+// and a warning gives the factor. The size follows the text size, never the counts. False if
+// there is nothing, or a range too large for gprof's 32-bit bin count.
 bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* error,
                 std::vector<std::string>* warnings = nullptr, const Options& opts = {});
 

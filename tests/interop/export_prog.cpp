@@ -3,7 +3,9 @@
 //                 instruction (no libc wrapper: their kernel time is charged to this
 //                 program's text, its system part), a loop of user time, and the library's
 //                 testlib::lib_work (report_testlib): a known system share, and samples in two
-//                 objects.
+//                 objects;
+//   spin SECONDS  one x86 `loop` instruction for SECONDS of CPU: its samples at one address, one
+//                 bin that outgrows gprof's 16-bit counters at a high rate.
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -64,17 +66,28 @@ __attribute__((noinline)) unsigned long compute(long n) {
   return x;
 }
 
+// n iterations of one instruction.
+__attribute__((noinline)) void spin(unsigned long n) {
+#if defined(__x86_64__)
+  __asm__ volatile("1: loop 1b" : "+c"(n));
+#else
+  __asm__ volatile("1: subs %0, %0, #1\n\tb.ne 1b" : "+r"(n));
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s sys SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s sys|spin SECONDS\n", argv[0]);
     return 2;
   }
   const char* mode = argv[1];
   const double end = cpu_seconds() + std::atof(argv[2]);
   long sink = 0;
-  if (std::strcmp(mode, "sys") == 0) {
+  if (std::strcmp(mode, "spin") == 0) {
+    while (cpu_seconds() < end) spin(100000000);
+  } else if (std::strcmp(mode, "sys") == 0) {
     const int fd = ::open("/dev/zero", O_RDONLY);
     if (fd < 0) return 1;
     while (cpu_seconds() < end) {

@@ -1,10 +1,11 @@
 // Interop with the real tools. Synthetic profiles of a real binary (counts at nm addresses,
 // including a count above 65535 and a bin split across two functions) are exported and read
 // back by GNU gprof and `go tool pprof`; their per-function numbers must equal ours within one
-// sample (the tools print rounded values). tick = 10 ms, so gprof's rate is 100 Hz and its
-// 2-decimal seconds are exact sample counts. And programs recorded by the real `sprofil record`
-// (its default 1-byte bins; one program, the same twice, two programs under `sh -c`) exported
-// by `sprofil report --format gmon`: gprof's shares and total against the profile's.
+// sample (the tools print rounded values). tick = 10 ms, so gprof's rate is 100 Hz (50 Hz with
+// the counts halved to fit its 16-bit bins) and its 2-decimal seconds are exact sample counts. And
+// programs recorded by the real `sprofil record` (its default 1-byte bins; one program, the same
+// twice, two programs under `sh -c`) exported by `sprofil report --format gmon`: gprof's shares and
+// total against the profile's.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -134,17 +135,18 @@ void check_gprof(const std::string& prog) {
   ASSERT_EQ(flat.status, 0) << flat.out;
   const std::string& out = flat.out;
   std::map<std::string, double> gprof;
-  for (auto& [name, f] : flat.rows) gprof[name] = f.self * 100.0;  // 100 Hz
+  for (auto& [name, f] : flat.rows) gprof[name] = f.self * 100.0;  // seconds x 100 Hz: samples
   std::string base = prog.substr(prog.rfind('/') + 1);
   std::map<std::string, double> ours = our_functions(p, base);
   ASSERT_GE(ours.size(), 5u);
-  // gmon_bytes divides every count by ceil(max / 65535) (rounded to nearest): compare gprof's
-  // numbers times that factor, within a rounding of the factor per bin.
+  // gmon_bytes divides every count by ceil(max / 65535) (rounded to nearest) and the rate by the
+  // same factor, so gprof's seconds stay the samples': compare them within a rounding of the
+  // factor per bin.
   uint64_t max = 0;
   for (const profile::Region& r : p.regions)
     if (r.flags & SPROF_R_MAIN) max = std::max(max, r.max_count());
   const double factor = max <= 65535 ? 1.0 : double((max + 65534) / 65535);
-  for (auto& [name, n] : gprof) n *= factor;
+  ASSERT_GT(factor, 1.0) << "the profile no longer has a bin over 65535: this test means one";
   double our_total = 0, their_total = 0;
   for (auto& [name, n] : ours) {
     our_total += n;
@@ -647,6 +649,61 @@ TEST(Filters, PprofAndGmonKeepWhatTheTextReportKeeps) {
   sprofil_report(file, "--format gmon -o " + q(gmon) + " --object report_testlib", &status, &err);
   EXPECT_NE(status, 0);
   EXPECT_NE(err.find("never a shared library's"), std::string::npos) << err;
+  report_test::run("rm -rf " + q(dir));
+}
+
+// gprof's counters are 16-bit: when a bin exceeds 65535 the export divides every count by one
+// factor, and must divide the rate by it too, since gprof's seconds are counts / rate (they
+// read the factor too few). One `loop` instruction spinning at 50 kHz puts ~50,000 samples in
+// one bin in a second; three such runs merged (`sprofil merge`: the sum of the runs) hold about
+// 150,000 there, a factor of 3. gprof's seconds for the function, and its total, are sprofil's
+// (the text report's CSV) within 3%.
+TEST(Gprof, ScaledDownCountsKeepTheirSeconds) {
+  const std::string dir = temp_dir("gmon_scale");
+  const std::string file = dir + "/spin.sprof", merged = dir + "/merged.sprof";
+  const std::string gmon = dir + "/gmon.out";
+  const std::string prog = EXPORT_PROG;
+  int status = 0;
+  const std::string log =
+      report_test::run(std::string(SPROFIL_TOOL) + " record -q -F 50000 -o " + q(file) + " -- " +
+                           q(prog) + " spin 1 2>&1 >/dev/null",
+                       &status);
+  ASSERT_EQ(status, 0) << log;
+  const std::string merge =
+      report_test::run(std::string(SPROFIL_TOOL) + " merge -o " + q(merged) + " " + q(file) + " " +
+                           q(file) + " " + q(file) + " 2>&1",
+                       &status);
+  ASSERT_EQ(status, 0) << merge;
+  const std::string warned = export_gmon(merged, gmon);
+  ASSERT_NE(warned.find("every count was divided by"), std::string::npos)
+      << "no bin outgrew gprof's counters (the sampling was throttled?): this test needs one\n"
+      << warned;
+  // sprofil's seconds for spin, and for the program's text (--by object).
+  const std::string csv = sprofil_report(merged, "--format csv", &status);
+  ASSERT_EQ(status, 0) << csv;
+  double ours = 0;
+  std::istringstream in(csv);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("spin(unsigned long)") != std::string::npos) {
+      std::vector<std::string> f;
+      std::istringstream fs(line);
+      for (std::string x; std::getline(fs, x, ',');) f.push_back(x);
+      ours += std::stod(f.at(4));  // seconds
+    }
+  ASSERT_GT(ours, 1.0) << csv;
+  const GprofFlat g = gprof_flat(prog, gmon);
+  ASSERT_EQ(g.status, 0) << g.out;
+  double theirs = 0;
+  for (const auto& [name, f] : g.rows)
+    if (name.find("spin(unsigned long)") != std::string::npos) theirs += f.self;
+  EXPECT_NEAR(theirs, ours, 0.03 * ours) << g.out;
+  const double exe =
+      csv_samples(merged, "--by object --object " + q(prog.substr(prog.rfind('/') + 1)));
+  profile::Profile p;
+  std::string err;
+  ASSERT_TRUE(profile::read_profile(merged, &p, &err)) << err;
+  EXPECT_NEAR(g.total, exe * double(p.tick_ns) / 1e9, 0.03 * exe * double(p.tick_ns) / 1e9)
+      << g.out;
   report_test::run("rm -rf " + q(dir));
 }
 
