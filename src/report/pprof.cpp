@@ -116,10 +116,11 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
   // What the options keep (--user-only, --object, --pid, --comm), as every format's rows.
   std::vector<Piece> pieces = attribute(p, symbolizer, opts);
 
-  // Mappings: one per region with counts, the run's program's first (pprof's main binary, its
+  // Mappings: the run's program's first, with samples or without (pprof's main binary, its
   // `File:`; main_executable(): in a compiler's run cc1plus, not the libc that its first
-  // region with samples was), then the others in the pieces' order. The program is the run's
-  // whatever --object keeps, chosen as gmon chooses it (--user-only: by user samples).
+  // region with samples was; sqlite3, not the libsqlite3 that holds all its time), then one per
+  // region with samples in the pieces' order. The program is the run's whatever --object keeps,
+  // chosen as gmon chooses it (--user-only: by user samples).
   std::map<size_t, uint64_t> mapping_of;
   std::map<size_t, const Piece*> first_piece;  // of each region with pieces
   std::vector<size_t> order;
@@ -127,13 +128,15 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
   whole.object.clear();
   const std::vector<Executable> exes = executables(p, whole);
   if (!exes.empty()) order = exes[main_executable(p, whole, exes)].regions;
+  const size_t program = order.size();  // order[0, program): the program's regions
   for (const Piece& pc : pieces)
     if (pc.region != SIZE_MAX && first_piece.emplace(pc.region, &pc).second)
       order.push_back(pc.region);
-  for (size_t region : order) {
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t region = order[k];
     const auto first = first_piece.find(region);
-    if (first == first_piece.end() || mapping_of.count(region)) continue;
-    const Piece* pc = first->second;
+    if ((first == first_piece.end() && k >= program) || mapping_of.count(region)) continue;
+    const Piece* pc = first != first_piece.end() ? first->second : nullptr;
     const profile::Region& r = p.regions[region];
     auto* m = out.add_mapping();
     m->set_id(uint64_t(out.mapping_size()));
@@ -142,7 +145,8 @@ std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& symbol
     m->set_file_offset(r.file_offset);
     m->set_filename(str.id(r.path));
     m->set_build_id(str.id(symbolize::hex(r.build_id)));
-    bool known = pc->object != nullptr && pc->object->ok();
+    // (A mapping without samples has no location to symbolize.)
+    const bool known = pc == nullptr || (pc->object != nullptr && pc->object->ok());
     m->set_has_functions(known);
     m->set_has_filenames(known);
     m->set_has_line_numbers(known);

@@ -191,7 +191,8 @@ void write_csv(const Table& t, std::ostream& out);
 // the rows shown); with --by line, `object;function;file:line count`.
 void write_folded(const Table& t, std::ostream& out);
 // Gzipped perftools.profiles.Profile (go tool pprof) of the samples `opts` keeps (attribute:
-// --user-only, --object, --pid, --comm); empty if compression failed.
+// --user-only, --object, --pid, --comm); empty if compression failed. Its first mapping is the
+// run's program's (main_executable), with samples or without.
 // Values beyond INT64_MAX (pprof's signed 64-bit values) are clamped, with a warning added to
 // *warnings (if given).
 std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym,

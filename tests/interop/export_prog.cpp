@@ -5,7 +5,9 @@
 //                 testlib::lib_work (report_testlib): a known system share, and samples in two
 //                 objects;
 //   spin SECONDS  one x86 `loop` instruction for SECONDS of CPU: its samples at one address, one
-//                 bin that outgrows gprof's 16-bit counters at a high rate.
+//                 bin that outgrows gprof's 16-bit counters at a high rate;
+//   lib N         testlib::lib_work(N) and nothing else: every sample in the library, none in
+//                 the program's own text.
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -79,10 +81,11 @@ __attribute__((noinline)) void spin(unsigned long n) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s sys|spin SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s sys|spin SECONDS | lib N\n", argv[0]);
     return 2;
   }
   const char* mode = argv[1];
+  if (std::strcmp(mode, "lib") == 0) return int(testlib::lib_work(std::atol(argv[2])) & 1);
   const double end = cpu_seconds() + std::atof(argv[2]);
   long sink = 0;
   if (std::strcmp(mode, "spin") == 0) {

@@ -707,6 +707,57 @@ TEST(Gprof, ScaledDownCountsKeepTheirSeconds) {
   report_test::run("rm -rf " + q(dir));
 }
 
+// A run whose time is all in a shared library the program links (report_testlib): the
+// program's own text has no sample. Its samples, and those in the program's text. The kernel's
+// time in exec, when a period ends there, is charged to the program's entry point (`_start`,
+// one sample as system time in about one run in twelve on the loaded 2-core machine): the run
+// is recorded again then, five times at most.
+struct LibraryRun {
+  std::string file;
+  uint64_t samples = 0, in_program = 0;
+  bool program_region = false;  // the profile has the program's text region
+};
+LibraryRun record_library_run(const std::string& dir) {
+  LibraryRun run;
+  run.file = dir + "/lib.sprof";
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    profile::Profile p;
+    record(q(EXPORT_PROG) + " lib 100000000", run.file, &p);
+    run.samples = p.total_samples();
+    run.in_program = 0;
+    for (const profile::Region& r : p.regions)
+      if ((r.flags & SPROF_R_MAIN) != 0 && r.path == EXPORT_PROG) {
+        run.program_region = true;
+        run.in_program += r.total();
+      }
+    if (run.in_program == 0) break;
+  }
+  return run;
+}
+
+// pprof's main binary (`File:` in `go tool pprof -top`) is the recorded program though its text
+// has no sample (sqlite3, all of whose time is in libsqlite3, was `File: ld-linux-x86-64.so.2`):
+// its mapping is the first, with samples or without.
+TEST(Pprof, TheProgramIsTheMainMappingWithoutSamplesOfItsOwn) {
+  if (report_test::run("command -v go").empty()) GTEST_SKIP() << "no go toolchain";
+  const std::string dir = temp_dir("pprof_lib");
+  const LibraryRun run = record_library_run(dir);
+  ASSERT_TRUE(run.program_region) << "the profile has no region of " << EXPORT_PROG;
+  ASSERT_EQ(run.in_program, 0u) << "the program's own text has samples: this test needs none";
+  ASSERT_GE(run.samples, 20u);
+  const std::string pb = dir + "/lib.pb.gz";
+  int status = 0;
+  std::string err;
+  sprofil_report(run.file, "--format pprof -o " + q(pb), &status, &err);
+  ASSERT_EQ(status, 0) << err;
+  const std::string top = go_pprof(dir, "-top " + q(pb), &status);
+  ASSERT_EQ(status, 0) << top;
+  const std::string prog = EXPORT_PROG;
+  EXPECT_EQ(top.rfind("File: " + prog.substr(prog.rfind('/') + 1) + "\n", 0), 0u) << top;
+  EXPECT_NE(top.find("testlib::lib_work"), std::string::npos) << top;
+  report_test::run("rm -rf " + q(dir));
+}
+
 TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
   profile::Profile p = make_profile(PROG_PIE);
   std::string dir = temp_dir("tool");
