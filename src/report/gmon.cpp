@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "format/sprof_format.h"
 #include "report/exporter.hpp"
@@ -87,6 +88,51 @@ bool gmon_bytes(const Profile& p, std::string* bytes, std::string* error,
                         count_of(left, "sample", "samples") + " in the text of " +
                         count_of(others, "other executable", "other executables") + " (" + names +
                         "); --pid or --comm picks another");
+  }
+
+  // The samples gprof will not see: those of shared libraries (never in a gmon.out), of other
+  // executables and of no object. When they are most of what the options keep, a warning says
+  // so and where they are: an empty gmon.out ("no time accumulated") or a sliver of the run
+  // would otherwise pass for the program's profile.
+  std::map<std::string, uint64_t> elsewhere;  // by object_of
+  uint64_t kept = 0;
+  for (size_t i = 0; i < p.regions.size(); ++i) {
+    const Region& r = p.regions[i];
+    if (!process_selected(p, r.process, opts) || !object_selected(object_of(r), opts)) continue;
+    const uint64_t n = region_samples(r, opts);
+    kept = profile::sat_add(kept, n);
+    if (n != 0 && std::find(exe.regions.begin(), exe.regions.end(), i) == exe.regions.end())
+      elsewhere[object_of(r)] = profile::sat_add(elsewhere[object_of(r)], n);
+  }
+  if (object_selected("", opts) && kept_overflow(p, opts) != 0) {
+    kept = profile::sat_add(kept, kept_overflow(p, opts));
+    elsewhere["[outside any object]"] = kept_overflow(p, opts);
+  }
+  if (double(exe.samples) * 2 < double(kept) && warnings != nullptr) {
+    std::vector<std::pair<uint64_t, std::string>> most;
+    for (const auto& [object, n] : elsewhere) most.emplace_back(n, object);
+    std::sort(most.begin(), most.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    constexpr size_t kNamed = 3;
+    std::string where;
+    uint64_t rest = 0;
+    for (size_t k = 0; k < most.size(); ++k) {
+      if (k < kNamed)
+        where += (k == 0 ? "" : ", ") + most[k].second + " (" + std::to_string(most[k].first) + ")";
+      else
+        rest = profile::sat_add(rest, most[k].first);
+    }
+    if (most.size() > kNamed)
+      where += " and " + count_of(most.size() - kNamed, "other object", "other objects") + " (" +
+               std::to_string(rest) + ")";
+    warnings->push_back("gmon: the text of " + exe.path + " holds " + std::to_string(exe.samples) +
+                        " of the " + count_of(kept, "sample", "samples") +
+                        " kept; gprof sees only those" +
+                        (exe.samples == 0 ? " (it will say \"no time accumulated\")" : "") +
+                        ". The others are in " + where +
+                        ": a gmon.out holds one executable's text, never a shared library's; "
+                        "--format pprof or text report them");
   }
 
   // One bin size for every record (gprof refuses records of different scales).

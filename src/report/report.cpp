@@ -77,6 +77,14 @@ void count_bin(const Options& opts, uint64_t* count, uint64_t* system) {
   *system = 0;
 }
 
+uint64_t kept_overflow(const Profile& p, const Options& opts) {
+  if (p.processes.size() <= 1) return process_selected(p, 0, opts) ? p.overflow : 0;
+  uint64_t n = 0;
+  for (uint32_t k = 0; k < p.processes.size(); ++k)
+    if (process_selected(p, k, opts)) n = profile::sat_add(n, p.processes[k].overflow);
+  return n;
+}
+
 uint64_t region_samples(const Region& r, const Options& opts) {
   const uint64_t all = r.total();
   // A saturated total cannot say how much of it is user time: keep it as the bound.
@@ -332,16 +340,10 @@ Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Optio
       t.system_samples = profile::sat_add(t.system_samples, r.system_total());
       t.has_system = t.has_system || r.has_system();
     }
-  if (!filtered) {
+  if (!filtered)
     t.total_samples = p.total_samples();
-  } else if (p.processes.size() <= 1) {
-    if (process_selected(p, 0, opts))
-      t.total_samples = profile::sat_add(t.total_samples, p.overflow);
-  } else {  // percentages of what a --pid/--comm filter keeps, as perf does
-    for (uint32_t k = 0; k < p.processes.size(); ++k)
-      if (process_selected(p, k, opts))
-        t.total_samples = profile::sat_add(t.total_samples, p.processes[k].overflow);
-  }
+  else  // percentages of what a --pid/--comm filter keeps, as perf does
+    t.total_samples = profile::sat_add(t.total_samples, kept_overflow(p, opts));
   if (opts.user_only && t.has_system) {
     t.user_only = true;
     // A saturated total cannot say how much of it is user time: keep it as the bound.

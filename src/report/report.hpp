@@ -79,6 +79,8 @@ bool object_selected(const std::string& object, const Options& opts);
 void count_bin(const Options& opts, uint64_t* count, uint64_t* system);
 // A region's samples as count_bin counts them (saturating).
 uint64_t region_samples(const profile::Region& r, const Options& opts);
+// The overflow ("[outside any object]") of the processes --pid/--comm keep.
+uint64_t kept_overflow(const profile::Profile& p, const Options& opts);
 // True if --pid or --comm is given.
 bool filters_processes(const Options& opts);
 
@@ -197,16 +199,17 @@ void write_folded(const Table& t, std::ostream& out);
 // *warnings (if given).
 std::string pprof_bytes(const profile::Profile& p, symbolize::Symbolizer& sym,
                         std::vector<std::string>* warnings = nullptr, const Options& opts = {});
-// gmon.out (GNU gprof) of one executable, in link-time addresses: of the processes `opts` keeps
-// (--pid, --comm), the root's executable, or the most-sampled one when the root's text holds
-// under 1% of the main executables' samples (a shell, a launcher); every kept process of it
-// summed, one histogram record per text range (gmon.cpp). Bins finer than gprof's 2-byte unit
-// are summed into bins of 2 bytes (no count lost). A warning names the executable when the
-// profile has others, with their samples left out. gprof's counters are 16-bit: when a bin
-// exceeds 65535 every bin is divided by one factor (rounding to nearest, proportions kept) so
-// that the largest fits, and the rate by the same factor (gprof's seconds are counts / rate),
-// and a warning gives the factor. The size follows the text size, never the counts. False if
-// there is nothing, or a range too large for gprof's 32-bit bin count.
+// gmon.out (GNU gprof) of one executable, in link-time addresses: of the processes and
+// executables `opts` keeps (--pid, --comm, --object), the root's executable, or the most-sampled
+// one when the root's text holds under 10% of the main executables' samples (a shell, a
+// launcher); every kept process of it summed, one histogram record per text range (gmon.cpp).
+// Bins finer than gprof's 2-byte unit are summed into bins of 2 bytes (no count lost). A
+// warning names the executable when the profile has others, with their samples left out; one
+// says where the samples are when its text holds under half of those kept. gprof's counters are
+// 16-bit: when a bin exceeds 65535 every bin is divided by one factor (rounding to nearest,
+// proportions kept) so that the largest fits, and the rate by the same factor (gprof's seconds are
+// counts / rate), and a warning gives the factor. The size follows the text size, never the counts.
+// False if there is nothing, or a range too large for gprof's 32-bit bin count.
 bool gmon_bytes(const profile::Profile& p, std::string* bytes, std::string* error,
                 std::vector<std::string>* warnings = nullptr, const Options& opts = {});
 

@@ -758,6 +758,24 @@ TEST(Pprof, TheProgramIsTheMainMappingWithoutSamplesOfItsOwn) {
   report_test::run("rm -rf " + q(dir));
 }
 
+// The gmon export of a run whose executable's text has no sample (all in a shared library,
+// which a gmon.out cannot hold) warns that the executable holds 0 of the samples, and where they
+// are, rather than writing gprof's "no time accumulated" silently.
+TEST(Gprof, AnExecutableWithoutSamplesIsWarnedOf) {
+  const std::string dir = temp_dir("gmon_lib");
+  const LibraryRun run = record_library_run(dir);
+  ASSERT_TRUE(run.program_region) << "the profile has no region of " << EXPORT_PROG;
+  ASSERT_EQ(run.in_program, 0u) << "the program's own text has samples: this test needs none";
+  ASSERT_GE(run.samples, 20u);
+  const std::string log = export_gmon(run.file, dir + "/gmon.out");
+  EXPECT_NE(log.find("warning: gmon: the text of " + std::string(EXPORT_PROG) + " holds 0 of the " +
+                     std::to_string(run.samples) + " samples kept"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("The others are in libreport_testlib.so ("), std::string::npos) << log;
+  report_test::run("rm -rf " + q(dir));
+}
+
 TEST(Tool, ReportFoldedSumsToTotalAndJsonParses) {
   profile::Profile p = make_profile(PROG_PIE);
   std::string dir = temp_dir("tool");
