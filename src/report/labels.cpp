@@ -238,6 +238,21 @@ std::vector<std::string> shown_names(const std::vector<Row>& rows) {
   return names;
 }
 
+std::string file_line(const std::string& file, int line) {
+  return (file.empty() ? std::string("??") : basename_of(file)) + ":" + std::to_string(line);
+}
+
+std::string line_label(const Row& r, const std::function<std::string(const std::string&)>& name) {
+  std::string s =
+      file_line(r.file, r.line) + " " +
+      name(!r.frames.empty() && !r.frames[0].function.empty() ? r.frames[0].function : r.name);
+  for (size_t i = 1; i < r.frames.size(); ++i) {
+    s += " <- " + file_line(r.frames[i].file, r.frames[i].line);
+    if (!r.frames[i].function.empty()) s += " " + name(r.frames[i].function);
+  }
+  return s;
+}
+
 std::string label_of(const Row& r, By by, bool short_names, const std::set<std::string>* full) {
   auto shown = [&](const std::string& name) {
     return printable(short_names && shortened(name, full) ? symbolize::short_name(name) : name);
@@ -247,20 +262,10 @@ std::string label_of(const Row& r, By by, bool short_names, const std::set<std::
       return shown(r.name);
     case By::kObject:
       return printable(r.name);
-    case By::kLine: {
-      std::string s =
-          printable(r.file.empty() ? std::string("??") : basename_of(r.file)) + ":" +
-          std::to_string(r.line) + " " +
-          shown(!r.frames.empty() && !r.frames[0].function.empty() ? r.frames[0].function : r.name);
-      for (size_t i = 1; i < r.frames.size(); ++i) {
-        s += " <- " +
-             printable(r.frames[i].file.empty() ? std::string("??")
-                                                : basename_of(r.frames[i].file)) +
-             ":" + std::to_string(r.frames[i].line);
-        if (!r.frames[i].function.empty()) s += " " + shown(r.frames[i].function);
-      }
-      return s;
-    }
+    case By::kLine:
+      return printable(line_label(r, [&](const std::string& name) {
+        return short_names && shortened(name, full) ? symbolize::short_name(name) : name;
+      }));
     case By::kAddress:
       if (r.object.empty()) return hex_addr(r.address) + " " + shown(r.name);
       // (Processes that ran it at different load addresses: the object's address alone.)

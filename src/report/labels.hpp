@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,14 @@ std::string format_samples(double s);
 constexpr size_t kShortNameAbove = 64;
 // Whether label_of shortens `name` (with short names, and unless `full` keeps it whole).
 bool shortened(const std::string& name, const std::set<std::string>* full = nullptr);
+// A source line as the text report shows it: "FILE:LINE", the file's basename, "??:0" where no
+// line information covers the address.
+std::string file_line(const std::string& file, int line);
+// The label of a --by line row: "hot.hpp:11 inner", and with --inline its whole chain,
+// innermost first: "hot.hpp:11 inner <- prog.cpp:20 main" (file_line, then each frame's
+// function where it has one). `name` shows a function name (the text report's short names).
+// The text report's label (label_of, made printable) and CSV's `inlined` column.
+std::string line_label(const Row& r, const std::function<std::string(const std::string&)>& name);
 // The label of a row in text output: function, object, file:line function, or address (the
 // runtime address, then the object-relative one that addr2line -e OBJECT takes); with
 // `short_names`, names longer than kShortNameAbove are shortened.

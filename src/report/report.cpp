@@ -327,6 +327,7 @@ std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer
 Table aggregate(const Profile& p, symbolize::Symbolizer& symbolizer, const Options& opts) {
   Table t;
   t.by = opts.by;
+  t.inline_frames = opts.by == By::kLine && opts.inline_frames;
   t.tick_seconds = double(p.tick_ns) / 1e9;
   // Per process also when --pid/--comm keep one process of a run of several: the rows say
   // which command they are of, as without the filter.

@@ -174,6 +174,7 @@ struct Table {
   uint64_t system_samples = 0;  // the system parts of the selected processes' counts
   bool per_process = false;     // several processes: rows are per (comm, name), like perf;
                                 // also when --pid/--comm keep one process of several
+  bool inline_frames = false;   // --by line --inline: a row per inline chain (Row::frames)
   double tick_seconds = 0;
   std::vector<Row> rows;  // sorted by samples descending, filtered
   std::vector<std::string> warnings;
