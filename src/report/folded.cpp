@@ -14,6 +14,18 @@ uint64_t to_count(double x) {
   if (!(x > 0)) return 0;
   return x >= 18446744073709551615.0 ? UINT64_MAX : uint64_t(x);
 }
+
+// One frame of a stack: `;` separates frames and a newline ends the line, so a `;` in a name (an
+// assembler's quoted symbol, a JIT's perf map) becomes `:`, as FlameGraph's stackcollapse-perf.pl
+// does, and a newline `_`.
+std::string frame(std::string name) {
+  for (char& c : name)
+    if (c == ';')
+      c = ':';
+    else if (c == '\n')
+      c = '_';
+  return name;
+}
 }  // namespace
 
 void write_folded(const Table& t, std::ostream& out) {
@@ -37,21 +49,17 @@ void write_folded(const Table& t, std::ostream& out) {
     const Row& r = t.rows[i];
     std::string stack;
     if (r.object.empty()) {
-      stack = r.name;
+      stack = frame(r.name);
     } else if (t.by == By::kObject) {
-      stack = r.object;
+      stack = frame(r.object);
     } else {
-      stack = r.object + ";" + r.name;
+      stack = frame(r.object) + ";" + frame(r.name);
       if (t.by == By::kLine) {
         for (size_t k = r.frames.size(); k-- > 1;)
-          if (!r.frames[k - 1].function.empty()) stack += ";" + r.frames[k - 1].function;
-        stack += ";" + basename_of(r.file) + ":" + std::to_string(r.line);
-      } else if (t.by == By::kAddress) {
-        stack = r.object + ";" + r.name;
+          if (!r.frames[k - 1].function.empty()) stack += ";" + frame(r.frames[k - 1].function);
+        stack += ";" + frame(file_line(r.file, r.line));
       }
     }
-    for (char& c : stack)
-      if (c == '\n') c = '_';
     out << stack << " " << n[i] << "\n";
   }
 }

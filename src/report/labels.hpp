@@ -27,8 +27,8 @@ std::string format_samples(double s);
 constexpr size_t kShortNameAbove = 64;
 // Whether label_of shortens `name` (with short names, and unless `full` keeps it whole).
 bool shortened(const std::string& name, const std::set<std::string>* full = nullptr);
-// A source line as the text report shows it: "FILE:LINE", the file's basename, "??:0" where no
-// line information covers the address.
+// A source line as every format shows it: "FILE:LINE", the file's basename, "??:0" where no
+// line information covers the address (the text report, folded stacks).
 std::string file_line(const std::string& file, int line);
 // The label of a --by line row: "hot.hpp:11 inner", and with --inline its whole chain,
 // innermost first: "hot.hpp:11 inner <- prog.cpp:20 main" (file_line, then each frame's

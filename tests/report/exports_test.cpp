@@ -1,7 +1,9 @@
 // The row formats on runs of tests/report/exports_prog.cpp recorded by the real `sprofil
-// record`: CSV's inline chains (--by line --inline).
+// record`: CSV's inline chains (--by line --inline), and folded stacks' frames (a `;` in a
+// symbol, a line without debug information) as the text report names them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -125,6 +127,50 @@ TEST(ReportExports, CsvInlineChainsTellRowsApart) {
   ASSERT_EQ(plain.status, 0) << describe(plain);
   EXPECT_EQ(plain.out.substr(0, plain.out.find('\n')).find("inlined"), std::string::npos)
       << plain.out;
+}
+
+// Folded stacks: a `;` separates frames, so the function whose symbol is `hot;spot` is one frame
+// `hot:spot` (as FlameGraph's stackcollapse-perf.pl writes it), not two; and with --by line, a
+// program without debug information has its lines as the text report names them, `??:0`.
+TEST(ReportExports, FoldedFramesAreTheTextReportsNames) {
+  const std::string base = std::string(EXPORTS_PROG_NODEBUG);
+  const std::string object = base.substr(base.rfind('/') + 1);
+  const std::string file = record("semi.sprof", {base, "semi", "200000000"});
+
+  const Result text = tool({"report", file});
+  ASSERT_EQ(text.status, 0) << describe(text);
+  ASSERT_NE(text.out.find("hot;spot  " + object), std::string::npos) << text.out;
+
+  // Every stack is OBJECT;FUNCTION (or one frame outside any object): no `;` inside a frame.
+  const Result folded = tool({"report", file, "--format", "folded"});
+  ASSERT_EQ(folded.status, 0) << describe(folded);
+  uint64_t hot = 0, sum = 0;
+  for (const std::string& line : lines_of(folded.out)) {
+    const std::string stack = line.substr(0, line.rfind(' '));
+    const uint64_t n = std::stoull(line.substr(line.rfind(' ') + 1));
+    sum += n;
+    EXPECT_LE(std::count(stack.begin(), stack.end(), ';'), 1) << line;
+    if (stack == object + ";hot:spot") hot = n;
+  }
+  EXPECT_GE(hot, 50u) << "hot;spot's samples under the frame hot:spot\n" << folded.out;
+  EXPECT_GE(double(hot), 0.8 * double(sum)) << folded.out;
+
+  // --by line: OBJECT;FUNCTION;FILE:LINE, the line `??:0` where the text report says `??:0`.
+  const Result text_lines = tool({"report", file, "--by", "line"});
+  ASSERT_EQ(text_lines.status, 0) << describe(text_lines);
+  EXPECT_NE(text_lines.out.find("??:0 hot;spot  " + object), std::string::npos) << text_lines.out;
+  const Result lines = tool({"report", file, "--by", "line", "--format", "folded"});
+  ASSERT_EQ(lines.status, 0) << describe(lines);
+  bool found = false;
+  for (const std::string& line : lines_of(lines.out)) {
+    const std::string stack = line.substr(0, line.rfind(' '));
+    EXPECT_EQ(stack.find(";:"), std::string::npos) << "a frame without its file: " << line;
+    if (stack.rfind(object + ";", 0) == 0) {
+      EXPECT_EQ(std::count(stack.begin(), stack.end(), ';'), 2) << line;
+    }
+    found |= stack == object + ";hot:spot;??:0";
+  }
+  EXPECT_TRUE(found) << lines.out;
 }
 
 }  // namespace
