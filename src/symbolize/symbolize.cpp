@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <map>
 #include <set>
@@ -581,6 +582,17 @@ void Object::load_symbols() {
   cfi_functions(mod_, main_elf, main_bias, &functions_);
 }
 
+namespace {
+// A source file's name as a line table or a call site gives it, made absolute with the
+// compilation unit's directory where it is relative (a program compiled as `gcc ../src/p.c`, or
+// under ccache's CCACHE_BASEDIR), as addr2line and perf annotate resolve it: annotate then finds
+// the file from any working directory, not only from the build's.
+void make_absolute(std::string* file, const char* comp_dir) {
+  if (file->empty() || (*file)[0] == '/' || comp_dir == nullptr || comp_dir[0] != '/') return;
+  *file = (std::filesystem::path(comp_dir) / *file).lexically_normal().string();
+}
+}  // namespace
+
 std::vector<Frame> Object::frames(uint64_t vaddr) const {
   std::vector<Frame> out;
   if (!ok_ || mod_ == nullptr) return out;  // (a perf map has no lines)
@@ -598,6 +610,10 @@ std::vector<Frame> Object::frames(uint64_t vaddr) const {
   }
   Dwarf_Addr bias = 0;
   Dwarf_Die* cu = dwfl_module_addrdie(mod_, vaddr, &bias);
+  Dwarf_Attribute comp_attr;
+  const char* comp_dir =
+      cu != nullptr ? dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &comp_attr)) : nullptr;
+  make_absolute(&cur.file, comp_dir);
   Dwarf_Die* scopes = nullptr;
   int nscopes = cu != nullptr ? dwarf_getscopes(cu, vaddr - bias, &scopes) : 0;
   // dwarf_getscopes continues past an inlined instance into its abstract definition's scopes;
@@ -636,6 +652,7 @@ std::vector<Frame> Object::frames(uint64_t vaddr) const {
     if (files != nullptr && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &v) == 0) {
       const char* file = dwarf_filesrc(files, v, nullptr, nullptr);
       if (file != nullptr) cur.file = file;
+      make_absolute(&cur.file, comp_dir);
     }
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &v) == 0) cur.line = int(v);
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_column, &attr), &v) == 0) cur.column = int(v);

@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -637,6 +638,35 @@ TEST(Annotate, ByLineAgreesWithPerf) {
     ASSERT_GT(theirs, 10) << perf;
     EXPECT_NEAR(mine, theirs, 2.0) << marker << "\n" << perf << "\n" << out;
   }
+}
+
+// A program compiled from a relative path (`cc ../src/p.c` in its build directory; ccache's
+// CCACHE_BASEDIR makes such paths too): its lines name the source by the compilation unit's
+// directory, so annotate shows the source text from any working directory, as addr2line
+// resolves it. Before, the relative name was opened from annotate's own directory: no text.
+TEST(Annotate, SourceCompiledFromARelativePathIsFoundFromAnywhere) {
+  if (run("command -v cc").empty()) GTEST_SKIP() << "no C compiler";
+  const std::string dir = temp_dir() + "/relative";
+  int status = 0;
+  std::string log = run("mkdir -p '" + dir + "/src' '" + dir + "/build' && printf '%s\\n' " +
+                            "'volatile unsigned long x;' " +
+                            "'__attribute__((noinline)) void relative_hot(long n) { for (long i "
+                            "= 0; i < n; i++) x += i; }' " +
+                            "'int main(void) { relative_hot(300000000); return 0; }' > '" + dir +
+                            "/src/p.c' && cd '" + dir + "/build' && cc -O1 -g ../src/p.c -o p 2>&1",
+                        &status);
+  ASSERT_EQ(status, 0) << log;
+  const std::string file = dir + "/p.sprof";
+  log = run("cd '" + dir + "/build' && '" + kTool + "' record -q -o '" + file + "' -- ./p 2>&1",
+            &status);
+  ASSERT_EQ(status, 0) << log;
+  const std::string text =
+      run("cd / && '" + kTool + "' annotate '" + file + "' --function relative_hot 2>&1");
+  EXPECT_NE(text.find("for (long i = 0; i < n; i++) x += i;"), std::string::npos) << text;
+  const std::string json =
+      run("cd / && '" + kTool + "' report '" + file + "' --by line --format json");
+  const std::string source = (std::filesystem::path(dir) / "src/p.c").lexically_normal().string();
+  EXPECT_NE(json.find("\"" + source + "\""), std::string::npos) << json.substr(0, 600);
 }
 
 }  // namespace
