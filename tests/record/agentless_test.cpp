@@ -561,11 +561,12 @@ TEST(Agentless, JitCodeIsNamedByItsPerfMap) {
     ASSERT_GT(truth_hot, 0) << r.out;
     ASSERT_GT(truth_cold, 0) << r.out;
     EXPECT_EQ(j.value("overflow", uint64_t{1}), 0u) << j.dump(1).substr(0, 2000);
-    double in_jit = 0;
+    double in_jit = 0, unknown_in_jit = 0;
     int hot_rows = 0;
     for (const Json& row : j.at("rows")) {
       if (row.value("object", "") != "[JIT]") continue;
       in_jit += row.value("percent", 0.0);
+      if (row.value("name", "") == "[unknown]") unknown_in_jit += row.value("percent", 0.0);
       hot_rows += row.value("name", "") == "jit_hot";
       EXPECT_EQ(maps.count(row.value("object_path", "")), 1u) << row.dump();
     }
@@ -578,7 +579,9 @@ TEST(Agentless, JitCodeIsNamedByItsPerfMap) {
       EXPECT_NEAR(total, in_jit, 0.01) << j.dump(1).substr(0, 2000);
       EXPECT_NE(text.out.find("jit_hot  [JIT]"), std::string::npos) << text.out;
     } else {
-      EXPECT_NEAR(percent_of(j, "[unknown]"), in_jit, 0.01) << j.dump(1).substr(0, 2000);
+      // Every JIT sample unnamed (an [unknown] sample of another object, ld.so's, may come
+      // with them: not counted here).
+      EXPECT_NEAR(unknown_in_jit, in_jit, 0.01) << j.dump(1).substr(0, 2000);
       bool warned = false;
       for (const std::string& m : maps)
         warned |=
