@@ -17,6 +17,7 @@
 
 #include "format/sprof_format.h"
 #include "profile/buildid_cache.hpp"
+#include "profile/output.hpp"
 #include "record/elf_file.hpp"
 
 namespace sprofil::record {
@@ -84,15 +85,8 @@ bool copy_file(int from, int to_fd, std::string* why) {
       if (r == 0) return true;
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) break;
-      for (ssize_t w = 0; w < r;) {
-        const ssize_t k = write(to_fd, buf + w, static_cast<size_t>(r - w));
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-          *why = strerror(errno);
-          return false;
-        }
-        w += k;
-      }
+      if (!profile::write_all(to_fd, std::string_view(buf, static_cast<size_t>(r)), why))
+        return false;
     }
     break;
   }

@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "util/clock_ns.hpp"
+#include "util/join.hpp"
 
 namespace sprofil::record {
 namespace {
@@ -177,15 +178,8 @@ void SignalRelay::reap_adopted() const {
 // /proc every 10 ms, with async-signal-safe calls only (record has threads), and record ends it
 // once continued. Its pid, or -1.
 pid_t SignalRelay::start_waker() const {
-  char path[48] = "/proc/";
-  size_t at = 6;
-  char digits[16];
-  size_t n = 0;
-  for (auto v = static_cast<unsigned long>(pid_); n == 0 || v != 0; v /= 10)
-    digits[n++] = char('0' + v % 10);
-  while (n != 0) path[at++] = digits[--n];
-  for (const char* tail = "/stat"; *tail != '\0';) path[at++] = *tail++;
-  path[at] = '\0';
+  char path[48];
+  util::Join(path, sizeof path).add("/proc/").add(static_cast<long>(pid_)).add("/stat");
   const pid_t record = getpid();
   const pid_t waker = fork();
   if (waker != 0) return waker;
