@@ -16,7 +16,8 @@
 // - sigsuspend: sprofil's signal is added to the mask (a sample must not end the wait); the
 //   same for sigpause (__xpg_sigpause, __sigpause), which glibc waits in without the PLT.
 // - sigwait, sigwaitinfo, sigtimedwait, signalfd: sprofil's signal is removed from the set
-//   (the program never receives a sample as its own signal).
+//   (the program never receives a sample as its own signal); sigwaitinfo and sigtimedwait,
+//   which a handled signal ends with EINTR, block it while the sampler clock runs (quiet.hpp).
 // - setitimer, getitimer: ITIMER_PROF belongs to the program (runtime.cpp, program_setitimer).
 // - timer_create: a program timer that signals sprofil's signal makes it the program's
 //   (program_timer_signal); sprofil's own timers are created with the real one.
@@ -34,6 +35,7 @@
 #include <cstring>
 
 #include "clock/interpose.hpp"
+#include "clock/quiet.hpp"
 #include "clock/runtime.hpp"
 
 namespace sprofil::rt {
@@ -328,11 +330,13 @@ SPROFIL_EXPORT int sigwait(const sigset_t* set, int* sig) {
 }
 
 SPROFIL_EXPORT int sigwaitinfo(const sigset_t* set, siginfo_t* info) {
+  Quiet q;  // a handled signal ends the wait (EINTR): a sample must not
   sigset_t copy;
   return real_fn(g_sigwaitinfo, "sigwaitinfo")(without(set, current_signal(), &copy), info);
 }
 
 SPROFIL_EXPORT int sigtimedwait(const sigset_t* set, siginfo_t* info, const timespec* timeout) {
+  Quiet q;
   sigset_t copy;
   return real_fn(g_sigtimedwait, "sigtimedwait")(without(set, current_signal(), &copy), info,
                                                  timeout);

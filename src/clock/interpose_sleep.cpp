@@ -1,18 +1,23 @@
-// Interposed sleeping calls, for the sampler clock (sampler.cpp): its timers run on
+// Interposed waiting calls, for the sampler clock (sampler.cpp): its timers run on
 // CLOCK_MONOTONIC and may expire while a thread waits, and a signal would cut the wait short
-// (nanosleep, poll, select and epoll_wait return EINTR whatever SA_RESTART says). While the
-// sampler clock runs, each of these blocks sprofil's signal for the length of the call (the
-// calls that take a mask get it added to theirs, as sigsuspend does in interpose_signals.cpp);
-// an expiry during the wait is taken when the call returns, late, and credits nothing. With
-// any other clock each costs one atomic load. glibc's sleep and usleep call nanosleep
-// internally (not through the PLT): each has its own interposer. Raw system calls and
-// libc-internal waits (sem_wait, pthread_cond_timedwait: futexes) are not covered; their
-// exposure is bounded by parking (sampler.cpp). All are async-signal-safe where the real ones
-// are (rt_sigprocmask and atomics only).
+// (nanosleep, poll, select, epoll_wait, thrd_sleep, pause and the System V IPC waits semop,
+// semtimedop, msgrcv and msgsnd return EINTR whatever SA_RESTART says: signal(7)). While the
+// sampler clock runs, each of these blocks sprofil's signal for the length of the call (Quiet,
+// quiet.hpp; the calls that take a mask get it added to theirs, as sigsuspend does in
+// interpose_signals.cpp). With any other clock each costs one atomic load. pause waits as
+// sigsuspend does with every clock: in the thread's mask with sprofil's signal added. glibc's
+// sleep, usleep and thrd_sleep call nanosleep internally (not through the PLT): each has its
+// own interposer. Sockets with a timeout are interpose_sockets.cpp's. Raw system calls are not
+// covered; their exposure is bounded by parking (sampler.cpp). The waits that SA_RESTART
+// restarts (futexes: sem_wait, pthread_cond_timedwait; read, wait) need nothing. All are
+// async-signal-safe where the real ones are (rt_sigprocmask and atomics only).
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/msg.h>
 #include <sys/select.h>
+#include <sys/sem.h>
+#include <threads.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,34 +26,12 @@
 
 #include "clock/clock.hpp"
 #include "clock/interpose.hpp"
+#include "clock/quiet.hpp"
+#include "clock/runtime.hpp"
 #include "util/export.hpp"
-#include "util/nocopy.hpp"
 
 namespace sprofil::rt {
 namespace {
-
-// Blocks sprofil's signal in this thread for its lifetime when the sampler clock runs.
-class Quiet : sprofil::util::NoCopy {
- public:
-  Quiet() {
-    const int s = current_signal();
-    if (s <= 0 || !sampler_runs()) return;
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, s);
-    on_ = real_sigmask(SIG_BLOCK, &one, &old_) == 0;
-  }
-  ~Quiet() {
-    if (!on_) return;
-    const int e = errno;
-    real_sigmask(SIG_SETMASK, &old_, nullptr);
-    errno = e;
-  }
-
- private:
-  bool on_ = false;
-  sigset_t old_;
-};
 
 // A call's own mask with sprofil's signal added (null stays null: Quiet covers it).
 const sigset_t* with_ours(const sigset_t* mask, sigset_t* copy) {
@@ -142,4 +125,68 @@ SPROFIL_EXPORT int epoll_pwait(int fd, epoll_event* ev, int n, int timeout, cons
   Quiet q;
   sigset_t copy;
   return real(fd, ev, n, timeout, with_ours(mask, &copy));
+}
+
+SPROFIL_EXPORT int epoll_pwait2(int fd, epoll_event* ev, int n, const timespec* timeout,
+                                const sigset_t* mask) {
+  using fn = int (*)(int, epoll_event*, int, const timespec*, const sigset_t*);
+  SPROFIL_REAL_("epoll_pwait2", fn);
+  if (!real) {  // a glibc before 2.35
+    errno = ENOSYS;
+    return -1;
+  }
+  Quiet q;
+  sigset_t copy;
+  return real(fd, ev, n, timeout, with_ours(mask, &copy));
+}
+
+SPROFIL_EXPORT int thrd_sleep(const timespec* req, timespec* rem) {
+  using fn = int (*)(const timespec*, timespec*);
+  SPROFIL_REAL_("thrd_sleep", fn);
+  Quiet q;
+  return real(req, rem);
+}
+
+// pause ends at any handled signal: it waits in sigsuspend with the thread's mask and
+// sprofil's signal added, with every clock (a sample must not end it).
+SPROFIL_EXPORT int pause() {
+  using fn = int (*)();
+  SPROFIL_REAL_("pause", fn);
+  using suspend_fn = int (*)(const sigset_t*);
+  static std::atomic<suspend_fn> suspend_cache{nullptr};
+  const int s = sprofil::rt::current_signal();
+  sigset_t mask;
+  if (s <= 0 || sprofil::rt::real_sigmask(SIG_BLOCK, nullptr, &mask) != 0) return real();
+  sigaddset(&mask, s);
+  return real_fn(suspend_cache, "sigsuspend")(&mask);
+}
+
+// The System V IPC waits: each may block unless IPC_NOWAIT is given (semop's flags are per
+// operation: it is covered whatever they say).
+SPROFIL_EXPORT int semop(int id, sembuf* ops, size_t n) {
+  using fn = int (*)(int, sembuf*, size_t);
+  SPROFIL_REAL_("semop", fn);
+  Quiet q;
+  return real(id, ops, n);
+}
+
+SPROFIL_EXPORT int semtimedop(int id, sembuf* ops, size_t n, const timespec* timeout) {
+  using fn = int (*)(int, sembuf*, size_t, const timespec*);
+  SPROFIL_REAL_("semtimedop", fn);
+  Quiet q;
+  return real(id, ops, n, timeout);
+}
+
+SPROFIL_EXPORT ssize_t msgrcv(int id, void* msg, size_t size, long type, int flags) {
+  using fn = ssize_t (*)(int, void*, size_t, long, int);
+  SPROFIL_REAL_("msgrcv", fn);
+  Quiet q((flags & IPC_NOWAIT) == 0);
+  return real(id, msg, size, type, flags);
+}
+
+SPROFIL_EXPORT int msgsnd(int id, const void* msg, size_t size, int flags) {
+  using fn = int (*)(int, const void*, size_t, int);
+  SPROFIL_REAL_("msgsnd", fn);
+  Quiet q((flags & IPC_NOWAIT) == 0);
+  return real(id, msg, size, flags);
 }

@@ -23,6 +23,7 @@ namespace {
 
 const std::string kWorkload = CONTEND_WORKLOAD;
 const std::string kSleeper = SLEEP_WORKLOAD;
+const std::string kTimedWaits = TIMED_WAITS;
 
 // Two threads that spin until destroyed (and at most 120 s: bounded whatever happens).
 class BusyLoops {
@@ -153,6 +154,28 @@ TEST(SamplerClock, SleepingCallsSeeNoEintr) {
   Result wall = record(dir / "w.sprof", {"--clock", "wall"}, {kSleeper});
   ASSERT_EQ(wall.status, 0) << describe(wall);
   EXPECT_NE(wall.out, "eintr 0\n");
+}
+
+// The waits that a handled signal ends with EINTR whatever SA_RESTART says (signal(7)) beyond
+// the sleeps above: pause, sigtimedwait, semtimedop, msgrcv, epoll_pwait2, thrd_sleep and the
+// calls on sockets with a receive or send timeout (timed_waits.cpp), 36 of each after 2 ms of
+// CPU. None may be ended by a sample: "eintr 0" natively and under the sampler clock, and each
+// wait ends as natively ("wrong 0": timed out, or got its message or signal). Before the
+// interposers of stop 72, every kind but the sleeps saw EINTR under the sampler clock, and a
+// program's pause() returned as if its own signal had come. The wall clock, which signals
+// sleeping threads, shows that the program sees EINTR when it happens.
+TEST(SamplerClock, CallsThatASignalEndsSeeNoEintr) {
+  TempDir dir;
+  Result native = run({kTimedWaits});
+  ASSERT_EQ(native.status, 0) << describe(native);
+  EXPECT_EQ(native.out, "eintr 0\nwrong 0\n");
+  Result r = record(dir / "s.sprof", {"--clock", "sampler"}, {kTimedWaits});
+  ASSERT_EQ(r.status, 0) << describe(r);
+  EXPECT_EQ(r.out, "eintr 0\nwrong 0\n");
+  EXPECT_GT(read(dir / "s.sprof").total_samples(), 500u);  // it did sample: 0.86 s of CPU
+  Result wall = record(dir / "w.sprof", {"--clock", "wall"}, {kTimedWaits});
+  ASSERT_EQ(wall.status, 0) << describe(wall);
+  EXPECT_NE(wall.out.substr(0, 8), "eintr 0\n") << wall.out;
 }
 
 // A thread that waits (here on a condition variable: a futex wait, which no interposer
