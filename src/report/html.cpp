@@ -176,7 +176,8 @@ class HtmlExporter final : public Exporter {
     return out;
   }
 
-  // One histogram per region with samples: its non-zero bins at link-time addresses and the
+  // One histogram per region with samples that the options keep (--pid, --comm, --object; with
+  // --user-only the user part of each bin): its non-zero bins at link-time addresses and the
   // functions with samples in it (their range and row in the function table; rows are keyed by
   // command when `per_process`).
   static json histograms(const ExportInput& in, const Options& o, bool per_process,
@@ -196,12 +197,14 @@ class HtmlExporter final : public Exporter {
     json out = json::array();
     for (size_t ri = 0; ri < p.regions.size(); ++ri) {
       const Region& r = p.regions[ri];
-      if (!process_selected(p, r.process, o)) continue;
+      if (!process_selected(p, r.process, o) || !object_selected(object_of(r), o)) continue;
       json bins = json::array();
       double total = 0;
       uint64_t first = UINT64_MAX, last = 0;
       const uint64_t base = r.start - r.load_bias;
-      r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t) {
+      r.for_each_bin([&](uint64_t i, uint64_t count, uint64_t system) {
+        count_bin(o, &count, &system);  // --user-only: the user part, as the tables count
+        if (count == 0) return;
         const uint64_t a = base + i * r.bin_size;
         bins.push_back({a, count});
         total += double(count);

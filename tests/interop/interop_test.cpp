@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -560,6 +561,29 @@ double csv_samples(const std::string& file, const std::string& args) {
   return sum;
 }
 
+// The samples of the address-space histograms of `sprofil report FILE --format html ARGS`: the
+// sum of each histogram's total, from the page's embedded data.
+double html_histogram_samples(const std::string& dir, const std::string& file,
+                              const std::string& args) {
+  const std::string html = dir + "/page.html";
+  int status = 0;
+  std::string err;
+  sprofil_report(file, "--format html -o " + q(html) + " " + args, &status, &err);
+  EXPECT_EQ(status, 0) << err;
+  const std::string page = report_test::read_file(html);
+  const std::string open = "id=\"sprofil-data\">";
+  const size_t from = page.find(open);
+  const size_t to = page.find("</script>", from);
+  if (from == std::string::npos || to == std::string::npos) {
+    ADD_FAILURE() << "no data in the page";
+    return -1;
+  }
+  const auto data = nlohmann::json::parse(page.substr(from + open.size(), to - from - open.size()));
+  double sum = 0;
+  for (const auto& h : data.at("hist")) sum += h.at("total").get<double>();
+  return sum;
+}
+
 // A gmon.out's histogram records read back (the 20-byte header, then per record: tag, low and
 // high pc, bin count, rate, dimension and its abbreviation, 16-bit bins): the sum of the bins
 // and the records' rate.
@@ -590,7 +614,8 @@ GmonHistogram read_gmon(const std::string& path) {
   return h;
 }
 
-// --user-only and --object keep in pprof and gmon what they keep in the text report. The
+// --user-only and --object keep in pprof, gmon and the HTML page's histograms what they keep in
+// the text report. The
 // program spends a known part of its time in the kernel at its own pc (reads of /dev/zero by
 // its own syscall instruction) and a part in a shared library (report_testlib). pprof's total
 // under --user-only equals the text report's --user-only total, and under --object
@@ -599,7 +624,7 @@ GmonHistogram read_gmon(const std::string& path) {
 // text report (--by object) within 1 sample, and gprof's total is that / rate (within gprof's
 // 2-decimal print). The system part is large enough that a format ignoring either filter is
 // off by far more. gmon refuses --object of a shared library.
-TEST(Filters, PprofAndGmonKeepWhatTheTextReportKeeps) {
+TEST(Filters, PprofGmonAndHtmlKeepWhatTheTextReportKeeps) {
   const std::string dir = temp_dir("filters");
   const std::string file = dir + "/sys.sprof";
   const std::string prog = EXPORT_PROG;
@@ -632,6 +657,13 @@ TEST(Filters, PprofAndGmonKeepWhatTheTextReportKeeps) {
     EXPECT_NEAR(pprof_total_samples(dir, upb), double(user), 1) << "--user-only";
     EXPECT_NEAR(pprof_total_samples(dir, opb), lib, 1) << "--object report_testlib";
   }
+
+  // The HTML page's histograms (its tables apply both filters through the same rows).
+  EXPECT_NEAR(html_histogram_samples(dir, file, "--object " + q(object)), exe_all, 1);
+  EXPECT_NEAR(html_histogram_samples(dir, file, "--user-only --object " + q(object)), exe_user, 1)
+      << "--user-only";
+  EXPECT_NEAR(html_histogram_samples(dir, file, "--object report_testlib"), lib, 1)
+      << "--object report_testlib";
 
   const std::string gmon = dir + "/gmon.out", ugmon = dir + "/u.gmon.out";
   export_gmon(file, gmon);
