@@ -35,6 +35,10 @@ class Exporter {
   virtual std::string_view default_path() const { return {}; }
   // Whether render() needs the rows aggregated by Options::by (ExportInput::table).
   virtual bool needs_table() const { return true; }
+  // Whether Options::limit and Options::min_percent choose what it writes: the formats of rows
+  // do; pprof and gmon keep every sample (their viewers choose), HTML pages its rows itself.
+  virtual bool takes_limit() const { return needs_table(); }
+  virtual bool takes_min_percent() const { return needs_table(); }
   // The whole output into *bytes; false with *error naming the problem.
   virtual bool render(const ExportInput& in, std::string* bytes, std::string* error) const = 0;
 };

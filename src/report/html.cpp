@@ -94,7 +94,8 @@ class HtmlExporter final : public Exporter {
     return "a self-contained page: tables, intervals, address-space histograms, drill-down";
   }
   std::string_view default_path() const override { return "sprofil.html"; }
-  bool needs_table() const override { return false; }  // it aggregates three ways itself
+  bool needs_table() const override { return false; }       // it aggregates three ways itself
+  bool takes_min_percent() const override { return true; }  // its tables' rows
 
   bool render(const ExportInput& in, std::string* bytes, std::string* error) const override {
     const Profile& p = in.profile;

@@ -5,6 +5,7 @@
 // and a filter on a merged profile, are errors with nothing on standard output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -213,6 +214,45 @@ TEST_F(ReportFilter, TextAndHtmlHeadersDescribeTheKeptProcesses) {
   EXPECT_NE(page.find("[\"processes\",\"1 of 3 stored (--comm " + kAnnotateComm + ")\"]"),
             std::string::npos);
   EXPECT_NE(page.find("[\"samples\",\"" + std::to_string(samples_of(2)) + " ("), std::string::npos);
+}
+
+// --limit and --min-percent choose the rows of a table. pprof and gmon write every sample (their
+// viewers choose), and the HTML page pages its rows itself (it takes --min-percent): given to
+// them, the option is said to be left out, on stderr, and the file is the same bytes as without
+// it. They were silently ignored before. The formats of rows take both and say nothing.
+TEST_F(ReportFilter, LimitOrMinPercentThatAFormatLeavesOutIsSaid) {
+  struct Case {
+    const char* format;
+    bool limit_said, min_said;
+  };
+  for (const Case& c : {Case{"pprof", true, true}, Case{"gmon", true, true},
+                        Case{"html", true, false}, Case{"csv", false, false}}) {
+    SCOPED_TRACE(c.format);
+    const std::string plain = *dir_ / (std::string("plain.") + c.format);
+    const std::string chosen = *dir_ / (std::string("chosen.") + c.format);
+    const Args common{"report", run_, "--comm", kAnnotateComm, "--format", c.format};
+    Args a = common, b = common;
+    a.insert(a.end(), {"-o", plain});
+    b.insert(b.end(), {"-o", chosen, "--limit", "1", "--min-percent", "5"});
+    Result r = tool(a);
+    ASSERT_EQ(r.status, 0) << describe(r);
+    EXPECT_EQ(r.err.find("warning: --"), std::string::npos) << r.err;
+    Result f = tool(b);
+    ASSERT_EQ(f.status, 0) << describe(f);
+    const std::string said = "sprofil report: warning: --";
+    const std::string why = " chooses the rows of a table; --format " + std::string(c.format) +
+                            " writes every sample and leaves the choice to its viewer: it is "
+                            "left out";
+    EXPECT_EQ(f.err.find(said + "limit" + why) != std::string::npos, c.limit_said) << f.err;
+    EXPECT_EQ(f.err.find(said + "min-percent" + why) != std::string::npos, c.min_said) << f.err;
+    if (c.limit_said && c.min_said) {
+      EXPECT_EQ(read_file(chosen), read_file(plain));
+    }
+    if (!c.limit_said) {  // csv: the header and one row
+      const std::string rows = read_file(chosen);
+      EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 2) << rows;
+    }
+  }
 }
 
 TEST_F(ReportFilter, NoMatchIsAnErrorListingTheCommands) {
