@@ -5,7 +5,6 @@
 #include <memory>
 #include <string>
 
-#include "report/exporter.hpp"
 #include "report/labels.hpp"
 #include "subcommands.hpp"
 
@@ -41,14 +40,6 @@ int run_report(const ReportArgs& args) {
   opts.inline_frames = args.inline_frames;
   opts.min_percent = args.min_percent;
   opts.user_only = args.user_only;
-  // An option that chooses rows, given to a format that keeps every sample: said, not silent.
-  const report::Exporter* format = report::find_exporter(args.request.format);
-  const std::string why = " chooses the rows of a table; --format " + args.request.format +
-                          " writes every sample and leaves the choice to its viewer: it is left "
-                          "out";
-  if (format && opts.limit && !format->takes_limit()) say("report", "warning: --limit" + why);
-  if (format && opts.min_percent > 0 && !format->takes_min_percent())
-    say("report", "warning: --min-percent" + why);
   if (::isatty(STDERR_FILENO)) opts.progress = show_progress;
   profile::Profile p;
   if (!args.input.read("report", &p, &opts)) return 1;

@@ -206,6 +206,13 @@ void add_report_request(CLI::App& sub, ReportRequest& r, bool describe,
 int write_report(const char* cmd, const profile::Profile& p, const ReportRequest& r,
                  const report::Options& opts) {
   const report::Exporter* format = report::find_exporter(r.format);
+  // An option that chooses rows, given to a format that writes every sample: said, not silent.
+  const std::string why = " chooses the rows of a table; --format " + r.format +
+                          " writes every sample and leaves the choice to its viewer: it is left "
+                          "out";
+  if (opts.limit && !format->takes_limit()) say(cmd, "warning: --limit" + why);
+  if (opts.min_percent > 0 && !format->takes_min_percent())
+    say(cmd, "warning: --min-percent" + why);
   std::vector<std::string> warnings;
   std::string err;
   const bool ok = report::write_report(p, *format, opts, r.out, &warnings, &err);
