@@ -158,9 +158,12 @@ constexpr ClockOps timer_clock(int (*arm_thread)(Slot* s, const ClockRequest& c)
 // (while timers_split_start's interval is set, else 0). Signal-safe.
 uint64_t timers_system_part(uint64_t w);
 
-// The sampler clock (sampler.cpp). Whether it runs (the sleeping calls' interposers).
-// Signal-safe.
-bool sampler_runs();
+// The sampler clock (sampler.cpp): its period while it runs, else 0. Whether it runs (the
+// waiting calls' interposers: inline, one relaxed load on their fast path). Signal-safe.
+extern std::atomic<uint64_t> g_sampler_interval;
+inline bool sampler_runs() {
+  return g_sampler_interval.load(std::memory_order_relaxed) != 0;
+}
 
 // ITIMER_PROF (itimer.cpp). Arms (interval_ns) or disarms (0) the real ITIMER_PROF; 0 or an errno
 // value.

@@ -56,16 +56,19 @@ unsigned char ask(int fd) {
   return s;
 }
 
-// Whether a call on fd that may wait may be ended by a sample: the sampler clock runs and the
-// socket has a timeout in this direction (kRecv, kSend).
-bool timed(int fd, unsigned char direction) {
-  if (fd < 0 || !sampler_runs()) return false;
+unsigned char state(int fd) {
   unsigned char s = fd < kTable ? g_state[fd].load(std::memory_order_relaxed) : 0;
   if ((s & kKnown) == 0) {
     s = ask(fd);
     if (fd < kTable) g_state[fd].store(s, std::memory_order_relaxed);
   }
-  return (s & direction) != 0;
+  return s;
+}
+
+// Whether a call on fd that may wait may be ended by a sample: the sampler clock runs and the
+// socket has a timeout in this direction (kRecv, kSend). Inline: with any other clock one load.
+inline bool timed(int fd, unsigned char direction) {
+  return sampler_runs() && fd >= 0 && (state(fd) & direction) != 0;
 }
 
 void forget(int fd) {
@@ -116,55 +119,77 @@ __attribute__((constructor(101))) void resolve_socket_calls() {
 
 using namespace sprofil::rt;
 
-#define SPROFIL_REAL_(name) real_fn(g_##name, #name)
+namespace {
+
+// The real function, looked up at load (resolve_socket_calls); out of line where it was not yet.
+template <class F>
+__attribute__((noinline)) F resolve(std::atomic<F>& cache, const char* name) {
+  return real_fn(cache, name);
+}
+template <class F>
+inline F real_of(std::atomic<F>& cache, const char* name) {
+  const F f = cache.load(std::memory_order_acquire);
+  return f ? f : resolve(cache, name);
+}
+
+// Under the sampler clock: the call, with sprofil's signal blocked around it where it may wait
+// (`may_wait`: no MSG_DONTWAIT) on fd with a timeout in `direction`, or where `timed_anyway`
+// (recvmmsg's own timeout).
+template <class F, class... A>
+__attribute__((noinline)) auto sampled_call(bool may_wait, bool timed_anyway, int fd,
+                                            unsigned char direction, F real, A... args) {
+  Quiet q(may_wait && (timed_anyway || timed(fd, direction)));
+  return real(args...);
+}
+
+}  // namespace
+
+#define SPROFIL_REAL_(name) real_of(g_##name, #name)
+
+// The real call. With any clock but the sampler a call after one load, no more.
+#define SPROFIL_PASS_(name, may_wait, timed_anyway, fd, direction, ...) \
+  const auto real = SPROFIL_REAL_(name);                                \
+  if (!sampler_runs()) return real(__VA_ARGS__);                        \
+  return sampled_call(may_wait, timed_anyway, fd, direction, real, __VA_ARGS__)
 
 SPROFIL_EXPORT ssize_t read(int fd, void* buf, size_t n) {
-  Quiet q(timed(fd, kRecv));
-  return SPROFIL_REAL_(read)(fd, buf, n);
+  SPROFIL_PASS_(read, true, false, fd, kRecv, fd, buf, n);
 }
 
 SPROFIL_EXPORT ssize_t readv(int fd, const iovec* iov, int n) {
-  Quiet q(timed(fd, kRecv));
-  return SPROFIL_REAL_(readv)(fd, iov, n);
+  SPROFIL_PASS_(readv, true, false, fd, kRecv, fd, iov, n);
 }
 
 // The _FORTIFY_SOURCE forms: glibc's own call the internal read and recv, not through the PLT.
 SPROFIL_EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t size) {
-  Quiet q(timed(fd, kRecv));
-  return SPROFIL_REAL_(__read_chk)(fd, buf, n, size);
+  SPROFIL_PASS_(__read_chk, true, false, fd, kRecv, fd, buf, n, size);
 }
 
 SPROFIL_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
-  Quiet q(waits(flags) && timed(fd, kRecv));
-  return SPROFIL_REAL_(recv)(fd, buf, n, flags);
+  SPROFIL_PASS_(recv, waits(flags), false, fd, kRecv, fd, buf, n, flags);
 }
 
 SPROFIL_EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t size, int flags) {
-  Quiet q(waits(flags) && timed(fd, kRecv));
-  return SPROFIL_REAL_(__recv_chk)(fd, buf, n, size, flags);
+  SPROFIL_PASS_(__recv_chk, waits(flags), false, fd, kRecv, fd, buf, n, size, flags);
 }
 
 SPROFIL_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from,
                                 socklen_t* len) {
-  Quiet q(waits(flags) && timed(fd, kRecv));
-  return SPROFIL_REAL_(recvfrom)(fd, buf, n, flags, from, len);
+  SPROFIL_PASS_(recvfrom, waits(flags), false, fd, kRecv, fd, buf, n, flags, from, len);
 }
 
 SPROFIL_EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t size, int flags,
                                       sockaddr* from, socklen_t* len) {
-  Quiet q(waits(flags) && timed(fd, kRecv));
-  return SPROFIL_REAL_(__recvfrom_chk)(fd, buf, n, size, flags, from, len);
+  SPROFIL_PASS_(__recvfrom_chk, waits(flags), false, fd, kRecv, fd, buf, n, size, flags, from, len);
 }
 
 SPROFIL_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
-  Quiet q(waits(flags) && timed(fd, kRecv));
-  return SPROFIL_REAL_(recvmsg)(fd, msg, flags);
+  SPROFIL_PASS_(recvmsg, waits(flags), false, fd, kRecv, fd, msg, flags);
 }
 
 // recvmmsg's own timeout ends it with EINTR on a signal too (signal(7)).
 SPROFIL_EXPORT int recvmmsg(int fd, mmsghdr* vec, unsigned n, int flags, timespec* timeout) {
-  Quiet q(waits(flags) && ((timeout && sampler_runs()) || timed(fd, kRecv)));
-  return SPROFIL_REAL_(recvmmsg)(fd, vec, n, flags, timeout);
+  SPROFIL_PASS_(recvmmsg, waits(flags), timeout != nullptr, fd, kRecv, fd, vec, n, flags, timeout);
 }
 
 SPROFIL_EXPORT int accept(int fd, sockaddr* addr, socklen_t* len) {
@@ -188,40 +213,33 @@ SPROFIL_EXPORT int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
 }
 
 SPROFIL_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
-  Quiet q(timed(fd, kSend));
-  return SPROFIL_REAL_(write)(fd, buf, n);
+  SPROFIL_PASS_(write, true, false, fd, kSend, fd, buf, n);
 }
 
 SPROFIL_EXPORT ssize_t writev(int fd, const iovec* iov, int n) {
-  Quiet q(timed(fd, kSend));
-  return SPROFIL_REAL_(writev)(fd, iov, n);
+  SPROFIL_PASS_(writev, true, false, fd, kSend, fd, iov, n);
 }
 
 SPROFIL_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
-  Quiet q(waits(flags) && timed(fd, kSend));
-  return SPROFIL_REAL_(send)(fd, buf, n, flags);
+  SPROFIL_PASS_(send, waits(flags), false, fd, kSend, fd, buf, n, flags);
 }
 
 SPROFIL_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to,
                               socklen_t len) {
-  Quiet q(waits(flags) && timed(fd, kSend));
-  return SPROFIL_REAL_(sendto)(fd, buf, n, flags, to, len);
+  SPROFIL_PASS_(sendto, waits(flags), false, fd, kSend, fd, buf, n, flags, to, len);
 }
 
 SPROFIL_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
-  Quiet q(waits(flags) && timed(fd, kSend));
-  return SPROFIL_REAL_(sendmsg)(fd, msg, flags);
+  SPROFIL_PASS_(sendmsg, waits(flags), false, fd, kSend, fd, msg, flags);
 }
 
 SPROFIL_EXPORT int sendmmsg(int fd, mmsghdr* vec, unsigned n, int flags) {
-  Quiet q(waits(flags) && timed(fd, kSend));
-  return SPROFIL_REAL_(sendmmsg)(fd, vec, n, flags);
+  SPROFIL_PASS_(sendmmsg, waits(flags), false, fd, kSend, fd, vec, n, flags);
 }
 
 // connect waits as long as the send timeout says (the kernel's inet_stream_connect).
 SPROFIL_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
-  Quiet q(timed(fd, kSend));
-  return SPROFIL_REAL_(connect)(fd, addr, len);
+  SPROFIL_PASS_(connect, true, false, fd, kSend, fd, addr, len);
 }
 
 SPROFIL_EXPORT int setsockopt(int fd, int level, int option, const void* value,

@@ -85,8 +85,6 @@ struct Chunk {
 };
 std::atomic<Chunk*> g_chunks{nullptr};  // grows under g_mu, never shrinks
 
-std::atomic<uint64_t> g_interval{0};  // the period while the sampler clock runs, else 0
-
 // The wake timer's signals carry the record's address with this bit set (a Rec is aligned).
 constexpr uintptr_t kWakeTag = 1;
 static_assert(alignof(Rec) > kWakeTag, "a tag bit");
@@ -146,12 +144,12 @@ void park(Rec* r, uint64_t p) {
 }
 
 int start(const ClockRequest& c) {
-  g_interval.store(c.interval_ns, std::memory_order_relaxed);
+  g_sampler_interval.store(c.interval_ns, std::memory_order_relaxed);
   return timers_split_start(c);
 }
 
 void stop() {
-  g_interval.store(0, std::memory_order_relaxed);
+  g_sampler_interval.store(0, std::memory_order_relaxed);
   timers_split_stop();
 }
 
@@ -225,7 +223,7 @@ void credit(Rec* r, uint64_t w, uint64_t p) {
 // the main thread), as the perf clock does at an event's close (perf.cpp, credit_at_close) and
 // the record parent in drain mode.
 void credit_at_end(Rec* r) {
-  const uint64_t p = g_interval.load(std::memory_order_relaxed);
+  const uint64_t p = g_sampler_interval.load(std::memory_order_relaxed);
   if (p == 0) return;
   const uint64_t now = util::clock_ns(CLOCK_THREAD_CPUTIME_ID);
   const uint64_t w = now != 0 ? ended_periods(r, now, p) : 0;
@@ -254,7 +252,7 @@ void disarm(Slot* s) {
 // credited sample.
 uint64_t weight(const siginfo_t* si, uint64_t* system_w) {
   if (si->si_code != SI_TIMER) return 0;
-  const uint64_t p = g_interval.load(std::memory_order_relaxed);
+  const uint64_t p = g_sampler_interval.load(std::memory_order_relaxed);
   if (p == 0) return 0;
   const auto tagged = reinterpret_cast<uintptr_t>(si->si_value.sival_ptr);
   const bool wake = tagged & kWakeTag;
@@ -297,9 +295,7 @@ uint64_t weight(const siginfo_t* si, uint64_t* system_w) {
 
 }  // namespace
 
-bool sampler_runs() {
-  return g_interval.load(std::memory_order_relaxed) != 0;
-}
+constinit std::atomic<uint64_t> g_sampler_interval{0};
 
 extern constinit const ClockOps g_clock_SAMPLER = {
     /*sigprof_only=*/false,
