@@ -47,6 +47,7 @@ bool has_timeout(int fd, int option, bool* socket) {
 
 unsigned char ask(int fd) {
   const int e = errno;
+  errno = 0;  // (the program's last error is not getsockopt's)
   bool socket = false;
   unsigned char s = kKnown;
   if (has_timeout(fd, SO_RCVTIMEO, &socket)) s |= kRecv;

@@ -121,7 +121,7 @@ int main() {
       long rc = 0;
       bool timed_out = true;  // what the call does natively: time out (EAGAIN, 0 or -1)
       std::string name;
-      errno = 0;
+      errno = EBADF;  // a stale error of the program's, which the interposers must not read
       switch (call) {
         case 0: {
           name = "pause";
