@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -473,25 +474,22 @@ bool write_run(const Profile& p, const Output& output, uint32_t version, std::st
 
 bool may_write_profile_at(const std::string& path, std::string* why) {
   struct stat st;
-  if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != ::geteuid() &&
-      ::geteuid() != 0) {
+  if (named_descriptor(path) >= 0 || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return true;
+  if (st.st_uid != ::geteuid() && ::geteuid() != 0) {
     // A sticky directory (/tmp) lets no one but the file's owner (or the directory's) replace
     // it: the rename at the end would fail, after the whole run.
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "."
-                            : slash == 0               ? "/"
-                                                       : path.substr(0, slash);
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     struct stat d;
-    if (::stat(dir.c_str(), &d) == 0 && (d.st_mode & S_ISVTX) && d.st_uid != ::geteuid()) {
+    if (::stat(parent.empty() ? "." : parent.c_str(), &d) == 0 && (d.st_mode & S_ISVTX) &&
+        d.st_uid != ::geteuid()) {
       *why =
           "is another user's file in a sticky directory: it cannot be replaced (name another "
           "file)";
       return false;
     }
   }
-  if (named_descriptor(path) >= 0 || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_size == 0 || starts_as_profile(path))
-    return true;
+  if (st.st_size == 0 || starts_as_profile(path)) return true;
   *why = "exists and is not a sprofil profile: not replacing it (remove it, or name another file)";
   return false;
 }
