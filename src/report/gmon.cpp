@@ -98,15 +98,16 @@ bool gmon_bytes(const Profile& p, std::string* bytes, std::string* error,
   uint64_t kept = 0;
   for (size_t i = 0; i < p.regions.size(); ++i) {
     const Region& r = p.regions[i];
-    if (!process_selected(p, r.process, opts) || !object_selected(object_of(r), opts)) continue;
+    if (!region_selected(p, r, opts)) continue;
     const uint64_t n = region_samples(r, opts);
     kept = profile::sat_add(kept, n);
     if (n != 0 && std::find(exe.regions.begin(), exe.regions.end(), i) == exe.regions.end())
       elsewhere[object_of(r)] = profile::sat_add(elsewhere[object_of(r)], n);
   }
-  if (object_selected("", opts) && kept_overflow(p, opts) != 0) {
-    kept = profile::sat_add(kept, kept_overflow(p, opts));
-    elsewhere["[outside any object]"] = kept_overflow(p, opts);
+  if (const uint64_t overflow = kept_overflow(p, opts);
+      overflow != 0 && object_selected("", opts)) {
+    kept = profile::sat_add(kept, overflow);
+    elsewhere["[outside any object]"] = overflow;
   }
   if (double(exe.samples) * 2 < double(kept) && warnings != nullptr) {
     std::vector<std::pair<uint64_t, std::string>> most;

@@ -198,7 +198,7 @@ class HtmlExporter final : public Exporter {
     json out = json::array();
     for (size_t ri = 0; ri < p.regions.size(); ++ri) {
       const Region& r = p.regions[ri];
-      if (!process_selected(p, r.process, o) || !object_selected(object_of(r), o)) continue;
+      if (!region_selected(p, r, o)) continue;
       json bins = json::array();
       double total = 0;
       uint64_t first = UINT64_MAX, last = 0;

@@ -71,6 +71,10 @@ bool object_selected(const std::string& object, const Options& opts) {
   return opts.object.empty() || (!object.empty() && object.find(opts.object) != std::string::npos);
 }
 
+bool region_selected(const Profile& p, const Region& r, const Options& opts) {
+  return process_selected(p, r.process, opts) && object_selected(object_of(r), opts);
+}
+
 void count_bin(const Options& opts, uint64_t* count, uint64_t* system) {
   if (!opts.user_only) return;
   *count -= std::min(*count, *system);
@@ -110,7 +114,7 @@ std::vector<Executable> executables(const Profile& p, const Options& opts) {
   for (size_t i = 0; i < p.regions.size(); ++i) {
     const Region& r = p.regions[i];
     if ((r.flags & SPROF_R_MAIN) == 0 || r.nbins() == 0) continue;
-    if (!process_selected(p, r.process, opts) || !object_selected(object_of(r), opts)) continue;
+    if (!region_selected(p, r, opts)) continue;
     auto it = std::find_if(out.begin(), out.end(), [&](const Executable& e) { return e.is(r); });
     if (it == out.end()) {
       out.push_back({r.path, r.build_id, {}, {}, 0});
@@ -243,10 +247,7 @@ bool select_processes(const Profile& p, const Options& opts, Profile* out, std::
 std::vector<Piece> attribute(const Profile& p, symbolize::Symbolizer& symbolizer,
                              const Options& opts) {
   std::vector<Piece> pieces;
-  auto selected = [&](const Region& r) {
-    return process_selected(p, r.process, opts) && !r.empty() &&
-           object_selected(object_of(r), opts);
-  };
+  auto selected = [&](const Region& r) { return !r.empty() && region_selected(p, r, opts); };
   size_t nonempty = 0, done = 0;
   for (const Region& r : p.regions)
     if (selected(r)) ++nonempty;

@@ -73,6 +73,9 @@ std::string object_of(const profile::Region& r);
 // True if --object keeps the samples of `object` (object_of a region's; "" for the overflow,
 // which the filter never keeps).
 bool object_selected(const std::string& object, const Options& opts);
+// True if the options keep region `r` of `p`: its process (--pid, --comm) and its object
+// (--object). attribute, executables, the gmon export and the HTML histograms ask it.
+bool region_selected(const profile::Profile& p, const profile::Region& r, const Options& opts);
 // One bin's samples as the options count them: with --user-only its user part alone (the count
 // less its system part; *system becomes 0), else unchanged. attribute and the gmon export count
 // every bin through it, so every format counts what the text report does.
